@@ -1,0 +1,3 @@
+from rigctl.cli.app import main
+
+main()

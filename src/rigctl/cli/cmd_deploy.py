@@ -1,0 +1,1 @@
+"""cmd_deploy: commands registered on the shared app (see cli/base.py)."""

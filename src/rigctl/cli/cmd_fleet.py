@@ -1,0 +1,1 @@
+"""cmd_fleet: commands registered on the shared app (see cli/base.py)."""

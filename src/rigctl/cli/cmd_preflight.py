@@ -1,0 +1,1 @@
+"""cmd_preflight: commands registered on the shared app (see cli/base.py)."""

@@ -1,0 +1,1 @@
+"""cmd_render: commands registered on the shared app (see cli/base.py)."""

@@ -1,0 +1,77 @@
+"""The one renderer. A command hands over an Outcome; it becomes one JSON object on stdout (``--json``)
+or text for a person. Core functions never print; this module and the views are the only writers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rigctl.errors import InvalidInputError, RigctlError
+from rigctl.exitcodes import ExitCode
+
+SCHEMA_VERSION = "1"  # the "rigctl" key of every JSON document; bump on incompatible changes
+
+
+@dataclass
+class Outcome:
+    """What a command produced: ``payload`` is merged into the JSON envelope; ``view`` renders text."""
+
+    command: str
+    ok: bool
+    payload: dict[str, Any] = field(default_factory=dict)
+    view: Callable[[TextIO], None] | None = None
+    exit_code: ExitCode | None = None
+
+    def code(self) -> ExitCode:
+        if self.exit_code is not None:
+            return self.exit_code
+        return ExitCode.OK if self.ok else ExitCode.CHECKS_FAILED
+
+
+def envelope(command: str, ok: bool, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"rigctl": SCHEMA_VERSION, "command": command, "ok": ok, **payload}
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n"
+
+
+def _default(obj: Any) -> Any:
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    return str(obj)
+
+
+def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
+    stream = out or sys.stdout
+    if as_json:
+        stream.write(to_json(envelope(outcome.command, outcome.ok, outcome.payload)))
+    elif outcome.view is not None:
+        outcome.view(stream)
+    stream.flush()
+    return int(outcome.code())
+
+
+def emit_error(command: str, err: RigctlError, *, as_json: bool) -> int:
+    if as_json:
+        error: dict[str, Any] = {"code": err.code, "message": err.message}
+        if isinstance(err, InvalidInputError):
+            error["problems"] = err.problems
+        if err.fix:
+            error["fix"] = err.fix
+        sys.stdout.write(to_json(envelope(command, False, {"error": error})))
+        sys.stdout.flush()
+    else:
+        lines = err.message.splitlines() or [""]
+        sys.stderr.write(f"rigctl {command}: error: {lines[0]}\n")
+        for line in lines[1:]:
+            sys.stderr.write(f"  {line}\n")
+        if err.fix:
+            sys.stderr.write(f"  fix: {err.fix}\n")
+    return int(err.exit_code)

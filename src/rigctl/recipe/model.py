@@ -1,0 +1,452 @@
+"""The recipe: everything needed to serve one model on one box, validated strictly.
+
+Every model is frozen and forbids unknown keys. Every string that can reach a unit file is a
+``UnitStr`` (no newline, no control character); every host path is absolute and free of ``..``.
+Rules that span fields (host IPC with an explicit shm size, parallel sizes against the GPU count)
+live in model validators so that a recipe that loads is a recipe that can be rendered.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+# The exact error podman prints for `--ipc=host --shm-size=...` (podman 4.x and 5.x).
+PODMAN_IPC_SHM_ERROR = (
+    "Error: invalid config provided: cannot set shmsize when running in the host IPC Namespace"
+)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _no_control(value: str) -> str:
+    match = _CONTROL.search(value)
+    if match:
+        raise ValueError(
+            f"contains control character {match.group()!r}; newlines and control characters "
+            "cannot be carried safely into a unit file"
+        )
+    return value
+
+
+def _absolute_path(value: str) -> str:
+    path = PurePosixPath(value)
+    if not path.is_absolute():
+        raise ValueError(f"{value!r} is not an absolute path")
+    if ".." in path.parts:
+        raise ValueError(f"{value!r} contains '..'")
+    return value
+
+
+def _image_pinned(value: str) -> str:
+    if not IMAGE_RE.fullmatch(value):
+        if "@sha256:" not in value:
+            raise ValueError(
+                f"{value!r} is not pinned by digest; use NAME[:TAG]@sha256:<64 hex> "
+                "(find it with `podman image inspect --format '{{.Digest}}' IMAGE`)"
+            )
+        raise ValueError(f"{value!r} is not a valid NAME[:TAG]@sha256:<64 lowercase hex> reference")
+    return value
+
+
+_NAME_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+IMAGE_RE = re.compile(
+    rf"(?P<name>{_DOMAIN}{_NAME_COMPONENT}(?:/{_NAME_COMPONENT})*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"@(?P<digest>sha256:[0-9a-f]{64})"
+)
+
+UnitStr = Annotated[str, AfterValidator(_no_control)]
+NonEmptyStr = Annotated[str, Field(min_length=1), AfterValidator(_no_control)]
+HostPath = Annotated[str, Field(min_length=1), AfterValidator(_no_control), AfterValidator(_absolute_path)]
+ContainerPath = HostPath
+Port = Annotated[int, Field(ge=1, le=65535)]
+RecipeName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ImageRef = Annotated[str, AfterValidator(_no_control), AfterValidator(_image_pinned)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+DriverVersion = Annotated[str, Field(pattern=r"^\d+(\.\d+){1,2}$")]
+ComputeCapability = Annotated[str, Field(pattern=r"^\d+\.\d+$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+# --- checkpoint -------------------------------------------------------------------------------------
+
+
+class CheckpointFormat(StrEnum):
+    EXL3 = "exl3"
+    NVFP4 = "nvfp4"
+    SAFETENSORS = "safetensors"  # plain BF16/FP16/FP8 Hugging Face checkpoint
+    GGUF = "gguf"
+
+
+EXL3_VARIANTS = {"TR3", "K3", "standard"}
+NVFP4_VARIANTS = {"modelopt", "compressed-tensors"}
+
+
+class License(Strict):
+    id: NonEmptyStr
+    acceptance_required: bool = False
+    url: UnitStr | None = None
+    note: UnitStr | None = None
+
+
+class Checkpoint(Strict):
+    format: CheckpointFormat
+    variant: UnitStr | None = None
+    bits: float | None = Field(default=None, gt=0, le=32)
+    source: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+(@[A-Za-z0-9._/-]+)?$")]
+    path: HostPath
+    shards: int = Field(ge=1)
+    shard_pattern: UnitStr = "model-{index:05d}-of-{count:05d}.safetensors"
+    total_bytes: int | None = Field(default=None, ge=1, description="exact size of all shards together")
+    approx_bytes: int | None = Field(
+        default=None, ge=1, description="when only an approximate size is published (checked within 2%)"
+    )
+    sha256: dict[UnitStr, Sha256] | None = None
+    license: License
+
+    @model_validator(mode="after")
+    def _variant_fits_format(self) -> Checkpoint:
+        if (self.total_bytes is None) == (self.approx_bytes is None):
+            raise ValueError("give exactly one of total_bytes (exact) or approx_bytes")
+        if self.format is CheckpointFormat.EXL3 and self.variant not in EXL3_VARIANTS:
+            raise ValueError(f"exl3 variant must be one of {sorted(EXL3_VARIANTS)}, not {self.variant!r}")
+        if self.format is CheckpointFormat.NVFP4 and self.variant not in NVFP4_VARIANTS:
+            raise ValueError(f"nvfp4 variant must be one of {sorted(NVFP4_VARIANTS)}, not {self.variant!r}")
+        if self.sha256 is not None and len(self.sha256) != self.shards:
+            raise ValueError(f"sha256 manifest lists {len(self.sha256)} files but shards is {self.shards}")
+        try:
+            self.shard_pattern.format(index=1, count=self.shards)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"shard_pattern {self.shard_pattern!r} cannot be formatted: {exc}") from None
+        return self
+
+    def shard_names(self) -> list[str]:
+        return [self.shard_pattern.format(index=i, count=self.shards) for i in range(1, self.shards + 1)]
+
+
+# --- engine -----------------------------------------------------------------------------------------
+
+
+class EngineKind(StrEnum):
+    VLLM = "vllm"
+    TABBYAPI = "tabbyapi"
+    SGLANG = "sglang"
+
+
+ENGINE_DEFAULT_PORT = {EngineKind.VLLM: 8000, EngineKind.TABBYAPI: 5000, EngineKind.SGLANG: 30000}
+
+
+class Engine(Strict):
+    kind: EngineKind
+    command: list[UnitStr] = Field(default_factory=list, description="entrypoint override; empty keeps the image's")
+    args: list[UnitStr] = Field(default_factory=list)
+    env: dict[EnvName, UnitStr] = Field(default_factory=dict)
+    port: Port
+    health_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]*$")] = "/health"
+
+
+# --- GPUs -------------------------------------------------------------------------------------------
+
+
+class GpuLayout(Strict):
+    count: int = Field(ge=0, le=64, description="0 means the recipe needs no GPU")
+    tensor_parallel: int = Field(default=1, ge=1)
+    pipeline_parallel: int = Field(default=1, ge=1)
+    data_parallel: int = Field(default=1, ge=1)
+    decode_context_parallel: int = Field(default=1, ge=1)
+    expert_parallel: bool = False
+    products: list[NonEmptyStr] = Field(default_factory=list, description="accepted nvmlDeviceGetName strings")
+    min_memory_mib: int = Field(default=0, ge=0)
+    compute_capability: list[ComputeCapability] = Field(default_factory=list)
+    min_driver: DriverVersion | None = None
+    allow_mixed: bool = Field(default=False, description="allow different products (e.g. Max-Q + Workstation)")
+    select: list[NonEmptyStr] | None = Field(default=None, description="explicit GPU indices or UUIDs")
+
+    @model_validator(mode="after")
+    def _sizes_fit(self) -> GpuLayout:
+        if self.count == 0:
+            if self.products or self.select:
+                raise ValueError("count is 0 (no GPU) but products or select are given")
+            return self
+        world = self.tensor_parallel * self.pipeline_parallel * self.data_parallel
+        if world != self.count:
+            raise ValueError(
+                f"tensor_parallel ({self.tensor_parallel}) x pipeline_parallel ({self.pipeline_parallel}) "
+                f"x data_parallel ({self.data_parallel}) = {world}, but count is {self.count}"
+            )
+        if self.tensor_parallel % self.decode_context_parallel:
+            raise ValueError(
+                f"decode_context_parallel ({self.decode_context_parallel}) must divide "
+                f"tensor_parallel ({self.tensor_parallel}): it reuses the tensor-parallel GPUs"
+            )
+        if self.select is not None and len(self.select) != self.count:
+            raise ValueError(f"select names {len(self.select)} GPUs but count is {self.count}")
+        return self
+
+
+# --- speculative decoding ----------------------------------------------------------------------------
+
+
+class SpecNone(Strict):
+    method: Literal["none"] = "none"
+
+
+class SpecMtp(Strict):
+    method: Literal["mtp"]
+    num_speculative_tokens: int = Field(default=1, ge=1, le=16)
+    adaptive: bool = False
+
+
+class DraftModel(Strict):
+    source: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+(@[A-Za-z0-9._/-]+)?$")]
+    path: HostPath
+    total_bytes: int = Field(ge=1)
+    shards: int = Field(default=1, ge=1)
+    sha256: dict[UnitStr, Sha256] | None = None
+    license: License
+
+
+class SpecDraft(Strict):
+    method: Literal["draft"]
+    name: NonEmptyStr = Field(description="draft family, e.g. dflash2, eagle3")
+    num_speculative_tokens: int = Field(default=4, ge=1, le=32)
+    draft: DraftModel
+
+
+Speculative = Annotated[SpecNone | SpecMtp | SpecDraft, Field(discriminator="method")]
+
+
+# --- container and service ---------------------------------------------------------------------------
+
+
+class Volume(Strict):
+    host: HostPath
+    container: ContainerPath
+    read_only: bool = True
+    selinux_relabel: bool = False
+
+
+class Secret(Strict):
+    """A podman secret (`podman secret create NAME -`), exposed to the engine as an env var."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    env: EnvName
+
+
+_SIZE = r"^[1-9][0-9]*[bkmgBKMG]?$"
+
+
+class Publish(Strict):
+    address: Annotated[str, Field(pattern=r"^[0-9a-fA-F:.]+$")] = "127.0.0.1"
+    port: Port
+
+
+class Container(Strict):
+    name: RecipeName | None = Field(default=None, description="defaults to rigctl-<recipe name>")
+    ipc: Literal["private", "shareable", "host"] = "private"
+    shm_size: Annotated[str, Field(pattern=_SIZE)] | None = None
+    volumes: list[Volume] = Field(default_factory=list)
+    env: dict[EnvName, UnitStr] = Field(default_factory=dict)
+    secrets: list[Secret] = Field(default_factory=list)
+    publish: Publish | None = None
+    init: bool = True
+    extra_podman_args: list[UnitStr] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ipc_and_shm(self) -> Container:
+        if self.ipc == "host" and self.shm_size is not None:
+            raise ValueError(
+                f"ipc: host together with shm_size: {self.shm_size} is rejected by podman at start: "
+                f"{PODMAN_IPC_SHM_ERROR!r}; drop shm_size (host IPC already shares the host's /dev/shm)"
+            )
+        for arg in self.extra_podman_args:
+            if arg.split("=", 1)[0] in {"--restart", "--rm", "--replace", "-d", "--detach"}:
+                raise ValueError(f"extra_podman_args may not contain {arg!r}: quadlet and systemd own it")
+        if self.ipc == "host" and any(a.startswith("--shm-size") for a in self.extra_podman_args):
+            raise ValueError(f"ipc: host with --shm-size in extra_podman_args: {PODMAN_IPC_SHM_ERROR!r}")
+        return self
+
+
+class Service(Strict):
+    restart: Literal["always"] = Field(
+        default="always",
+        description="always: a vLLM engine crash can exit 0, which on-failure would leave down",
+    )
+    restart_sec: int = Field(default=10, ge=0, le=3600)
+    warmup_budget_s: int = Field(default=1800, ge=10, le=86400, description="becomes TimeoutStartSec")
+    stall_budget_s: int = Field(default=600, ge=5, le=86400, description="no output for this long is a stall")
+    stop_timeout_s: int = Field(default=120, ge=1, le=3600)
+
+
+# --- verification expectations -----------------------------------------------------------------------
+
+
+class SmokePrompt(Strict):
+    prompt: NonEmptyStr
+    expect_contains: NonEmptyStr
+    max_tokens: int = Field(default=32, ge=1, le=4096)
+    chat: bool = False
+
+
+def _default_smoke() -> list[SmokePrompt]:
+    return [SmokePrompt(prompt="The capital of France is", expect_contains="Paris")]
+
+
+class NeedleSettings(Strict):
+    context: int | None = Field(default=None, ge=256, description="defaults to the recipe's context length")
+    depths: list[Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=lambda: [0.05, 0.25, 0.5, 0.75, 0.95, 0.99]
+    )
+    answer_budget: int = Field(default=64, ge=8, le=4096)
+
+
+class SoakSettings(Strict):
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    requests: int = Field(default=32, ge=1, le=100000)
+    prefix_tokens: int = Field(default=2048, ge=1)
+    max_tokens: int = Field(default=256, ge=1)
+    runaway_factor: float = Field(default=4.0, gt=1)
+    timeout_s: int = Field(default=900, ge=10)
+
+
+class Verification(Strict):
+    smoke: list[SmokePrompt] = Field(default_factory=_default_smoke, min_length=1)
+    needle: NeedleSettings = Field(default_factory=NeedleSettings)
+    soak: SoakSettings = Field(default_factory=SoakSettings)
+    request_timeout_s: int = Field(default=60, ge=1, le=3600)
+
+
+# --- known issues ----------------------------------------------------------------------------------
+
+
+class CrashSignature(Strict):
+    id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    pattern: NonEmptyStr = Field(description="Python regular expression searched in the engine output")
+    meaning: NonEmptyStr
+    remedy: NonEmptyStr
+    link: UnitStr | None = None
+
+    @model_validator(mode="after")
+    def _compiles(self) -> CrashSignature:
+        try:
+            re.compile(self.pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern does not compile: {exc}") from None
+        return self
+
+
+class KnownBad(Strict):
+    """A combination known to fail. Every given condition must hold for it to match; conditions on the
+    recipe are decided at load time, conditions on the host (compute capability) at preflight."""
+
+    id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    checkpoint_formats: list[CheckpointFormat] | None = None
+    engine_kinds: list[EngineKind] | None = None
+    attention_backends: list[NonEmptyStr | None] | None = Field(
+        default=None, description="null in the list stands for the engine's default backend"
+    )
+    compute_capabilities: list[ComputeCapability] | None = None
+    problem: NonEmptyStr
+    remedy: NonEmptyStr
+    link: UnitStr | None = None
+
+
+class KnownIssues(Strict):
+    signatures: list[CrashSignature] = Field(default_factory=list)
+    bad_combinations: list[KnownBad] = Field(default_factory=list)
+
+
+# --- the recipe ------------------------------------------------------------------------------------
+
+
+class Recipe(Strict):
+    name: RecipeName
+    description: NonEmptyStr
+    family: NonEmptyStr
+    served_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")]
+    checkpoint: Checkpoint
+    image: ImageRef
+    engine: Engine
+    gpus: GpuLayout
+    attention_backend: UnitStr | None = None
+    context_length: int = Field(ge=256, le=16_777_216)
+    speculative: Speculative = Field(default_factory=SpecNone)
+    container: Container = Field(default_factory=Container)
+    service: Service = Field(default_factory=Service)
+    verify: Verification = Field(default_factory=Verification)
+    known_issues: KnownIssues = Field(default_factory=KnownIssues)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Recipe:
+        mounts = {v.container for v in self.container.volumes}
+        if self.checkpoint.path not in {v.host for v in self.container.volumes}:
+            raise ValueError(
+                f"checkpoint.path {self.checkpoint.path} is not mounted: add it to container.volumes"
+            )
+        if len(mounts) != len(self.container.volumes):
+            raise ValueError("container.volumes mounts two host paths at the same container path")
+        if self.verify.needle.context is not None and self.verify.needle.context > self.context_length:
+            raise ValueError(
+                f"verify.needle.context {self.verify.needle.context} exceeds context_length {self.context_length}"
+            )
+        return self
+
+    @property
+    def container_name(self) -> str:
+        return self.container.name or f"rigctl-{self.name}"
+
+    @property
+    def publish(self) -> Publish:
+        """Where the endpoint is published; unset means the engine's own port on loopback."""
+        return self.container.publish or Publish(port=self.engine.port)
+
+    @property
+    def image_digest(self) -> str:
+        match = IMAGE_RE.fullmatch(self.image)
+        assert match is not None  # guaranteed by ImageRef
+        return match.group("digest")
+
+    @property
+    def image_name(self) -> str:
+        match = IMAGE_RE.fullmatch(self.image)
+        assert match is not None
+        return match.group("name")
+
+    def checkpoint_mount(self) -> Volume:
+        return next(v for v in self.container.volumes if v.host == self.checkpoint.path)
+
+    def recipe_known_bad(self) -> list[KnownBad]:
+        """Known-bad combinations whose recipe-side conditions all hold (host-side ones not yet decided)."""
+        hits = []
+        for bad in self.known_issues.bad_combinations:
+            if bad.checkpoint_formats is not None and self.checkpoint.format not in bad.checkpoint_formats:
+                continue
+            if bad.engine_kinds is not None and self.engine.kind not in bad.engine_kinds:
+                continue
+            if bad.attention_backends is not None and self.attention_backend not in bad.attention_backends:
+                continue
+            hits.append(bad)
+        return hits
+
+    def licenses(self) -> list[tuple[str, License]]:
+        """(what, license) for the checkpoint and any draft model."""
+        found = [("checkpoint", self.checkpoint.license)]
+        if isinstance(self.speculative, SpecDraft):
+            found.append(("speculative.draft", self.speculative.draft.license))
+        return found
