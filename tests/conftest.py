@@ -4,6 +4,7 @@ locally, and fail instead when RIGCTL_REQUIRE_TESTBED=1 (CI), so a missing insta
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,12 @@ def require_or_skip(available: bool, why: str) -> None:
     if os.environ.get("RIGCTL_REQUIRE_TESTBED") == "1":
         pytest.fail(f"testbed component missing in CI: {why}")
     pytest.skip(why)
+
+
+@pytest.fixture
+def need() -> Callable[[bool, str], None]:
+    """``need(available, why)``: skip (locally) or fail (CI) when a real component is missing."""
+    return require_or_skip
 
 
 @pytest.fixture
