@@ -31,7 +31,9 @@ OverlayOpt = Annotated[
     list[str] | None,
     typer.Option("--overlay", "-f", metavar="FILE", help="YAML file deep-merged over the recipe (repeatable)."),
 ]
-RecipeArg = Annotated[str, typer.Argument(metavar="RECIPE", help="A recipe name (see `rigctl recipes`) or a YAML path.")]
+RecipeArg = Annotated[
+    str, typer.Argument(metavar="RECIPE", help="A recipe name (see `rigctl recipes`) or a YAML path.")
+]
 InventoryOpt = Annotated[
     str | None,
     typer.Option("--inventory", metavar="FILE", help="Use a captured `rigctl inventory --json` instead of this host."),

@@ -15,6 +15,19 @@ import yaml
 
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
 
+__all__ = [
+    "RecipeSource",
+    "YamlLoader",
+    "bundled_recipes_dir",
+    "list_recipe_files",
+    "list_recipes",
+    "read_yaml_mapping",
+    "resolve",
+    "search_dirs",
+    "templates_dir",
+    "user_recipes_dir",
+]
+
 try:  # the C loader is several times faster; fall back where libyaml is absent
     from yaml import CSafeLoader as YamlLoader
 except ImportError:  # pragma: no cover - depends on the platform's PyYAML build
