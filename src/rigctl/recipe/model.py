@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -72,6 +73,12 @@ NonEmptyStr = Annotated[str, Field(min_length=1), AfterValidator(_no_control)]
 HostPath = Annotated[str, Field(min_length=1), AfterValidator(_no_control), AfterValidator(_absolute_path)]
 ContainerPath = HostPath
 Port = Annotated[int, Field(ge=1, le=65535)]
+# a GPU by NVML index (YAML gives an int) or by UUID; kept as text either way
+GpuId = Annotated[
+    str,
+    BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v),
+    Field(pattern=r"^(\d{1,2}|GPU-[0-9a-fA-F-]{36}|MIG-[0-9a-fA-F-]{36})$"),
+]
 RecipeName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 ImageRef = Annotated[str, AfterValidator(_no_control), AfterValidator(_image_pinned)]
@@ -176,7 +183,7 @@ class GpuLayout(Strict):
     compute_capability: list[ComputeCapability] = Field(default_factory=list)
     min_driver: DriverVersion | None = None
     allow_mixed: bool = Field(default=False, description="allow different products (e.g. Max-Q + Workstation)")
-    select: list[NonEmptyStr] | None = Field(default=None, description="explicit GPU indices or UUIDs")
+    select: list[GpuId] | None = Field(default=None, description="explicit GPU indices or UUIDs")
 
     @model_validator(mode="after")
     def _sizes_fit(self) -> GpuLayout:

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's one test command (README and .ci/run both call it). On a fresh Debian 12 machine it
+# installs what the tests need, sets up the real testbed (podman 4.3, the quadlet generator, a
+# `systemd --user` manager, the test-engine image, loopback sshd hosts), runs lint, types and the whole
+# pytest suite, and tears the testbed down again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS"; }
+
+if ! command -v uv >/dev/null 2>&1; then
+  log "installing uv"
+  python3 -m pip install --quiet uv
+fi
+export PATH="$HOME/.local/bin:$PATH"
+
+log "python environment"
+uv sync --frozen --quiet
+
+log "testbed"
+bash .ci/testbed.sh up
+trap 'bash .ci/testbed.sh down || true' EXIT
+# shellcheck disable=SC1091
+[ -f .testbed/env ] && . .testbed/env
+[ -f .ci/interop-env.sh ] && bash .ci/interop-env.sh
+
+log "ruff"
+uv run --frozen ruff check src tests benchmarks
+log "mypy"
+uv run --frozen mypy
+
+log "pytest"
+export RIGCTL_REQUIRE_TESTBED=1  # everything above was installed: a skip for a missing part is a failure
+set +e
+uv run --frozen pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure, not a pass" >&2
+  exit 1
+fi
+log "done (pytest exit $rc)"
+exit "$rc"
