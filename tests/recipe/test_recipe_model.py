@@ -195,3 +195,10 @@ def test_recipe_round_trips_through_json() -> None:
     r = load("glm53-flash-k3-dflash2").recipe
     again = Recipe.model_validate_json(r.model_dump_json())
     assert again == r
+
+
+def test_set_indexes_into_lists() -> None:
+    r = load("glm53-flash", sets=["checkpoint.path=/data/glm", "container.volumes.0.host=/data/glm"]).recipe
+    assert r.checkpoint_mount().host == "/data/glm"
+    with pytest.raises(UsageError, match="not an index"):
+        load("glm53-flash", sets=["container.volumes.5.host=/x"])

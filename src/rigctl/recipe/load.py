@@ -52,10 +52,25 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
 
 
 def apply_set(data: dict[str, Any], parts: Sequence[str], value: Any) -> dict[str, Any]:
-    patch: Any = value
-    for part in reversed(parts):
-        patch = {part: patch}
-    return deep_merge(data, patch)
+    """Set ``value`` at ``parts``; a numeric part indexes into an existing list
+    (``container.volumes.0.host=/data/glm``)."""
+    return _set_in(data, list(parts), value, [])
+
+
+def _set_in(node: Any, parts: list[str], value: Any, trail: list[str]) -> Any:
+    if not parts:
+        return value
+    head, rest = parts[0], parts[1:]
+    if isinstance(node, list):
+        if not head.isdigit() or int(head) >= len(node):
+            where = ".".join(trail) or "(top level)"
+            raise UsageError(f"--set: {where} is a list of {len(node)}; {head!r} is not an index into it")
+        copy = list(node)
+        copy[int(head)] = _set_in(node[int(head)], rest, value, [*trail, head])
+        return copy
+    merged = dict(node) if isinstance(node, Mapping) else {}
+    merged[head] = _set_in(merged.get(head), rest, value, [*trail, head])
+    return merged
 
 
 def format_validation_error(source: str, exc: ValidationError) -> list[str]:

@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     model_validator,
@@ -139,7 +139,7 @@ class Checkpoint(Strict):
             raise ValueError(f"sha256 manifest lists {len(self.sha256)} files but shards is {self.shards}")
         try:
             self.shard_pattern.format(index=1, count=self.shards)
-        except (KeyError, IndexError, ValueError) as exc:
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
             raise ValueError(f"shard_pattern {self.shard_pattern!r} cannot be formatted: {exc}") from None
         return self
 
