@@ -1,1 +1,91 @@
-"""cmd_render: commands registered on the shared app (see cli/base.py)."""
+"""rigctl render: a recipe's quadlet units, printed or written to a directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import typer
+
+from rigctl.cli.base import JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.output import Outcome
+
+
+@app.command("render")
+def render_cmd(
+    recipe: RecipeArg,
+    *,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", metavar="DIR", help="Write the units into DIR (atomically) instead of only printing."),
+    ] = None,
+    podman_version: Annotated[
+        str, typer.Option("--podman-version", metavar="X.Y", help="The podman that will run the container.")
+    ] = "5.4",
+    quadlet_version: Annotated[
+        str | None,
+        typer.Option(
+            "--quadlet-version", metavar="X.Y",
+            help="The quadlet generator's version when it differs from podman's (podman < 4.4 has none).",
+        ),
+    ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option("--gpus", metavar="ID,...", help="GPU UUIDs (preferred) or indices for AddDevice=."),
+    ] = None,
+    scope: Annotated[
+        str, typer.Option("--scope", metavar="system|user", help="Install for the system or the user manager.")
+    ] = "system",
+    sets: SetOpt = None,
+    overlays: OverlayOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Render RECIPE into podman quadlet units (.container) for the given podman version."""
+
+    def produce() -> Outcome:
+        from rigctl.errors import UsageError
+        from rigctl.recipe.load import load
+        from rigctl.render import install_path, parse_version, render_units, write_units
+
+        if scope not in ("system", "user"):
+            raise UsageError(f"--scope {scope!r}: expected system or user")
+        gpu_ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus is not None else None
+        loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+        rendered = render_units(
+            loaded.recipe,
+            podman_version=parse_version(podman_version),
+            quadlet_version=parse_version(quadlet_version) if quadlet_version else None,
+            gpu_ids=gpu_ids,
+            scope="system" if scope == "system" else "user",
+        )
+        written = {p.name: p for p in write_units(rendered, out)} if out is not None else {}
+        files: list[dict[str, Any]] = []
+        for unit in rendered.files:
+            entry: dict[str, Any] = {"name": unit.name, "install_path": str(install_path(rendered.scope, unit.name))}
+            if unit.name in written:
+                entry["path"] = str(written[unit.name])
+            entry["text"] = unit.text
+            files.append(entry)
+        payload: dict[str, Any] = {
+            "recipe": rendered.recipe,
+            "podman_version": f"{rendered.podman_version[0]}.{rendered.podman_version[1]}",
+            "quadlet_version": f"{rendered.quadlet_version[0]}.{rendered.quadlet_version[1]}",
+            "scope": rendered.scope,
+            "service": rendered.service_name,
+            "files": files,
+            "notes": [{"kind": n.kind, "message": n.message} for n in rendered.notes],
+        }
+
+        def view(stream: TextIO) -> None:
+            for entry in files:
+                where = f"wrote {entry['path']}; " if "path" in entry else ""
+                stream.write(f"### {entry['name']} ({where}installs as {entry['install_path']})\n")
+                stream.write(entry["text"])
+                stream.write("\n")
+            for note in rendered.notes:
+                stream.write(f"note ({note.kind}): {note.message}\n")
+            stream.write(f"service: {rendered.service_name} ({rendered.scope})\n")
+
+        return Outcome("render", True, payload, view=view)
+
+    finish("render", as_json, produce)

@@ -1,0 +1,177 @@
+"""The engine's command line, derived from the recipe's structured fields.
+
+Each engine gets the flags its own server parses (vLLM's ``vllm serve`` / OpenAI API server,
+TabbyAPI's config-mirroring argparse, SGLang's ``launch_server``); the recipe's ``engine.args`` are
+appended after them. A flag rigctl derives may not be repeated in ``engine.args``: argparse would
+silently take the last one, and the recipe's structured value (which preflight and verify rely on)
+would no longer be what the engine runs with.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from rigctl.recipe.model import EngineKind, Recipe, SpecDraft, SpecMtp
+from rigctl.render.escape import RenderError
+
+
+@dataclass(frozen=True)
+class EngineLine:
+    """What the unit runs: an entrypoint override (or None), the argv after it, extra environment."""
+
+    entrypoint: list[str] | None
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _mount_of(recipe: Recipe, host_path: str, what: str) -> str:
+    for volume in recipe.container.volumes:
+        if volume.host == host_path:
+            return volume.container
+    raise RenderError(
+        f"{what} {host_path} is not mounted into the container",
+        fix=f"add a container.volumes entry with host: {host_path}",
+    )
+
+
+def _vllm(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, str]]:
+    gpus = recipe.gpus
+    argv = [
+        "--model", recipe.checkpoint_mount().container,
+        "--served-model-name", recipe.served_name,
+    ]
+    if gpus.count > 0:
+        argv += ["--tensor-parallel-size", str(gpus.tensor_parallel)]
+    if gpus.pipeline_parallel > 1:
+        argv += ["--pipeline-parallel-size", str(gpus.pipeline_parallel)]
+    if gpus.data_parallel > 1:
+        argv += ["--data-parallel-size", str(gpus.data_parallel)]
+    if gpus.decode_context_parallel > 1:
+        argv += ["--decode-context-parallel-size", str(gpus.decode_context_parallel)]
+    if gpus.expert_parallel:
+        argv.append("--enable-expert-parallel")
+    argv += ["--max-model-len", str(recipe.context_length), "--host", "0.0.0.0", "--port", str(recipe.engine.port)]
+    spec = recipe.speculative
+    if isinstance(spec, SpecMtp):
+        mtp = {"method": "mtp", "num_speculative_tokens": spec.num_speculative_tokens}
+        argv += ["--speculative-config", _json(mtp)]
+        if spec.adaptive:
+            notes.append(
+                "speculative.adaptive has no field in vLLM's --speculative-config; it is not passed. "
+                "If your engine build has an adaptive switch, add it to engine.args or engine.env"
+            )
+    elif isinstance(spec, SpecDraft):
+        draft_path = _mount_of(recipe, spec.draft.path, "speculative.draft.path")
+        argv += ["--speculative-config", _json({
+            "method": spec.name, "model": draft_path, "num_speculative_tokens": spec.num_speculative_tokens,
+        })]
+    env: dict[str, str] = {}
+    if recipe.attention_backend is not None:
+        env["VLLM_ATTENTION_BACKEND"] = recipe.attention_backend
+    return argv, env
+
+
+def _sglang(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, str]]:
+    gpus = recipe.gpus
+    if gpus.decode_context_parallel > 1:
+        raise RenderError(
+            "SGLang has no decode-context-parallel option (gpus.decode_context_parallel > 1)",
+            fix="set gpus.decode_context_parallel to 1, or use engine kind vllm",
+        )
+    argv = ["--model-path", recipe.checkpoint_mount().container, "--served-model-name", recipe.served_name]
+    if gpus.count > 0:
+        argv += ["--tp-size", str(gpus.tensor_parallel)]
+    if gpus.pipeline_parallel > 1:
+        argv += ["--pp-size", str(gpus.pipeline_parallel)]
+    if gpus.data_parallel > 1:
+        argv += ["--dp-size", str(gpus.data_parallel)]
+    if gpus.expert_parallel:
+        argv += ["--ep-size", str(gpus.tensor_parallel)]
+    argv += ["--context-length", str(recipe.context_length), "--host", "0.0.0.0", "--port", str(recipe.engine.port)]
+    if recipe.attention_backend is not None:
+        argv += ["--attention-backend", recipe.attention_backend]
+    spec = recipe.speculative
+    if isinstance(spec, SpecMtp | SpecDraft):
+        steps = spec.num_speculative_tokens
+        algorithm = "NEXTN" if isinstance(spec, SpecMtp) else spec.name.upper()
+        argv += ["--speculative-algorithm", algorithm]
+        if isinstance(spec, SpecDraft):
+            argv += ["--speculative-draft-model-path", _mount_of(recipe, spec.draft.path, "speculative.draft.path")]
+        # chain drafting (top-k 1): steps+1 tokens verified per step
+        argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
+                 "--speculative-num-draft-tokens", str(steps + 1)]
+    if recipe.engine.command:
+        return argv, {}
+    notes.append("engine sglang: the image's command is replaced by `python3 -m sglang.launch_server`")
+    return ["python3", "-m", "sglang.launch_server", *argv], {}
+
+
+def _tabbyapi(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, str]]:
+    gpus = recipe.gpus
+    if gpus.pipeline_parallel > 1 or gpus.data_parallel > 1 or gpus.decode_context_parallel > 1:
+        raise RenderError(
+            "TabbyAPI supports tensor parallelism only (gpus.pipeline_parallel, data_parallel and "
+            "decode_context_parallel must be 1)",
+            fix="set them to 1, or use engine kind vllm",
+        )
+    model = PurePosixPath(recipe.checkpoint_mount().container)
+    argv = [
+        "--host", "0.0.0.0", "--port", str(recipe.engine.port),
+        "--model-dir", str(model.parent), "--model-name", model.name,
+        "--max-seq-len", str(recipe.context_length),
+    ]
+    if gpus.tensor_parallel > 1:
+        argv += ["--tensor-parallel", "true"]
+    spec = recipe.speculative
+    if isinstance(spec, SpecMtp):
+        argv += ["--draft-mode", "mtp", "--draft-num-tokens", str(spec.num_speculative_tokens)]
+    elif isinstance(spec, SpecDraft):
+        draft = PurePosixPath(_mount_of(recipe, spec.draft.path, "speculative.draft.path"))
+        argv += ["--draft-mode", "model", "--draft-model-dir", str(draft.parent),
+                 "--draft-model-name", draft.name, "--draft-num-tokens", str(spec.num_speculative_tokens)]
+    if model.name != recipe.served_name:
+        notes.append(
+            f"engine tabbyapi names the model after its directory ({model.name!r}), not served_name "
+            f"({recipe.served_name!r}); mount the checkpoint at /models/{recipe.served_name} to make them agree"
+        )
+    if recipe.attention_backend is not None:
+        notes.append(f"engine tabbyapi has no attention backend switch; attention_backend "
+                     f"{recipe.attention_backend!r} is not passed")
+    if gpus.expert_parallel:
+        notes.append("engine tabbyapi has no expert-parallel switch; gpus.expert_parallel is not passed")
+    return argv, {}
+
+
+def _json(data: dict[str, object]) -> str:
+    return json.dumps(data, separators=(",", ":"), sort_keys=False)
+
+
+def _flag_names(argv: list[str]) -> set[str]:
+    return {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+
+
+def engine_line(recipe: Recipe) -> EngineLine:
+    notes: list[str] = []
+    kind = recipe.engine.kind
+    if kind is EngineKind.VLLM:
+        derived, env = _vllm(recipe, notes)
+    elif kind is EngineKind.SGLANG:
+        derived, env = _sglang(recipe, notes)
+    else:
+        derived, env = _tabbyapi(recipe, notes)
+    clash = sorted(_flag_names(derived) & _flag_names(list(recipe.engine.args)))
+    if clash:
+        raise RenderError(
+            f"engine.args repeats {', '.join(clash)}, which rigctl derives from the recipe's structured fields "
+            f"(context_length, gpus, served_name, engine.port, speculative, checkpoint)",
+            fix="drop them from engine.args and set the structured field instead",
+        )
+    entrypoint: list[str] | None = None
+    head: list[str] = []
+    if recipe.engine.command:
+        entrypoint = [recipe.engine.command[0]]
+        head = list(recipe.engine.command[1:])
+    return EngineLine(entrypoint, [*head, *derived, *recipe.engine.args], env, notes)

@@ -1,0 +1,372 @@
+"""Render a recipe into quadlet units: pure, no host access, deterministic (golden-tested).
+
+``render_units`` decides what goes into the unit (which keys the target quadlet and podman accept,
+and the equivalents for older ones); the template in ``templates/container.j2`` lays it out and
+escapes every value through ``rigctl.render.escape``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from jinja2 import FileSystemLoader, StrictUndefined
+from jinja2.sandbox import SandboxedEnvironment
+
+from rigctl.recipe.catalog import templates_dir
+from rigctl.recipe.model import Recipe
+from rigctl.render import escape
+from rigctl.render.engines import engine_line
+from rigctl.render.escape import RenderError
+from rigctl.render.versions import (
+    CIDFILE_CLEANED,
+    NOTIFY_HEALTHY,
+    PODMAN_FLOOR,
+    QUADLET_FIRST,
+    Version,
+    fmt,
+    has_key,
+)
+
+Scope = Literal["system", "user"]
+SYSTEM_UNIT_DIR = Path("/etc/containers/systemd")
+USER_UNIT_SUBDIR = Path("containers/systemd")  # under $XDG_CONFIG_HOME (default ~/.config)
+
+# Health check timing, as the seed image's own Dockerfile health check has it (facts.md); the start
+# period is the recipe's warmup budget instead of a fixed 30 minutes.
+HEALTH_INTERVAL = "30s"
+HEALTH_TIMEOUT = "5s"
+HEALTH_RETRIES = 5
+# podman gets this long beyond the engine's own stop timeout before systemd kills the service.
+STOP_GRACE_S = 30
+
+_GPU_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+
+
+@dataclass(frozen=True)
+class UnitFile:
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the operator should know about the rendered unit. ``adapted``: changed to suit the
+    target podman; ``assumed``: a default filled in; ``info``: anything else."""
+
+    kind: Literal["adapted", "assumed", "info"]
+    message: str
+
+
+@dataclass(frozen=True)
+class RenderedUnits:
+    recipe: str
+    podman_version: Version
+    quadlet_version: Version
+    scope: Scope
+    files: list[UnitFile]
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def container_file(self) -> UnitFile:
+        return next(f for f in self.files if f.name.endswith(".container"))
+
+    @property
+    def service_name(self) -> str:
+        """The systemd unit quadlet generates from the .container file."""
+        return self.container_file.name.removesuffix(".container") + ".service"
+
+
+def install_dir(scope: Scope, *, config_home: Path | None = None) -> Path:
+    """Where quadlet looks for units: system /etc/containers/systemd/, user
+    $XDG_CONFIG_HOME/containers/systemd/ (~/.config/... when unset)."""
+    if scope == "system":
+        return SYSTEM_UNIT_DIR
+    if config_home is None:
+        config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return config_home / USER_UNIT_SUBDIR
+
+
+def install_path(scope: Scope, name: str, *, config_home: Path | None = None) -> Path:
+    return install_dir(scope, config_home=config_home) / name
+
+
+def _environment() -> SandboxedEnvironment:
+    env = SandboxedEnvironment(
+        loader=FileSystemLoader(str(templates_dir())),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # a unit file, not HTML: escaping is the filters' job
+    )
+    env.filters["word"] = escape.word
+    env.filters["words"] = escape.words
+    env.filters["raw"] = escape.raw
+    env.filters["text"] = escape.text
+    return env
+
+
+def _merge_env(recipe: Recipe, derived: Mapping[str, str]) -> list[tuple[str, str]]:
+    merged: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    sources = (("container.env", recipe.container.env), ("engine.env", recipe.engine.env),
+               ("attention_backend", derived))
+    for where, values in sources:
+        for name, value in values.items():
+            if name in merged and merged[name] != value:
+                raise RenderError(
+                    f"environment {name} is {merged[name]!r} in {origin[name]} but {value!r} in {where}",
+                    fix="give it one value",
+                )
+            merged.setdefault(name, value)
+            origin.setdefault(name, where)
+    for secret in recipe.container.secrets:
+        if secret.env in merged:
+            raise RenderError(
+                f"environment {secret.env} is set both as a plain value ({origin[secret.env]}) and from "
+                f"podman secret {secret.name}",
+                fix=f"remove {secret.env} from {origin[secret.env]}",
+            )
+    return list(merged.items())
+
+
+def _gpu_devices(recipe: Recipe, gpu_ids: Sequence[str] | None, notes: list[Note]) -> list[str]:
+    count = recipe.gpus.count
+    if gpu_ids is not None:
+        ids = list(gpu_ids)
+        source = "given GPU ids"
+    elif recipe.gpus.select is not None:
+        ids = list(recipe.gpus.select)
+        source = "gpus.select"
+    elif count > 0:
+        ids = [str(i) for i in range(count)]
+        notes.append(Note("assumed", (
+            f"no GPU ids given: using indices {', '.join(ids)}; pass the UUIDs preflight found "
+            "(--gpus GPU-...) so the unit keeps its GPUs when enumeration order changes"
+        )))
+        source = "indices"
+    else:
+        ids = []
+        source = "none"
+    if len(ids) != count:
+        raise RenderError(
+            f"the recipe needs {count} GPU(s) but {source} name {len(ids)}: {', '.join(ids) or '(none)'}",
+            fix=f"give exactly {count} GPU ids (indices or UUIDs)",
+        )
+    if len(set(ids)) != len(ids):
+        raise RenderError(f"{source} name a GPU twice: {', '.join(ids)}", fix="give each GPU once")
+    for gpu in ids:
+        if not _GPU_ID.fullmatch(gpu):
+            raise RenderError(f"{gpu!r} is not a GPU index or UUID", fix="use e.g. 0 or GPU-5f1c...")
+    return [f"nvidia.com/gpu={gpu}" for gpu in ids]
+
+
+def _volume(host: str, container: str, read_only: bool, relabel: bool) -> str:
+    for path, what in ((host, "host"), (container, "container")):
+        if ":" in path:
+            raise RenderError(
+                f"volume {what} path {path!r} contains ':', which podman's -v syntax cannot carry",
+                fix="mount a path without ':' (e.g. a symlink-free parent directory)",
+            )
+        if "," in path:
+            raise RenderError(
+                f"volume {what} path {path!r} contains ',', which podman's -v options syntax cannot carry",
+                fix="rename or move the directory",
+            )
+    options = ["ro" if read_only else "rw"]
+    if relabel:
+        options.append("z")
+    return f"{host}:{container}:{','.join(options)}"
+
+
+def _publish(recipe: Recipe) -> str:
+    publish = recipe.publish
+    address = f"[{publish.address}]" if ":" in publish.address else publish.address
+    return f"{address}:{publish.port}:{recipe.engine.port}"
+
+
+def _health_cmd(recipe: Recipe) -> str:
+    # Every supported engine is a Python server, so python3 is in its image; curl often is not.
+    url = f"http://127.0.0.1:{recipe.engine.port}{recipe.engine.health_path}"
+    return f"python3 -c 'import urllib.request as u; u.urlopen(\"{url}\", timeout=4)'"
+
+
+def render_units(
+    recipe: Recipe,
+    *,
+    podman_version: Version,
+    quadlet_version: Version | None = None,
+    gpu_ids: Sequence[str] | None = None,
+    labels_extra: Mapping[str, str] | None = None,
+    scope: Scope = "system",
+) -> RenderedUnits:
+    """The quadlet units for ``recipe``.
+
+    ``podman_version`` is the podman that will run the container; ``quadlet_version`` the generator that
+    reads the unit (defaults to the same; podman < 4.4 ships none, so it must be given there).
+    ``gpu_ids``: CDI device names (UUIDs preferred, indices otherwise); None falls back to
+    ``recipe.gpus.select``, then to indices 0..N-1.
+    """
+    notes: list[Note] = []
+    pv = podman_version
+    if pv < PODMAN_FLOOR:
+        raise RenderError(
+            f"podman {fmt(pv)} is too old: rendered units need podman >= {fmt(PODMAN_FLOOR)} "
+            "(for --health-on-failure)",
+            fix="upgrade podman",
+        )
+    if quadlet_version is None:
+        if pv < QUADLET_FIRST:
+            raise RenderError(
+                f"podman {fmt(pv)} has no quadlet generator (quadlet arrived in podman {fmt(QUADLET_FIRST)})",
+                fix="install a newer quadlet binary as the systemd generator (.ci/get-quadlet.sh fetches 5.4.2) "
+                    "and pass its version, e.g. --quadlet-version 5.4",
+            )
+        quadlet_version = pv
+    qv = quadlet_version
+    if qv < QUADLET_FIRST:
+        raise RenderError(f"quadlet {fmt(qv)} does not exist: quadlet arrived in podman {fmt(QUADLET_FIRST)}",
+                          fix="give the version of the podman release the quadlet binary comes from")
+    if qv != pv:
+        notes.append(Note("info", f"quadlet {fmt(qv)} generates the unit; podman {fmt(pv)} runs the container: "
+                                  f"only `podman run` flags that {fmt(pv)} accepts are used"))
+
+    line = engine_line(recipe)
+    notes.extend(Note("info", n) for n in line.notes)
+    env = _merge_env(recipe, line.env)
+    devices = _gpu_devices(recipe, gpu_ids, notes)
+    container = recipe.container
+    podman_args: list[list[str]] = [[f"--ipc={container.ipc}"]]
+
+    entrypoint: str | None = None
+    if line.entrypoint is not None:
+        first = line.entrypoint[0]
+        if first.startswith("["):
+            raise RenderError(f"engine.command[0] {first!r} starts with '[', which podman reads as a JSON array",
+                              fix="name the executable plainly")
+        if has_key(qv, "Entrypoint"):
+            entrypoint = first
+        else:
+            podman_args.append([f"--entrypoint={first}"])
+            notes.append(Note("adapted", f"quadlet {fmt(qv)} has no Entrypoint= (5.0): using PodmanArgs=--entrypoint"))
+
+    shm_size: str | None = None
+    if container.shm_size is not None:
+        if container.ipc == "host":  # the model refuses this already; never render the pair regardless
+            raise RenderError("ipc host with shm_size: podman refuses the pair", fix="drop shm_size")
+        if has_key(qv, "ShmSize"):
+            shm_size = container.shm_size
+        else:
+            podman_args.append([f"--shm-size={container.shm_size}"])
+            notes.append(Note("adapted", f"quadlet {fmt(qv)} has no ShmSize= (4.7): using PodmanArgs=--shm-size"))
+
+    secrets = [f"{s.name},type=env,target={s.env}" for s in container.secrets]
+    if secrets and not has_key(qv, "Secret"):
+        podman_args.extend(["--secret", s] for s in secrets)
+        secrets = []
+        notes.append(Note("adapted", f"quadlet {fmt(qv)} has no Secret= (4.5): using PodmanArgs=--secret"))
+
+    health: dict[str, Any] | None = {
+        "cmd": _health_cmd(recipe), "interval": HEALTH_INTERVAL, "timeout": HEALTH_TIMEOUT,
+        "start_period": f"{recipe.service.warmup_budget_s}s", "retries": HEALTH_RETRIES, "on_failure": "kill",
+    }
+    if not has_key(qv, "HealthCmd"):
+        assert health is not None
+        podman_args.append([
+            "--health-cmd", health["cmd"], f"--health-interval={HEALTH_INTERVAL}",
+            f"--health-timeout={HEALTH_TIMEOUT}", f"--health-start-period={health['start_period']}",
+            f"--health-retries={HEALTH_RETRIES}", "--health-on-failure=kill",
+        ])
+        health = None
+        notes.append(Note("adapted", f"quadlet {fmt(qv)} has no Health* keys (4.5): using PodmanArgs=--health-*"))
+
+    notify_healthy = qv >= NOTIFY_HEALTHY and pv >= NOTIFY_HEALTHY
+    if not notify_healthy:
+        notes.append(Note("adapted", (
+            f"podman {fmt(min(pv, qv))} has no Notify=healthy (5.0; podman {fmt(pv)} rejects --sdnotify=healthy): "
+            "systemd reports the service started when the container starts, before the engine is warm; "
+            "readiness has to be polled (rigctl's warmup wait does)"
+        )))
+
+    stop_timeout: int | None = recipe.service.stop_timeout_s
+    if not has_key(qv, "StopTimeout"):
+        podman_args.append([f"--stop-timeout={recipe.service.stop_timeout_s}"])
+        stop_timeout = None
+        notes.append(Note("adapted", f"quadlet {fmt(qv)} has no StopTimeout= (5.0): using PodmanArgs=--stop-timeout"))
+
+    podman_args.extend([arg] for arg in container.extra_podman_args)
+
+    exec_start_pre: list[str] = []
+    if pv < CIDFILE_CLEANED:
+        exec_start_pre.append("-/bin/rm -f %t/%N.cid")
+        notes.append(Note("adapted", (
+            f"podman {fmt(pv)} leaves the --cidfile behind when the container is removed, and the next start "
+            "fails on it: ExecStartPre removes a stale %t/%N.cid"
+        )))
+
+    labels = [("rigctl.managed", "true"), ("rigctl.recipe", recipe.name),
+              ("rigctl.image-digest", recipe.image_digest)]
+    for key, value in sorted((labels_extra or {}).items()):
+        if not key or "=" in key or key != key.strip() or key in dict(labels):
+            raise RenderError(f"label key {key!r} is empty, contains '=', has edge whitespace or is rigctl's own",
+                              fix="use a plain key such as example.com/owner")
+        labels.append((key, value))
+
+    file_name = f"{recipe.container_name}.container"
+    context: dict[str, Any] = {
+        "file_name": file_name,
+        "recipe_name": recipe.name,
+        "podman_version": fmt(pv),
+        "quadlet_version": fmt(qv),
+        "description": f"rigctl: {recipe.description}",
+        "image": recipe.image,
+        "container_name": recipe.container_name,
+        "entrypoint": entrypoint,
+        "exec_args": line.argv,
+        "env": env,
+        "secrets": secrets,
+        "volumes": [_volume(v.host, v.container, v.read_only, v.selinux_relabel) for v in container.volumes],
+        "publish": _publish(recipe),
+        "devices": devices,
+        "shm_size": shm_size,
+        "run_init": container.init,
+        "labels": labels,
+        "health": health,
+        "notify_healthy": notify_healthy,
+        "stop_timeout": stop_timeout,
+        "podman_args": podman_args,
+        "service": {
+            "restart": recipe.service.restart,
+            "restart_sec": recipe.service.restart_sec,
+            "timeout_start": recipe.service.warmup_budget_s,
+            "timeout_stop": recipe.service.stop_timeout_s + STOP_GRACE_S,
+            "exec_start_pre": exec_start_pre,
+        },
+        "wanted_by": "multi-user.target" if scope == "system" else "default.target",
+    }
+    text = _environment().get_template("container.j2").render(context)
+    return RenderedUnits(recipe.name, pv, qv, scope, [UnitFile(file_name, text)], notes)
+
+
+def write_units(rendered: RenderedUnits, out_dir: Path) -> list[Path]:
+    """Write each file atomically (temp file in the same directory, then rename): a reader, or quadlet
+    running mid-write, sees the old file or the new one, never half of one."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for unit in rendered.files:
+        target = out_dir / unit.name
+        fd, tmp = tempfile.mkstemp(prefix=f".{unit.name}.", suffix=".tmp", dir=out_dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(unit.text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(target)
+    return written
