@@ -1,1 +1,206 @@
-"""cmd_preflight: commands registered on the shared app (see cli/base.py)."""
+"""rigctl inventory | preflight."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
+
+import typer
+
+from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.output import Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rigctl.host.facts import HostFacts
+    from rigctl.preflight.runner import PreflightReport
+
+ForceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--force", metavar="ID[,ID...]", help="Downgrade these checks' failures to warnings, e.g. known-bad."),
+]
+GpusOpt = Annotated[
+    str | None,
+    typer.Option("--gpus", metavar="SEL", help="Use these GPUs: indices or UUIDs, comma-separated (e.g. 0,2)."),
+]
+ChecksumsOpt = Annotated[bool, typer.Option("--checksums", help="Also verify the sha256 of every shard (cached).")]
+AcceptOpt = Annotated[
+    list[str] | None,
+    typer.Option("--accept-license", metavar="ID", help="Record that you accept this license id (after review)."),
+]
+DeepOpt = Annotated[bool, typer.Option("--deep", help="Also run a real NCCL all_reduce on the chosen GPUs (slow).")]
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def _facts_view(facts: HostFacts) -> Callable[[TextIO], None]:
+    def view(out: TextIO) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(file=out, soft_wrap=False, width=140)
+        inv = facts.gpu
+        if inv.available:
+            console.print(f"NVIDIA driver {inv.driver_version}, CUDA {inv.cuda_version}, NVML {inv.nvml_version}")
+        else:
+            console.print(f"GPUs: none visible ({inv.error})")
+        if inv.devices:
+            t = Table("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid", box=None)
+            for g in inv.devices:
+                used = "-" if g.memory_used_mib is None else f"{g.memory_used_mib:,}"
+                procs = f" ({len(g.processes)} procs)" if g.processes else ""
+                power = "-" if g.power.current_mw is None else f"{g.power.current_mw / 1000:g}"
+                t.add_row(str(g.index), g.name, g.pci_device_hex or "-", f"{g.memory_total_mib or 0:,}",
+                          used + procs, g.compute_capability or "-", power,
+                          "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-", g.uuid)
+            console.print(t)
+        for p in inv.pairs:
+            console.print(f"GPU {p.a}<->{p.b}: P2P {p.p2p_text}, {p.topology_text}")
+        console.print(f"/dev/shm: {(facts.shm.total_bytes or 0) / 2**30:.1f} GiB")
+        pod = facts.podman
+        console.print(f"podman: {pod.version if pod.installed else 'not installed'}"
+                      f"{' (API ' + str(pod.api_socket) + ')' if pod.api_ok else ''}, {len(pod.images)} image(s), "
+                      f"quadlet: {pod.quadlet or 'none'}")
+        console.print(f"CDI specs: {', '.join(s.path for s in facts.cdi.specs) or 'none'}")
+        sd = facts.systemd
+        console.print(f"systemd: system manager {'yes' if sd.system_manager else 'no'}, user manager "
+                      f"{'yes' if sd.user_manager else 'no'}, linger {sd.linger}")
+        for probe in facts.paths:
+            free = "?" if probe.free_bytes is None else f"{probe.free_bytes / 2**30:,.1f} GiB free"
+            console.print(f"path {probe.path}: {'present' if probe.exists else 'missing'}, {free} on {probe.probed}")
+        console.print(f"listening ports: {', '.join(str(x.port) for x in facts.ports.listening) or 'none'}")
+        for section, err in facts.probe_errors.items():
+            console.print(f"[red]probe {section} failed: {err}[/red]")
+
+    return view
+
+
+@app.command("inventory")
+def inventory_cmd(
+    paths: Annotated[list[str] | None, typer.Argument(metavar="[PATH...]", help="Extra paths to probe.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Gather this host's facts (GPUs, shm, podman, CDI, systemd, ports, disks) as one versioned document."""
+
+    def produce() -> Outcome:
+        from rigctl.host import gather_facts
+
+        facts = gather_facts(paths or ())
+        return Outcome("inventory", True, facts.model_dump(mode="json"), view=_facts_view(facts))
+
+    finish("inventory", as_json, produce)
+
+
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim", "error": "bold magenta"}
+
+
+def _report_view(report: PreflightReport, recipe_name: str) -> Callable[[TextIO], None]:
+    def view(out: TextIO) -> None:
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        console = Console(file=out, width=160)
+        table = Table("check", "result", "message", "fix", title=f"preflight {recipe_name}", show_lines=False)
+        for f in report.findings:
+            sev = f.severity.value
+            table.add_row(f.id, Text(sev, style=_STYLE[sev]), f.message, f.fix or "")
+        console.print(table)
+        if report.choice.gpus:
+            console.print("GPUs: " + ", ".join(f"{g.index} {g.name} {g.uuid}" for g in report.choice.gpus))
+        counts: dict[str, int] = {}
+        for f in report.findings:
+            counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+        console.print(("[green]ready[/green]" if report.ok else "[bold red]not ready[/bold red]") + f": {summary}")
+
+    return view
+
+
+def _progress_factory(enabled: bool) -> Any:
+    """A rich progress bar on stderr for --checksums; None (no output) with --json."""
+    if not enabled:
+        return None
+
+    def factory(total: int, files: int) -> Callable[[int], None]:
+        import atexit
+
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+        bar = Progress("sha256", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                       console=Console(stderr=True), transient=True)
+        task = bar.add_task("sha256", total=total)
+        bar.start()
+        done = [0]
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+            done[0] += n
+            if done[0] >= total:
+                bar.stop()
+
+        atexit.register(bar.stop)  # a failure mid-hash must still restore the terminal
+        return advance
+
+    return factory
+
+
+@app.command("preflight")
+def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
+    recipe: RecipeArg,
+    inventory: InventoryOpt = None,
+    checksums: ChecksumsOpt = False,
+    force: ForceOpt = None,
+    gpus: GpusOpt = None,
+    accept_license: AcceptOpt = None,
+    deep: DeepOpt = False,
+    sets: SetOpt = None,
+    overlays: OverlayOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check that RECIPE can run on this host (or on a captured --inventory) before a long boot."""
+
+    def produce() -> Outcome:
+        from rigctl.host import gather_facts, load_inventory
+        from rigctl.host.licenses import accept, read_acceptances
+        from rigctl.preflight.runner import run_preflight
+        from rigctl.recipe.load import load
+        from rigctl.recipe.model import SpecDraft
+
+        loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+        r = loaded.recipe
+        for license_id in _split(accept_license):
+            accept(license_id, recipe=r.name)
+        if inventory:
+            facts = load_inventory(inventory)
+            facts = facts.with_licenses(read_acceptances()[0])  # acceptances recorded here count too
+        else:
+            wanted = [r.checkpoint.path]
+            if isinstance(r.speculative, SpecDraft):
+                wanted.append(r.speculative.draft.path)
+            facts = gather_facts(wanted)
+        deep_runner = None
+        if deep:
+            from rigctl.preflight.allreduce import deep_allreduce
+
+            deep_runner = deep_allreduce
+        selection = _split([gpus]) if gpus else None
+        report = run_preflight(r, facts, force=_split(force), checksums=checksums, gpus=selection,
+                               deep=deep_runner, progress=_progress_factory(checksums and not as_json))
+        payload: dict[str, Any] = {
+            "recipe": r.name,
+            "inventory": inventory,
+            "findings": [f.model_dump(mode="json") for f in report.findings],
+            "gpus": [g.model_dump(mode="json") for g in report.choice.gpus],
+            "layout": {"explicit": report.choice.explicit, "reasons": report.choice.reasons,
+                       "problems": report.choice.problems},
+            "forced": report.forced,
+        }
+        if report.checksums is not None:
+            payload["checksums"] = report.checksums
+        return Outcome("preflight", report.ok, payload, view=_report_view(report, r.name))
+
+    finish("preflight", as_json, produce)

@@ -1,0 +1,217 @@
+"""GPU facts through NVML.
+
+``NvmlLib`` is the slice of the pynvml module rigctl calls; the real adapter is the module itself
+(nvidia-ml-py, imported lazily so that commands without GPUs never pay for it), and tests pass
+``rigctl.host.nvml_fake.FakeNvml``, which answers with the same types and raises the same exception
+classes. A call a device does not support is recorded in ``Gpu.unsupported``; a missing library or
+driver makes ``GpuInventory(available=False, error=...)``, never an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Literal, Protocol, TypeVar
+
+from rigctl.host.facts import Gpu, GpuInventory, GpuPair, GpuProcess, PowerLimits, Unsupported
+
+T = TypeVar("T")
+
+# nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as ``0,`` (a tuple) in some releases; ctypes would pass
+# that tuple's address. The C enum value is 0.
+P2P_CAPS_INDEX_READ = 0
+
+
+class NvmlLib(Protocol):
+    """The pynvml functions rigctl uses. Handles are opaque."""
+
+    NVMLError: type[Exception]
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> str: ...
+    def nvmlSystemGetNVMLVersion(self) -> str: ...
+    def nvmlSystemGetCudaDriverVersion(self) -> int: ...
+    def nvmlDeviceGetCount(self) -> int: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
+    def nvmlDeviceGetName(self, handle: Any) -> str: ...
+    def nvmlDeviceGetUUID(self, handle: Any) -> str: ...
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]: ...
+    def nvmlDeviceGetArchitecture(self, handle: Any) -> int: ...
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int: ...
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int: ...
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int: ...
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> list[int]: ...
+    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int: ...
+    def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]: ...
+    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]: ...
+    def nvmlDeviceGetComputeMode(self, handle: Any) -> int: ...
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int: ...
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int: ...
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int: ...
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int: ...
+    def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int: ...
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]: ...
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]: ...
+    def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int: ...
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
+
+
+ProcessNamer = Callable[[int], str | None]
+
+
+def psutil_process_name(pid: int) -> str | None:
+    import psutil  # noqa: PLC0415 - lazy: only probing needs it
+
+    try:
+        return psutil.Process(pid).name()
+    except (psutil.Error, OSError):  # gone, another PID namespace, or not ours to read
+        return None
+
+
+def load_pynvml() -> NvmlLib | str:
+    """The real library, or why it cannot be imported."""
+    try:
+        import pynvml  # noqa: PLC0415 - lazy: loading NVML costs time, and commands without GPUs skip it
+    except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
+        return f"nvidia-ml-py is not installed ({exc})"
+    lib: NvmlLib = pynvml
+    return lib
+
+
+class _Recorder:
+    def __init__(self, lib: NvmlLib) -> None:
+        self.lib = lib
+        self.unsupported: list[Unsupported] = []
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T | None:
+        try:
+            return fn(*args)
+        except self.lib.NVMLError as exc:
+            self.unsupported.append(Unsupported(call=fn.__name__, error=type(exc).__name__, message=str(exc)))
+            return None
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def probe_gpus(lib: NvmlLib | None = None, *, process_name: ProcessNamer = psutil_process_name) -> GpuInventory:
+    """Every GPU fact NVML can give. Never raises for an NVML error."""
+    if lib is None:
+        loaded = load_pynvml()
+        if isinstance(loaded, str):
+            return GpuInventory(available=False, error=loaded)
+        lib = loaded
+    try:
+        lib.nvmlInit()
+    except lib.NVMLError as exc:
+        return GpuInventory(available=False, error=_error_text(exc))
+    try:
+        return _probe_initialised(lib, process_name)
+    finally:
+        with contextlib.suppress(lib.NVMLError):  # nothing to release if shutdown itself fails
+            lib.nvmlShutdown()
+
+
+def _probe_initialised(lib: NvmlLib, process_name: ProcessNamer) -> GpuInventory:
+    rec = _Recorder(lib)
+    driver = rec.call(lib.nvmlSystemGetDriverVersion)
+    nvml_version = rec.call(lib.nvmlSystemGetNVMLVersion)
+    cuda = rec.call(lib.nvmlSystemGetCudaDriverVersion)
+    try:
+        count = lib.nvmlDeviceGetCount()
+    except lib.NVMLError as exc:
+        return GpuInventory(available=False, error=_error_text(exc), driver_version=driver,
+                            nvml_version=nvml_version, cuda_driver_version=cuda)
+    devices: list[Gpu] = []
+    handles: list[tuple[int, Any]] = []
+    for index in range(count):
+        try:
+            handle = lib.nvmlDeviceGetHandleByIndex(index)
+        except lib.NVMLError as exc:
+            # A GPU that fell off the bus (NVMLError_GpuIsLost) must still be visible in the inventory.
+            devices.append(Gpu(index=index, uuid="", name="(unreachable)", unsupported=[
+                Unsupported(call="nvmlDeviceGetHandleByIndex", error=type(exc).__name__, message=str(exc))]))
+            continue
+        handles.append((index, handle))
+        devices.append(_probe_device(lib, index, handle, process_name))
+    pairs = [_probe_pair(lib, a, ha, b, hb) for i, (a, ha) in enumerate(handles) for (b, hb) in handles[i + 1 :]]
+    return GpuInventory(available=True, driver_version=driver, nvml_version=nvml_version,
+                        cuda_driver_version=cuda, devices=devices, pairs=pairs)
+
+
+def _probe_device(lib: NvmlLib, index: int, handle: Any, process_name: ProcessNamer) -> Gpu:
+    rec = _Recorder(lib)
+    c = rec.call
+    pci = c(lib.nvmlDeviceGetPciInfo, handle)
+    mem = c(lib.nvmlDeviceGetMemoryInfo, handle)
+    cc = c(lib.nvmlDeviceGetCudaComputeCapability, handle)
+    constraints = c(lib.nvmlDeviceGetPowerManagementLimitConstraints, handle)
+    ecc = c(lib.nvmlDeviceGetEccMode, handle)
+    mig = c(lib.nvmlDeviceGetMigMode, handle)
+    persistence = c(lib.nvmlDeviceGetPersistenceMode, handle)
+    processes: list[GpuProcess] = []
+    sources: tuple[tuple[Literal["compute", "graphics"], Callable[[Any], list[Any]]], ...] = (
+        ("compute", lib.nvmlDeviceGetComputeRunningProcesses),
+        ("graphics", lib.nvmlDeviceGetGraphicsRunningProcesses),
+    )
+    for kind, fn in sources:
+        for proc in c(fn, handle) or []:
+            pid = int(proc.pid)
+            if any(p.pid == pid for p in processes):
+                continue  # a process with both contexts is listed once
+            used = getattr(proc, "usedGpuMemory", None)
+            processes.append(GpuProcess(pid=pid, used_memory_bytes=None if used is None else int(used),
+                                        name=process_name(pid), kind=kind))
+    pci_device_id = pci_vendor_id = None
+    bus_id = None
+    if pci is not None:
+        raw = int(pci.pciDeviceId)
+        pci_device_id, pci_vendor_id = raw >> 16, raw & 0xFFFF
+        bus_id = str(pci.busId)
+    return Gpu(
+        index=index,
+        uuid=c(lib.nvmlDeviceGetUUID, handle) or "",
+        name=c(lib.nvmlDeviceGetName, handle) or "(unknown)",
+        pci_bus_id=bus_id,
+        pci_device_id=pci_device_id,
+        pci_vendor_id=pci_vendor_id,
+        memory_total_bytes=None if mem is None else int(mem.total),
+        memory_free_bytes=None if mem is None else int(mem.free),
+        memory_used_bytes=None if mem is None else int(mem.used),
+        compute_capability=None if cc is None else f"{cc[0]}.{cc[1]}",
+        architecture=c(lib.nvmlDeviceGetArchitecture, handle),
+        power=PowerLimits(
+            current_mw=c(lib.nvmlDeviceGetPowerManagementLimit, handle),
+            enforced_mw=c(lib.nvmlDeviceGetEnforcedPowerLimit, handle),
+            default_mw=c(lib.nvmlDeviceGetPowerManagementDefaultLimit, handle),
+            min_mw=None if constraints is None else int(constraints[0]),
+            max_mw=None if constraints is None else int(constraints[1]),
+        ),
+        persistence_mode=None if persistence is None else bool(persistence),
+        ecc_enabled=None if ecc is None else bool(ecc[0]),
+        mig_enabled=None if mig is None else bool(mig[0]),
+        mig_pending=None if mig is None else bool(mig[1]),
+        compute_mode=c(lib.nvmlDeviceGetComputeMode, handle),
+        pcie_generation=c(lib.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        pcie_generation_max=c(lib.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        pcie_width=c(lib.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        pcie_width_max=c(lib.nvmlDeviceGetMaxPcieLinkWidth, handle),
+        numa_node=c(lib.nvmlDeviceGetNumaNodeId, handle),
+        processes=processes,
+        unsupported=rec.unsupported,
+    )
+
+
+def _probe_pair(lib: NvmlLib, a: int, ha: Any, b: int, hb: Any) -> GpuPair:
+    rec = _Recorder(lib)
+    return GpuPair(
+        a=a,
+        b=b,
+        p2p_read=rec.call(lib.nvmlDeviceGetP2PStatus, ha, hb, P2P_CAPS_INDEX_READ),
+        topology=rec.call(lib.nvmlDeviceGetTopologyCommonAncestor, ha, hb),
+        unsupported=rec.unsupported,
+    )

@@ -1,0 +1,281 @@
+"""Probes of the host other than NVML: /dev/shm, paths and disks, podman, CDI, systemd, ports.
+
+Each probe returns a fact value and never raises for a condition of the host (a missing socket, a
+directory that does not exist); ``gather_facts`` still isolates them, so a probe bug costs its section
+only. Roots (``/etc/cdi``, ``/var/lib/systemd/linger``, ...) are parameters so tests can point them at
+temporary directories instead of patching the file system.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rigctl.host.facts import (
+    Cdi,
+    CdiSpec,
+    FileEntry,
+    Listener,
+    PathProbe,
+    Podman,
+    PodmanImage,
+    Ports,
+    Shm,
+    Systemd,
+)
+from rigctl.util.proc import run
+
+MAX_FILES = 20_000  # a checkpoint has hundreds of shards at most; a bigger directory is not one
+
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
+)
+
+
+def probe_shm(path: str = "/dev/shm") -> Shm:
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return Shm(path=path, error=f"{exc.strerror or exc}")
+    return Shm(path=path, total_bytes=st.f_blocks * st.f_frsize, free_bytes=st.f_bavail * st.f_frsize)
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path("/")
+
+
+def probe_path(path: str) -> PathProbe:
+    """Existence, free space where it lives (or would), and a directory's top-level regular files."""
+    p = Path(path)
+    probed = _nearest_existing(p)
+    free = total = None
+    error = None
+    try:
+        st = os.statvfs(probed)
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    except OSError as exc:
+        error = f"statvfs {probed}: {exc.strerror or exc}"
+    files: list[FileEntry] | None = None
+    truncated = False
+    is_dir = p.is_dir()
+    if is_dir:
+        files = []
+        try:
+            with os.scandir(p) as it:
+                for entry in it:
+                    if len(files) >= MAX_FILES:
+                        truncated = True
+                        break
+                    try:
+                        if entry.is_file():  # follows symlinks: HF caches link shards into blobs/
+                            st2 = entry.stat()
+                            files.append(FileEntry(name=entry.name, size=st2.st_size, mtime_ns=st2.st_mtime_ns))
+                    except OSError:
+                        continue  # a dangling link is a missing shard, reported by the checkpoint check
+        except OSError as exc:
+            error = f"cannot list {p}: {exc.strerror or exc}"
+        files.sort(key=lambda f: f.name)
+    return PathProbe(path=path, exists=p.exists(), is_dir=is_dir, probed=str(probed), free_bytes=free,
+                     total_bytes=total, files=files, files_truncated=truncated, error=error)
+
+
+# --- podman ----------------------------------------------------------------------------------------
+
+
+def podman_socket_candidates() -> list[str]:
+    found: list[str] = []
+    host = os.environ.get("CONTAINER_HOST", "")
+    if host.startswith("unix://"):
+        found.append(host[len("unix://") :])
+    if os.geteuid() == 0:
+        found.append("/run/podman/podman.sock")
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.geteuid()}"
+    found.append(f"{runtime}/podman/podman.sock")
+    return found
+
+
+def _image_from_api(attrs: dict[str, Any]) -> PodmanImage:
+    return PodmanImage(
+        id=str(attrs.get("Id", "")),
+        digest=attrs.get("Digest"),
+        repo_digests=list(attrs.get("RepoDigests") or []),
+        names=list(attrs.get("RepoTags") or attrs.get("Names") or []),
+    )
+
+
+def _probe_podman_api(socket: str) -> tuple[str | None, list[PodmanImage]] | str:
+    """(version, images) through podman-py, or why the API did not answer."""
+    try:
+        from podman import PodmanClient  # noqa: PLC0415 - lazy: 0.3 s import, only when a socket exists
+        from podman.errors import APIError, PodmanError  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - podman-py is a dependency
+        return f"podman-py unavailable: {exc}"
+    try:
+        with PodmanClient(base_url=f"unix://{socket}", timeout=5) as client:
+            version = client.version().get("Version")  # type: ignore[no-untyped-call] # podman-py is untyped
+            images = [_image_from_api(img.attrs) for img in client.images.list()]
+    except (APIError, PodmanError, OSError) as exc:
+        return f"API at {socket} did not answer: {exc}"
+    except Exception as exc:  # requests' errors are not PodmanErrors; any of them means "no API here"
+        return f"API at {socket} did not answer: {type(exc).__name__}: {exc}"
+    return (str(version) if version else None), images
+
+
+QUADLET_PATHS = (
+    "/usr/libexec/podman/quadlet",
+    "/usr/lib/podman/quadlet",
+    "/run/systemd/user-generators/podman-user-generator",
+    "/run/systemd/system-generators/podman-system-generator",
+)
+
+
+def find_quadlet(candidates: Sequence[str] = QUADLET_PATHS) -> str | None:
+    return next((c for c in candidates if os.path.exists(c)), None)
+
+
+def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman") -> Podman:
+    """Podman's version and local images: through the API socket (podman-py) when one answers,
+    otherwise through the CLI."""
+    quadlet = find_quadlet()
+    api_error = None
+    for socket in podman_socket_candidates() if sockets is None else sockets:
+        if not os.path.exists(socket):
+            continue
+        answer = _probe_podman_api(socket)
+        if isinstance(answer, str):
+            api_error = answer
+            continue
+        version, images = answer
+        return Podman(installed=True, version=version, api_socket=socket, api_ok=True, quadlet=quadlet,
+                      images_via="api", images=images)
+    ver = run([podman_bin, "version", "--format", "json"], timeout=15)
+    if ver.rc == 127:
+        return Podman(installed=False, quadlet=quadlet, error=f"{podman_bin} not found on PATH")
+    version = None
+    try:
+        data = json.loads(ver.stdout)
+        version = (data.get("Client") or {}).get("Version") or (data.get("Server") or {}).get("Version")
+    except (ValueError, AttributeError):
+        first = run([podman_bin, "--version"], timeout=15)
+        match = re.search(r"(\d+\.\d+(?:\.\d+)?)", first.stdout)
+        version = match.group(1) if match else None
+    listed = run([podman_bin, "images", "--format", "json"], timeout=30)
+    local: list[PodmanImage] = []
+    error = api_error
+    if listed.ok:
+        try:
+            local = [_image_from_api(item) for item in json.loads(listed.stdout or "[]")]
+        except (ValueError, TypeError) as exc:
+            error = f"cannot parse `podman images --format json`: {exc}"
+    else:
+        error = listed.describe()
+    return Podman(installed=True, version=version, quadlet=quadlet, images_via="cli" if listed.ok else "none",
+                  images=local, error=error)
+
+
+# --- CDI -------------------------------------------------------------------------------------------
+
+_SO_VERSION = re.compile(r"\.so\.(\d{3}\.\d+(?:\.\d+)?)\b")
+
+
+def _parse_cdi(path: Path) -> CdiSpec:
+    import yaml  # noqa: PLC0415 - lazy: only CDI specs need it
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        mtime = path.stat().st_mtime_ns
+    except (OSError, UnicodeDecodeError) as exc:
+        return CdiSpec(path=str(path), error=f"cannot read: {exc}")
+    versions = sorted(set(_SO_VERSION.findall(text)))
+    try:
+        data = yaml.safe_load(text)  # JSON specs parse as YAML too
+    except yaml.YAMLError as exc:
+        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions, error=f"not YAML/JSON: {exc}")
+    if not isinstance(data, dict):
+        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions, error="top level is not a mapping")
+    devices = [str(d.get("name")) for d in data.get("devices") or [] if isinstance(d, dict) and "name" in d]
+    return CdiSpec(path=str(path), kind=data.get("kind"), devices=devices, mtime_ns=mtime, driver_versions=versions)
+
+
+def probe_cdi(driver_version: str | None, dirs: Sequence[str] = CDI_DIRS,
+              lib_dirs: Sequence[str] = LIB_DIRS) -> Cdi:
+    specs = []
+    for d in dirs:
+        for name in sorted(glob.glob(os.path.join(d, "*"))):
+            if name.endswith((".yaml", ".yml", ".json")):
+                specs.append(_parse_cdi(Path(name)))
+    library = installed = None
+    if driver_version:
+        for d in lib_dirs:
+            candidate = Path(d) / f"libnvidia-ml.so.{driver_version}"
+            try:
+                installed = candidate.stat().st_mtime_ns
+            except OSError:
+                continue
+            library = str(candidate)
+            break
+    return Cdi(dirs=list(dirs), specs=specs, driver_library=library, driver_installed_ns=installed)
+
+
+# --- systemd, ports --------------------------------------------------------------------------------
+
+
+def probe_systemd(run_dir: str = "/run/systemd/system", linger_dir: str = "/var/lib/systemd/linger",
+                  runtime_dir: str | None = None) -> Systemd:
+    """Managers are detected by their sockets and marker directories: no subprocess, no D-Bus."""
+    import pwd  # noqa: PLC0415 - POSIX only, and only this probe
+
+    uid = os.geteuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = None
+    runtime = runtime_dir or os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}"
+    user_manager = os.path.exists(os.path.join(runtime, "systemd", "private"))
+    linger = None if user is None else os.path.exists(os.path.join(linger_dir, user))
+    return Systemd(system_manager=os.path.isdir(run_dir), user_manager=user_manager, user=user, uid=uid,
+                   linger=linger)
+
+
+def probe_ports() -> Ports:
+    import psutil  # noqa: PLC0415 - lazy: only this probe
+
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.Error, OSError) as exc:
+        return Ports(error=f"cannot list sockets: {exc}")
+    names: dict[int, str | None] = {}
+    seen: set[tuple[str, int]] = set()
+    out: list[Listener] = []
+    for c in conns:
+        if c.status != psutil.CONN_LISTEN or not c.laddr:
+            continue
+        address, port = str(c.laddr.ip), int(c.laddr.port)
+        if (address, port) in seen:
+            continue
+        seen.add((address, port))
+        name = None
+        if c.pid is not None:
+            if c.pid not in names:
+                try:
+                    names[c.pid] = psutil.Process(c.pid).name()
+                except (psutil.Error, OSError):
+                    names[c.pid] = None
+            name = names[c.pid]
+        out.append(Listener(address=address, port=port, pid=c.pid, process=name))
+    out.sort(key=lambda lis: (lis.port, lis.address))
+    return Ports(listening=out)

@@ -1,0 +1,86 @@
+"""Findings and checks: the values preflight is made of.
+
+A check is a small value: a stable kebab-case id, a one-line summary, and ``run(ctx) -> Finding``.
+Expected problems are findings (``fail`` with a fix), never exceptions; an exception out of a check is a
+bug in rigctl and the runner reports it as ``error`` while the other checks still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from rigctl.host.facts import HostFacts
+    from rigctl.preflight.layout import Choice
+    from rigctl.recipe.model import Recipe
+
+
+class Severity(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"  # the check itself crashed: a bug, reported and counted as not ok
+
+
+class Finding(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    severity: Severity
+    message: str
+    fix: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a check function decides; the runner stamps the check's id on it."""
+
+    severity: Severity
+    message: str
+    fix: str | None = None
+
+
+def ok(message: str) -> Verdict:
+    return Verdict(Severity.OK, message)
+
+
+def warn(message: str, fix: str | None = None) -> Verdict:
+    return Verdict(Severity.WARN, message, fix)
+
+
+def fail(message: str, fix: str | None = None) -> Verdict:
+    return Verdict(Severity.FAIL, message, fix)
+
+
+def skip(message: str) -> Verdict:
+    return Verdict(Severity.SKIP, message)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a check may look at. Checks never read the host: it is all in ``facts``."""
+
+    recipe: Recipe
+    facts: HostFacts
+    choice: Choice
+    checksums: dict[str, str] | None = None  # shard name -> sha256, when --checksums ran
+    checksum_problem: str | None = None  # why checksums could not be computed here
+    deep: dict[str, Verdict] = field(default_factory=dict)  # results of opt-in deep checks, by id
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    summary: str
+    fn: Callable[[Context], Verdict]
+    forceable: bool = True  # --force ID downgrades its fail to warn; the license gate never yields
+
+    def run(self, ctx: Context) -> Finding:
+        v = self.fn(ctx)
+        return Finding(id=self.id, severity=v.severity, message=v.message, fix=v.fix)
