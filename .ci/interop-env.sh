@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the separate virtual environment the interop tests use to run a real third-party
+# OpenAI-compatible server (`transformers serve`) on CPU, plus the tiny random-weight model it serves.
+# Idempotent: a venv whose stamp matches these pins is kept; the model is rebuilt only when missing.
+# Kept apart from the project venv so that rigctl itself never depends on torch.
+#   usage: bash .ci/interop-env.sh            (prints how long each step took)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${RIGCTL_INTEROP_VENV:-$PWD/.cache/interop-venv}
+MODEL=${RIGCTL_INTEROP_MODEL:-$PWD/.cache/interop-model}
+PY=${PYTHON:-python3.11}
+# torch 2.13.0's CPU wheel lies on the CI machine's disk; transformers 5.x has `serve`.
+PINS=(torch==2.13.0 'transformers[serving]>=5,<6' 'tokenizers>=0.21')
+STAMP="$VENV/.rigctl-stamp"
+WANT="${PINS[*]}"
+start=$(date +%s)
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+  echo "interop-env: venv $VENV up to date"
+else
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --upgrade pip
+  "$VENV/bin/pip" install --quiet "${PINS[@]}"
+  echo "$WANT" >"$STAMP"
+  echo "interop-env: venv built in $(( $(date +%s) - start ))s"
+fi
+t1=$(date +%s)
+if [[ ! -f "$MODEL/config.json" ]]; then
+  HF_HUB_OFFLINE=1 "$VENV/bin/python" tests/interop/build_tiny_model.py "$MODEL"
+  echo "interop-env: tiny model built in $(( $(date +%s) - t1 ))s"
+else
+  echo "interop-env: model $MODEL present"
+fi
+echo "interop-env: total $(( $(date +%s) - start ))s"

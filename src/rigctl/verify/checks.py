@@ -1,0 +1,216 @@
+"""The checks short of the soak. Each takes the session and returns a CheckResult; the engine misbehaving
+is a finding (``fail``), never an exception. Help text for each check is its docstring."""
+
+from __future__ import annotations
+
+from rigctl.verify.client import EngineRequestError, Request
+from rigctl.verify.prompts import make_needles, needle_builder, score_needles, size_prompt
+from rigctl.verify.repetition import detect_repetition
+from rigctl.verify.report import CheckResult
+from rigctl.verify.session import Session
+
+REPETITION_PROBES: tuple[Request, ...] = (
+    Request(max_tokens=128, prompt="Write a short paragraph about the history of the printing press.\n\n"),
+    Request(max_tokens=128, prompt="Explain in a few sentences how a refrigerator keeps food cold.\n\n"),
+    Request(max_tokens=128, messages=(("user", "Describe a sunrise over the sea in three sentences."),)),
+)
+DETERMINISM_PROBE = Request(max_tokens=48, prompt="Here is one sentence about the ocean:")
+MAX_TEXT = 200  # characters of model output quoted in figures
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+async def check_health(s: Session) -> CheckResult:
+    """`/health` answers 200; 503 means a dead or unready engine."""
+    path = s.engine.endpoint.health_path
+    try:
+        answer = await s.engine.get(path, timeout=s.expect.health_timeout_s)
+    except EngineRequestError as err:
+        s.blocker = f"health: {err.message}"
+        return CheckResult("health", "fail", f"{path}: {err.message}", {"error": err.kind})
+    figures = {"status_code": answer.status, "latency_ms": round(answer.latency_s * 1000, 1)}
+    if answer.status == 200:
+        return CheckResult("health", "pass", f"{path} answered 200", figures)
+    if answer.status == 503:
+        return CheckResult("health", "fail", f"{path} answered 503: the engine is dead or not ready yet", figures)
+    return CheckResult("health", "fail", f"{path} answered {answer.status}", figures)
+
+
+async def check_models(s: Session) -> CheckResult:
+    """`/v1/models` lists the served name; its `max_model_len`, when given, equals the expected context."""
+    model = s.engine.endpoint.model
+    try:
+        entries = await s.engine.models(timeout=s.expect.health_timeout_s)
+    except EngineRequestError as err:
+        if err.kind in ("timeout", "connect"):
+            s.blocker = f"models: {err.message}"
+        return CheckResult("models", "fail", err.message, {"error": err.kind})
+    ids = [str(e.get("id")) for e in entries]
+    figures: dict[str, object] = {"served": ids}
+    entry = next((e for e in entries if e.get("id") == model), None)
+    if entry is None:
+        return CheckResult("models", "fail", f"{model!r} is not served; the server lists {ids}", figures)
+    raw_len = entry.get("max_model_len")
+    max_len = int(raw_len) if isinstance(raw_len, int | float) else None
+    figures["max_model_len"] = max_len
+    figures["expected_context"] = s.expect.context
+    if max_len is not None:
+        s.server_context = max_len
+    if max_len is None:
+        return CheckResult("models", "pass", f"{model!r} is served (the server does not report max_model_len)",
+                           figures)
+    if s.expect.context is not None and max_len != s.expect.context:
+        return CheckResult(
+            "models", "fail",
+            f"{model!r} is served with max_model_len {max_len:,}, expected {s.expect.context:,}", figures)
+    return CheckResult("models", "pass", f"{model!r} is served, max_model_len {max_len:,}", figures)
+
+
+async def check_smoke(s: Session) -> CheckResult:
+    """Known answers at temperature 0: each smoke prompt's answer must contain its expected text."""
+    results: list[dict[str, object]] = []
+    failed: list[str] = []
+    for i, smoke in enumerate(s.expect.smoke):
+        request = (Request(smoke.max_tokens, messages=(("user", smoke.prompt),)) if smoke.chat
+                   else Request(smoke.max_tokens, prompt=smoke.prompt))
+        try:
+            done = await s.complete(f"smoke[{i}]", request)
+        except EngineRequestError as err:
+            results.append({"prompt": smoke.prompt, "error": err.message})
+            failed.append(f"{smoke.prompt!r}: {err.message}")
+            if s.blocker:
+                break
+            continue
+        ok = smoke.expect_contains.lower() in done.text.lower()
+        results.append({"prompt": smoke.prompt, "expect": smoke.expect_contains, "answer": clip(done.text),
+                        "finish_reason": done.finish_reason, "pass": ok,
+                        "latency_ms": round(done.latency_s * 1000, 1)})
+        if not ok:
+            failed.append(f"{smoke.prompt!r} -> {clip(done.text, 80)!r} lacks {smoke.expect_contains!r}")
+    figures: dict[str, object] = {"prompts": results}
+    if failed:
+        return CheckResult("smoke", "fail", "; ".join(failed), figures)
+    return CheckResult("smoke", "pass", f"{len(results)} known answer(s) correct", figures)
+
+
+async def probe_repetition(s: Session) -> list[str]:
+    """The repetition check's own open-ended prompts; their outputs join everything else the run sees."""
+    errors: list[str] = []
+    for i, probe in enumerate(REPETITION_PROBES):
+        try:
+            await s.complete(f"repetition[{i}]", probe)
+        except EngineRequestError as err:
+            errors.append(err.message)
+            if s.blocker:
+                break
+    return errors
+
+
+def judge_repetition(s: Session, probe_errors: list[str]) -> CheckResult:
+    """A loop detector over every output the run saw: word n-gram dominance, repeated subwords and
+    characters (the story's `the capital France capital France ...`)."""
+    findings = []
+    for out in s.outputs:
+        finding = detect_repetition(out.text)
+        if finding is not None:
+            findings.append({"source": out.source, "kind": finding.kind, "unit": finding.unit,
+                             "count": finding.count, "coverage": round(finding.coverage, 3),
+                             "excerpt": finding.excerpt, "why": finding.describe()})
+    figures: dict[str, object] = {"outputs_checked": len(s.outputs), "looping": len(findings),
+                                  "findings": findings[:5]}
+    if probe_errors:
+        figures["probe_errors"] = probe_errors[:3]
+    if findings:
+        first = findings[0]
+        return CheckResult("repetition", "fail",
+                           f"{len(findings)} of {len(s.outputs)} outputs loop; {first['source']}: {first['why']}",
+                           figures)
+    if not s.outputs:
+        return CheckResult("repetition", "skip", "no output to examine: every request failed", figures)
+    if probe_errors:
+        return CheckResult("repetition", "fail", f"probe request failed: {probe_errors[0]}", figures)
+    return CheckResult("repetition", "pass", f"no loop in {len(s.outputs)} outputs", figures)
+
+
+async def check_determinism(s: Session) -> CheckResult:
+    """The same request twice at temperature 0 gives identical text."""
+    try:
+        first = await s.complete("determinism[0]", DETERMINISM_PROBE)
+        second = await s.complete("determinism[1]", DETERMINISM_PROBE)
+    except EngineRequestError as err:
+        return CheckResult("determinism", "fail", err.message, {"error": err.kind})
+    figures: dict[str, object] = {"first": clip(first.text), "second": clip(second.text)}
+    if first.text == second.text:
+        return CheckResult("determinism", "pass", f"identical answers ({len(first.text)} characters)", figures)
+    at = next((i for i, (a, b) in enumerate(zip(first.text, second.text, strict=False)) if a != b),
+              min(len(first.text), len(second.text)))
+    figures["first_difference_at"] = at
+    return CheckResult("determinism", "fail",
+                       f"two identical requests at temperature 0 differ from character {at}", figures)
+
+
+async def check_needle(s: Session) -> CheckResult:
+    """Needles at several depths of a prompt filling the context up to its maximum minus the answer budget;
+    passes when every needle's value appears in the answer."""
+    settings = s.expect.needle
+    context = settings.context or s.expect.context or s.server_context
+    if s.server_context is not None and context is not None:
+        context = min(context, s.server_context)  # a longer prompt would only be refused
+    if context is None:
+        return CheckResult("needle", "skip",
+                           "no context length known: pass --context, or use a server that reports max_model_len")
+    target = context - settings.answer_budget
+    needles = make_needles(settings.depths)
+    build = needle_builder(needles)
+    timeout = s.expect.request_timeout_s
+    s.progress.phase("needle", f"sizing a {target:,}-token prompt")
+    try:
+        sized = await size_prompt(s.engine, build, target, timeout=timeout)
+    except EngineRequestError as err:
+        if err.kind in ("timeout", "connect"):
+            s.blocker = f"needle: {err.message}"
+        return CheckResult("needle", "fail", f"while sizing the prompt: {err.message}", {"error": err.kind})
+    except ValueError as exc:
+        return CheckResult("needle", "skip", str(exc))
+    # A long prefill is slow on any engine; allow one second per thousand tokens on top of the timeout.
+    answer_timeout = timeout + sized.tokens / 1000
+    s.progress.phase("needle", f"waiting for the answer to {sized.tokens:,} tokens")
+    figures: dict[str, object] = {"context": context, "target_prompt_tokens": target, "sizing": sized.method,
+                                  "needles": len(needles), "depths": [n.depth for n in needles]}
+    text, sentences, done = sized.text, sized.sentences, None
+    for _attempt in range(3):
+        try:
+            done = await s.complete("needle", Request(settings.answer_budget, prompt=text), timeout=answer_timeout)
+            break
+        except EngineRequestError as err:
+            too_long = err.status == 400 and sized.method != "tokenize" and "context" in err.message.lower()
+            if not too_long:
+                s.progress.finish("needle")
+                return CheckResult("needle", "fail", err.message, {**figures, "error": err.kind})
+            sentences = int(sentences * 0.95)  # the estimate overshot: 5% shorter, and again
+            text = build(sentences, 0)
+    s.progress.finish("needle")
+    if done is None:
+        return CheckResult("needle", "fail", "the server refused every prompt length tried", figures)
+    found, missing = score_needles(done.text, needles)
+    reached = done.prompt_tokens
+    figures.update({
+        "prompt_tokens": reached, "found": len(found), "missing_depths": [n.depth for n in missing],
+        "answer": clip(done.text), "finish_reason": done.finish_reason,
+        "latency_s": round(done.latency_s, 2),
+    })
+    shown = f"{reached:,}" if reached is not None else f"~{sized.tokens:,} (estimated)"
+    if missing:
+        depths = ", ".join(f"{n.depth:.0%}" for n in missing)
+        return CheckResult("needle", "fail",
+                           f"{len(found)}/{len(needles)} needles recalled at {shown} prompt tokens; "
+                           f"lost at depth {depths}", figures)
+    if reached is not None and reached < 0.9 * target:
+        return CheckResult("needle", "warn", f"{len(found)}/{len(needles)} needles recalled, but the prompt "
+                           f"reached only {reached:,} of {target:,} tokens", figures)
+    return CheckResult("needle", "pass", f"{len(found)}/{len(needles)} needles recalled at {shown} prompt tokens "
+                       f"(context {context:,})", figures)
+
+

@@ -1,0 +1,111 @@
+"""Values verify produces and takes: expectations in, one finding per check out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from rigctl.recipe.model import CrashSignature, NeedleSettings, Recipe, SmokePrompt, SoakSettings, Verification
+from rigctl.verify.client import Endpoint
+
+Status = Literal["pass", "warn", "fail", "skip", "error"]
+CHECK_IDS = ("health", "models", "smoke", "repetition", "determinism", "needle", "soak")
+FAILING: frozenset[str] = frozenset({"fail", "error"})
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    status: Status
+    message: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status, "message": self.message, "figures": self.figures,
+                "duration_s": round(self.duration_s, 3)}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    endpoint: Endpoint
+    checks: list[CheckResult]
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.status in FAILING for c in self.checks)
+
+    def get(self, check_id: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.id == check_id), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "endpoint": {"url": self.endpoint.base_url, "model": self.endpoint.model},
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the served model must do. ``context`` is the expected max_model_len (None: take the server's)."""
+
+    context: int | None = None
+    smoke: tuple[SmokePrompt, ...] = field(default_factory=lambda: tuple(Verification().smoke))
+    needle: NeedleSettings = field(default_factory=NeedleSettings)
+    soak: SoakSettings = field(default_factory=SoakSettings)
+    request_timeout_s: float = 60.0
+    health_timeout_s: float = 10.0
+    signatures: tuple[CrashSignature, ...] = ()
+
+    @classmethod
+    def from_verification(
+        cls, verification: Verification, *, context: int | None, signatures: tuple[CrashSignature, ...] = ()
+    ) -> Expectations:
+        return cls(
+            context=context,
+            smoke=tuple(verification.smoke),
+            needle=verification.needle,
+            soak=verification.soak,
+            request_timeout_s=float(verification.request_timeout_s),
+            health_timeout_s=min(10.0, float(verification.request_timeout_s)),
+            signatures=signatures,
+        )
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe) -> Expectations:
+        return cls.from_verification(
+            recipe.verify, context=recipe.context_length, signatures=tuple(recipe.known_issues.signatures)
+        )
+
+
+def endpoint_for(recipe: Recipe, *, api_key: str | None = None) -> Endpoint:
+    """The recipe's published endpoint; a wildcard bind address is reached over loopback."""
+    publish = recipe.publish
+    host = publish.address
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return Endpoint(f"http://{host}:{publish.port}", recipe.served_name, api_key=api_key,
+                    health_path=recipe.engine.health_path)
+
+
+class Progress(Protocol):
+    """Live progress for the long checks; the CLI draws it, core code only reports."""
+
+    def phase(self, check: str, description: str, total: int | None = None) -> None: ...
+
+    def advance(self, check: str, amount: int = 1) -> None: ...
+
+    def finish(self, check: str) -> None: ...
+
+
+class NullProgress:
+    def phase(self, check: str, description: str, total: int | None = None) -> None:
+        pass
+
+    def advance(self, check: str, amount: int = 1) -> None:
+        pass
+
+    def finish(self, check: str) -> None:
+        pass

@@ -1,0 +1,572 @@
+#!/usr/bin/env python3
+"""fake_vllm: a small OpenAI-compatible test engine that speaks vLLM's HTTP shapes and can be told to fail
+the ways the GLM-5.3-Flash story's engine failed. Python standard library only: it also runs inside a
+minimal Debian container that has python3 and nothing else.
+
+Endpoints (as vLLM serves them)
+  GET  /health                200 with an empty body; 503 while warming up
+  GET  /v1/models             {"object":"list","data":[{"id":SERVED_NAME,...,"max_model_len":N}]}
+  POST /tokenize              {"model","prompt"} or {"model","messages"} -> {"count","max_model_len","tokens"}
+  POST /v1/completions        plain, or SSE with `stream: true` (`stream_options.include_usage` adds a usage
+                              chunk), closed by `data: [DONE]`
+  POST /v1/chat/completions   the same for chat messages
+  GET  /metrics               a few Prometheus lines (vllm:num_requests_running, ...)
+  GET  /version
+Tokens are words and punctuation marks (regex \\w+|[^\\w\\s]) plus one BOS token per prompt.
+It answers known prompts correctly at temperature 0 ("The capital of France is" -> " Paris. ..."),
+answers the needle question from the access codes it can see in the prompt, and otherwise produces a
+deterministic, non-repeating sentence or two derived from the prompt.
+
+Options (each also readable from the environment variable named in brackets)
+  --host H                    [FAKE_VLLM_HOST] default 127.0.0.1; 0.0.0.0 only makes sense in a container
+  --port N                    [FAKE_VLLM_PORT] default 8000; 0 picks a free port (printed on the start line)
+  --served-name NAME          [FAKE_VLLM_SERVED_NAME] default fake-model
+  --max-model-len N           [FAKE_VLLM_MAX_MODEL_LEN] default 32768
+  --mode M[,M...]             [FAKE_VLLM_MODE] default healthy. Failure modes, combinable:
+      healthy           answers correctly
+      word-salad        every answer is "the capital France capital France ..." up to max_tokens
+      nondeterministic  answers carry random words: the same request twice gives different text
+      context-loss      needles past --context-limit tokens into the prompt are not recalled
+      crash-under-load  when --crash-concurrency requests sharing a prompt prefix are in flight, prints the
+                        ReplaySSM traceback to stderr and exits with --crash-exit-code (default 0, as
+                        vLLM's API server does when its EngineCore dies)
+      runaway           when --runaway-concurrency requests are in flight, answers run to max_tokens
+                        and stop with finish_reason "length"
+      hang              /health stays 200, completions never answer
+  --context-limit N           [FAKE_VLLM_CONTEXT_LIMIT] default 2048 (context-loss)
+  --crash-concurrency K       [FAKE_VLLM_CRASH_CONCURRENCY] default 8 (crash-under-load)
+  --crash-exit-code N         [FAKE_VLLM_CRASH_EXIT_CODE] default 0
+  --runaway-concurrency K     [FAKE_VLLM_RUNAWAY_CONCURRENCY] default 4 (runaway)
+  --token-delay S             [FAKE_VLLM_TOKEN_DELAY] seconds between streamed tokens, default 0.002
+  --prefill-delay S           [FAKE_VLLM_PREFILL_DELAY] seconds per 1,000 prompt tokens, default 0.001
+  --warmup-seconds S          [FAKE_VLLM_WARMUP_SECONDS] default 0: for S seconds /health (and all else)
+                              answers 503 while vLLM-like boot phases are printed on stdout; the line
+                              "Starting vLLM API server on http://HOST:PORT" comes when the engine is ready
+  --die-during-warmup-after S [FAKE_VLLM_DIE_AFTER] exit during warmup after S seconds ...
+  --exit-code N               [FAKE_VLLM_EXIT_CODE] ... with this status (default 1) ...
+  --die-message TEXT          [FAKE_VLLM_DIE_MESSAGE] ... after printing this line to stderr
+  --no-access-log             [FAKE_VLLM_NO_ACCESS_LOG=1] do not print a line per request
+
+Example: python3 fake_vllm.py --port 8000 --mode word-salad
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import threading
+import time
+import uuid
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODES = {"healthy", "word-salad", "nondeterministic", "context-loss", "crash-under-load", "runaway", "hang"}
+TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+NEEDLE_RE = re.compile(r"access code for the ([A-Za-z]+) archive is ([A-Za-z0-9-]+)")
+
+KNOWN_ANSWERS = [
+    ("the capital of france is", " Paris. It is the largest city in France and lies on the Seine."),
+    ("what is the capital of france?", "The capital of France is Paris."),
+    ("the capital of germany is", " Berlin, which is also its largest city."),
+    ("the capital of japan is", " Tokyo."),
+    ("2 + 2 =", " 4"),
+]
+
+VOCAB = (
+    "river mountain lantern harbor quiet bright orchard copper meadow signal winter garden thunder velvet "
+    "compass ember granite falcon willow marble canyon beacon saffron timber glacier cobalt prairie "
+    "harvest lagoon summit meadowlark cedar voyage crystal tundra ribbon anchor pebble horizon juniper "
+    "walks carries finds builds paints gathers follows reaches sees keeps opens"
+).split()
+
+REPLAYSSM_TRACE = """\
+ERROR [core.py:1043] EngineCore encountered a fatal error.
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/kda.py", line 651, in forward
+    state = materialize_kda_replayssm_state(src, state_rows)
+  File "/usr/local/lib/python3.12/dist-packages/vllm/third_party/flash_linear_attention/ops/kda_replayssm_spec_decode.py", line 482, in materialize_kda_replayssm_state
+    raise ValueError("ReplaySSM prefill source/state row count mismatch")
+ValueError: ReplaySSM prefill source/state row count mismatch
+ERROR [async_llm.py:420] AsyncLLM output_handler failed.
+vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+INFO:     Shutting down
+INFO:     Application shutdown complete.
+"""
+
+
+def env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="vLLM-shaped OpenAI-compatible test engine (see the module doc)")
+    p.add_argument("--host", default=env("FAKE_VLLM_HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(env("FAKE_VLLM_PORT", "8000")))
+    p.add_argument("--served-name", default=env("FAKE_VLLM_SERVED_NAME", "fake-model"))
+    p.add_argument("--max-model-len", type=int, default=int(env("FAKE_VLLM_MAX_MODEL_LEN", "32768")))
+    p.add_argument("--mode", default=env("FAKE_VLLM_MODE", "healthy"))
+    p.add_argument("--context-limit", type=int, default=int(env("FAKE_VLLM_CONTEXT_LIMIT", "2048")))
+    p.add_argument("--crash-concurrency", type=int, default=int(env("FAKE_VLLM_CRASH_CONCURRENCY", "8")))
+    p.add_argument("--crash-exit-code", type=int, default=int(env("FAKE_VLLM_CRASH_EXIT_CODE", "0")))
+    p.add_argument("--runaway-concurrency", type=int, default=int(env("FAKE_VLLM_RUNAWAY_CONCURRENCY", "4")))
+    p.add_argument("--token-delay", type=float, default=float(env("FAKE_VLLM_TOKEN_DELAY", "0.002")))
+    p.add_argument("--prefill-delay", type=float, default=float(env("FAKE_VLLM_PREFILL_DELAY", "0.001")))
+    p.add_argument("--warmup-seconds", type=float, default=float(env("FAKE_VLLM_WARMUP_SECONDS", "0")))
+    p.add_argument("--die-during-warmup-after", type=float, default=float(env("FAKE_VLLM_DIE_AFTER", "-1")))
+    p.add_argument("--exit-code", type=int, default=int(env("FAKE_VLLM_EXIT_CODE", "1")))
+    p.add_argument(
+        "--die-message",
+        default=env("FAKE_VLLM_DIE_MESSAGE", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+    )
+    p.add_argument("--no-access-log", action="store_true", default=env("FAKE_VLLM_NO_ACCESS_LOG", "") == "1")
+    args = p.parse_args(argv)
+    args.modes = {m.strip() for m in args.mode.split(",") if m.strip()} or {"healthy"}
+    unknown = args.modes - MODES
+    if unknown:
+        p.error(f"unknown mode(s) {sorted(unknown)}; choose from {sorted(MODES)}")
+    return args
+
+
+def tokenize(text: str) -> list[str]:
+    return TOKEN_RE.findall(text)
+
+
+def token_ids(text: str) -> list[int]:
+    return [1] + [zlib.crc32(t.encode()) % 50000 + 2 for t in tokenize(text)]  # 1 is BOS
+
+
+class State:
+    """Everything the handlers share; guarded by one lock."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.lock = threading.Lock()
+        self.ready = args.warmup_seconds <= 0
+        self.in_flight: dict[str, str] = {}  # request id -> prompt prefix key
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.success_total = 0
+        self.port = args.port
+
+    def enter(self, rid: str, prompt: str) -> tuple[int, int]:
+        """Register a request; returns (requests in flight, in flight sharing this prompt's prefix)."""
+        key = prompt[:400]
+        with self.lock:
+            self.in_flight[rid] = key
+            same = sum(1 for k in self.in_flight.values() if k == key)
+            return len(self.in_flight), same
+
+    def leave(self, rid: str) -> None:
+        with self.lock:
+            self.in_flight.pop(rid, None)
+
+
+def log(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def crash(state: State) -> None:
+    """What vLLM does when the EngineCore raises: the traceback, a clean API-server shutdown, exit 0."""
+    sys.stderr.write(REPLAYSSM_TRACE)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(state.args.crash_exit_code)
+
+
+# --- answers ---------------------------------------------------------------------------------------
+
+
+def generic_answer(prompt: str, rng: random.Random) -> list[str]:
+    """One or two sentences of varied words: long enough to read, too varied to look like a loop."""
+    words = rng.sample(VOCAB, k=min(len(VOCAB), 14 + rng.randrange(12)))
+    pieces: list[str] = []
+    cut = len(words) // 2
+    for i, w in enumerate(words):
+        word = w.capitalize() if i in (0, cut) else w
+        pieces.append(" " + word)
+        if i == cut - 1 or i == len(words) - 1:
+            pieces.append(".")
+    return pieces
+
+
+def needle_answer(prompt: str, visible_tokens: int | None) -> list[str] | None:
+    matches = list(NEEDLE_RE.finditer(prompt))
+    if not matches or "access code" not in prompt[-600:]:
+        return None
+    found = []
+    for m in matches:
+        if visible_tokens is not None and len(tokenize(prompt[: m.start()])) > visible_tokens:
+            continue  # context-loss: the model no longer sees this far into the prompt
+        found.append((m.group(1), m.group(2)))
+    if not found:
+        return [" I", " could", " not", " find", " any", " access", " codes", "."]
+    pieces: list[str] = []
+    for i, (name, code) in enumerate(found):
+        pieces += [(" " if i else " ") + name, ":", " " + code]
+        pieces.append(";" if i < len(found) - 1 else ".")
+    return pieces
+
+
+def split_pieces(text: str) -> list[str]:
+    """Split a canned answer into streamed tokens, keeping leading spaces on words."""
+    return re.findall(r"\s*(?:\w+|[^\w\s])", text)
+
+
+def word_salad(max_tokens: int) -> list[str]:
+    pieces = [" the"]
+    while len(pieces) < max_tokens:
+        pieces += [" capital", " France"]
+    return pieces[:max_tokens]
+
+
+def runaway_pieces(rng: random.Random, max_tokens: int) -> list[str]:
+    return [" " + rng.choice(VOCAB) for _ in range(max_tokens)]
+
+
+def plan_answer(state: State, prompt: str, max_tokens: int, in_flight: int) -> tuple[list[str], str]:
+    """The tokens to send and the finish reason."""
+    modes = state.args.modes
+    if "word-salad" in modes:
+        pieces = word_salad(max_tokens)
+        return pieces, "length"
+    if "runaway" in modes and in_flight >= state.args.runaway_concurrency:
+        rng = random.Random(zlib.crc32(prompt.encode()))
+        return runaway_pieces(rng, max_tokens), "length"
+    normalized = " ".join(prompt.strip().lower().split())
+    pieces: list[str] | None = None
+    for key, answer in KNOWN_ANSWERS:
+        if normalized.endswith(key):
+            pieces = split_pieces(answer)
+            break
+    if pieces is None:
+        visible = state.args.context_limit if "context-loss" in modes else None
+        pieces = needle_answer(prompt, visible)
+    if pieces is None:
+        pieces = generic_answer(prompt, random.Random(zlib.crc32(prompt.encode())))
+    if "nondeterministic" in modes:
+        rng = random.Random()  # seeded from the OS: differs on every call
+        pieces = list(pieces)
+        for _ in range(3):
+            pieces.insert(rng.randrange(1, len(pieces) + 1), " " + rng.choice(VOCAB))
+    if len(pieces) > max_tokens:
+        return pieces[:max_tokens], "length"
+    return pieces, "stop"
+
+
+# --- HTTP ------------------------------------------------------------------------------------------
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, chunked streaming: what uvicorn speaks
+    server_version = "uvicorn"
+    sys_version = ""
+    state: State  # set on the class by main()
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass  # the access log is written by access() in uvicorn's format
+
+    def access(self, status: int) -> None:
+        if not self.state.args.no_access_log:
+            phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}.get(status, "")
+            log(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.command} {self.path} '
+                f'HTTP/1.1" {status} {phrase}')
+
+    # plumbing
+
+    def send_json(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.access(status)
+
+    def send_text(self, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.access(status)
+
+    def send_error_json(self, status: int, message: str, kind: str = "BadRequestError") -> None:
+        self.send_json(status, {"object": "error", "message": message, "type": kind, "param": None, "code": status})
+
+    def read_body(self) -> dict[str, object] | None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self.send_error_json(400, "invalid JSON body")
+            return None
+        if not isinstance(body, dict):
+            self.send_error_json(400, "body must be a JSON object")
+            return None
+        return body
+
+    def not_ready(self) -> bool:
+        if self.state.ready:
+            return False
+        self.send_text(503, "")
+        return True
+
+    # routes
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self.send_text(200 if self.state.ready else 503, "")
+        elif self.not_ready():
+            return
+        elif path == "/v1/models":
+            name = self.state.args.served_name
+            self.send_json(200, {"object": "list", "data": [{
+                "id": name, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": name,
+                "parent": None, "max_model_len": self.state.args.max_model_len,
+                "permission": [{"id": "modelperm-fake", "object": "model_permission", "allow_sampling": True}],
+            }]})
+        elif path == "/metrics":
+            self.send_text(200, self.metrics(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/version":
+            self.send_json(200, {"version": "0.0.0+fake"})
+        else:
+            self.send_json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if self.not_ready():
+            return
+        body = self.read_body()
+        if body is None:
+            return
+        if path == "/tokenize":
+            self.tokenize_route(body)
+        elif path == "/v1/completions":
+            self.generate(body, chat=False)
+        elif path == "/v1/chat/completions":
+            self.generate(body, chat=True)
+        else:
+            self.send_json(404, {"detail": "Not Found"})
+
+    def metrics(self) -> str:
+        s = self.state
+        name = s.args.served_name
+        with s.lock:
+            running = len(s.in_flight)
+            lines = [
+                "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                "# TYPE vllm:num_requests_running gauge",
+                f'vllm:num_requests_running{{model_name="{name}"}} {running}.0',
+                "# TYPE vllm:num_requests_waiting gauge",
+                f'vllm:num_requests_waiting{{model_name="{name}"}} 0.0',
+                "# TYPE vllm:prompt_tokens_total counter",
+                f'vllm:prompt_tokens_total{{model_name="{name}"}} {s.prompt_tokens_total}.0',
+                "# TYPE vllm:generation_tokens_total counter",
+                f'vllm:generation_tokens_total{{model_name="{name}"}} {s.generation_tokens_total}.0',
+                "# TYPE vllm:request_success_total counter",
+                f'vllm:request_success_total{{finished_reason="stop",model_name="{name}"}} {s.success_total}.0',
+            ]
+        return "\n".join(lines) + "\n"
+
+    def tokenize_route(self, body: dict[str, object]) -> None:
+        if "messages" in body:
+            prompt = chat_prompt(body.get("messages"))
+        else:
+            prompt = str(body.get("prompt", ""))
+        ids = token_ids(prompt)
+        self.send_json(200, {"count": len(ids), "max_model_len": self.state.args.max_model_len, "tokens": ids,
+                             "token_strs": None})
+
+    def generate(self, body: dict[str, object], *, chat: bool) -> None:
+        s = self.state
+        model = body.get("model")
+        if model is not None and model != s.args.served_name:
+            self.send_json(404, {"object": "error", "message": f"The model `{model}` does not exist.",
+                                 "type": "NotFoundError", "param": None, "code": 404})
+            return
+        prompt = chat_prompt(body.get("messages")) if chat else prompt_text(body.get("prompt"))
+        prompt_tokens = len(token_ids(prompt))
+        limit = s.args.max_model_len
+        raw_max = body.get("max_tokens", body.get("max_completion_tokens"))
+        max_tokens = int(raw_max) if isinstance(raw_max, int | float) else max(limit - prompt_tokens, 0)
+        if prompt_tokens + max_tokens > limit or max_tokens < 1:
+            self.send_error_json(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+                "completion). Please reduce the length of the messages or completion.",
+            )
+            return
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        in_flight, same_prefix = s.enter(rid, prompt)
+        try:
+            if "crash-under-load" in s.args.modes and same_prefix >= s.args.crash_concurrency:
+                crash(s)
+            if "hang" in s.args.modes:
+                time.sleep(3600)  # behind a green /health: the vllm#39863 shape
+                return
+            pieces, finish = plan_answer(s, prompt, max_tokens, in_flight)
+            time.sleep(s.args.prefill_delay * prompt_tokens / 1000)
+            usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(pieces),
+                     "completion_tokens": len(pieces), "prompt_tokens_details": None}
+            if body.get("stream"):
+                opts = body.get("stream_options")
+                include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+                self.stream(rid, chat, pieces, finish, usage if include_usage else None)
+            else:
+                time.sleep(s.args.token_delay * len(pieces))
+                self.send_json(200, full_response(rid, chat, s.args.served_name, pieces, finish, usage))
+            with s.lock:
+                s.prompt_tokens_total += prompt_tokens
+                s.generation_tokens_total += len(pieces)
+                s.success_total += 1
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client hung up; so does vLLM's request
+        finally:
+            s.leave(rid)
+
+    def stream(self, rid: str, chat: bool, pieces: list[str], finish: str, usage: dict[str, object] | None) -> None:
+        s = self.state
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        created = int(time.time())
+        name = s.args.served_name
+
+        def event(obj: object) -> None:
+            data = f"data: {json.dumps(obj)}\n\n".encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        if chat:
+            event({"id": rid, "object": kind, "created": created, "model": name, "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                 "finish_reason": None}]})
+        for i, piece in enumerate(pieces):
+            if i:
+                time.sleep(s.args.token_delay)
+            last = i == len(pieces) - 1
+            choice: dict[str, object] = {"index": 0, "logprobs": None, "finish_reason": finish if last else None}
+            if chat:
+                choice["delta"] = {"content": piece}
+            else:
+                choice["text"] = piece
+                choice["stop_reason"] = None
+            event({"id": rid, "object": kind, "created": created, "model": name, "choices": [choice]})
+        if not pieces:
+            choice = {"index": 0, "logprobs": None, "finish_reason": finish}
+            choice.update({"delta": {}} if chat else {"text": ""})
+            event({"id": rid, "object": kind, "created": created, "model": name, "choices": [choice]})
+        if usage is not None:
+            event({"id": rid, "object": kind, "created": created, "model": name, "choices": [], "usage": usage})
+        done = b"data: [DONE]\n\n"
+        self.wfile.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
+        self.wfile.flush()
+        self.access(200)
+
+
+def prompt_text(raw: object) -> str:
+    if isinstance(raw, list):
+        return "".join(str(x) for x in raw)
+    return str(raw or "")
+
+
+def chat_prompt(messages: object) -> str:
+    """The text the model is asked about: the last user message (its content may be a list of parts)."""
+    if not isinstance(messages, list):
+        return ""
+    text = ""
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") in ("user", "system"):
+            content = m.get("content")
+            if isinstance(content, list):
+                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            text = str(content or "") if m.get("role") == "user" else text + str(content or "") + "\n"
+    return text
+
+
+def full_response(rid: str, chat: bool, name: str, pieces: list[str], finish: str,
+                  usage: dict[str, object]) -> dict[str, object]:
+    text = "".join(pieces)
+    if chat:
+        choice: dict[str, object] = {
+            "index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
+            "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None,
+                  "prompt_logprobs": None}
+    return {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+            "model": name, "choices": [choice], "usage": usage}
+
+
+# --- boot ------------------------------------------------------------------------------------------
+
+
+def warm_up(state: State) -> None:
+    """Print vLLM-like boot phases over --warmup-seconds, then open the gate (or die, if told to)."""
+    args = state.args
+    total = args.warmup_seconds
+    start = time.monotonic()
+    phases = [f"Loading safetensors checkpoint shards: {i}/8 [{'#' * i}{'.' * (8 - i)}]" for i in range(1, 9)]
+    phases += ["Model loading took 171.80 GiB and 212.4 seconds", "Memory profiling takes 9.41 seconds",
+               "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 33/67",
+               "Capturing CUDA graphs (decode, FULL): 67/67", "Graph capturing finished in 41 secs"]
+    for i, phase in enumerate(phases):
+        due = start + total * (i + 1) / (len(phases) + 1)
+        while time.monotonic() < due:
+            if 0 <= args.die_during_warmup_after <= time.monotonic() - start:
+                sys.stderr.write(args.die_message + "\n")
+                sys.stderr.flush()
+                os._exit(args.exit_code)
+            time.sleep(min(0.05, max(due - time.monotonic(), 0)))
+        log(f"INFO {time.strftime('%m-%d %H:%M:%S')} [gpu_model_runner.py:1] {phase}")
+    while time.monotonic() < start + total:
+        time.sleep(0.05)
+    state.ready = True
+    announce(state)
+
+
+def announce(state: State) -> None:
+    log(f"INFO {time.strftime('%m-%d %H:%M:%S')} [api_server.py:1] Starting vLLM API server on "
+        f"http://{state.args.host}:{state.port}")
+    log("INFO:     Application startup complete.")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    state = State(args)
+    Handler.state = state
+    server = ThreadingHTTPServer((args.host, args.port), Handler, bind_and_activate=False)
+    server.daemon_threads = True
+    server.request_queue_size = 1024  # a load client opens hundreds of connections at once
+    server.allow_reuse_address = True
+    server.server_bind()
+    server.server_activate()
+    state.port = server.server_address[1]
+    log(f"INFO {time.strftime('%m-%d %H:%M:%S')} [api_server.py:1] vLLM API server version 0.0.0+fake "
+        f"(modes: {','.join(sorted(args.modes))}, listening on {args.host}:{state.port})")
+    if state.ready:
+        announce(state)
+    else:
+        threading.Thread(target=warm_up, args=(state,), daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        log("INFO:     Shutting down")
+
+
+if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: (log("INFO:     Shutting down"), os._exit(0)))
+    main()
