@@ -1,1 +1,387 @@
-"""cmd_deploy: commands registered on the shared app (see cli/base.py)."""
+"""rigctl up | status | logs | down: deploy a recipe on this host through podman quadlets and systemd."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
+
+import typer
+
+from rigctl.cli.base import JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.output import Outcome
+
+if TYPE_CHECKING:
+    from rigctl.deploy.ports import Scope
+    from rigctl.deploy.state import DeploymentRecord
+    from rigctl.deploy.up import UpResult
+    from rigctl.recipe.model import Recipe
+
+UserOpt = Annotated[bool, typer.Option("--user", help="User scope: ~/.config/containers/systemd, systemctl --user.")]
+SystemOpt = Annotated[bool, typer.Option("--system", help="System scope: /etc/containers/systemd (root).")]
+
+
+def _ports(scope: Scope) -> Any:
+    from rigctl.deploy.ports import HttpProbe, PodmanCli, RealClock, SystemctlCli
+    from rigctl.deploy.up import Ports
+
+    return Ports(systemd=SystemctlCli(scope), podman=PodmanCli(), probe=HttpProbe(timeout=1.0), clock=RealClock())
+
+
+def _split(values: list[str] | None) -> tuple[str, ...]:
+    return tuple(v.strip() for item in values or [] for v in item.split(",") if v.strip())
+
+
+@app.command("up")
+def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
+    recipe: RecipeArg,
+    sets: SetOpt = None,
+    overlays: OverlayOpt = None,
+    force: Annotated[list[str] | None, typer.Option("--force", metavar="ID,...",
+                                                    help="Downgrade these preflight failures to warnings.")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="IDS", help="Explicit GPUs: indices or UUIDs.")] = None,
+    user: UserOpt = False,
+    system: SystemOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Preflight and render; install nothing.")] = False,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip smoke and repetition after ready.")] = False,
+    keep_failed: Annotated[bool, typer.Option(
+        "--keep-failed", help="Leave a unit that died in warmup to systemd's restarts; default: stop it.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Deploy RECIPE: preflight, render, install the quadlet, start, wait through warmup, verify."""
+
+    def produce() -> Outcome:
+        from rigctl.deploy.places import quadlet_dir, resolve_scope, state_dir
+        from rigctl.deploy.stages import real_stages
+        from rigctl.deploy.up import Places, UpOptions, up
+        from rigctl.recipe.load import load
+
+        loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+        scope = resolve_scope(user, system)
+        stages = real_stages(scope, verify=not no_verify)
+        options = UpOptions(force=_split(force), gpus=gpus, verify=not no_verify, keep_failed=keep_failed)
+        if dry_run:
+            return _dry_run(loaded.recipe, scope, stages, options)
+        ports = _ports(scope)
+        display = _LiveDisplay(enabled=not as_json and sys.stderr.isatty(), quiet=as_json)
+        try:
+            result = up(loaded.recipe, recipe_source=str(loaded.source.path), scope=scope, stages=stages,
+                        ports=ports, places=Places(quadlet_dir(scope), state_dir(scope)), options=options,
+                        on_progress=display.progress, on_stage=display.stage)
+        finally:
+            display.close()
+            ports.probe.close()
+        return Outcome("up", result.ok, result.to_dict(), view=lambda out: _up_view(out, result),
+                       exit_code=result.exit_code)
+
+    finish("up", as_json, produce)
+
+
+def _dry_run(recipe: Recipe, scope: Scope, stages: Any, options: Any) -> Outcome:
+    from rigctl.deploy.places import quadlet_dir
+    from rigctl.deploy.ports import PodmanCli
+    from rigctl.exitcodes import ExitCode
+
+    pre = stages.preflight(recipe, options.force, options.gpus)
+    files: dict[str, str] = {}
+    if pre.ok:
+        files = stages.render(recipe, pre.podman_version or PodmanCli().version(), pre.gpu_ids)
+    directory = quadlet_dir(scope)
+    payload = {"recipe": recipe.name, "scope": str(scope), "dry_run": True, "preflight": pre.findings,
+               "unit_dir": str(directory), "files": [{"path": str(directory / n), "text": t} for n, t in files.items()]}
+
+    def view(out: TextIO) -> None:
+        _findings_view(out, pre.findings)
+        if not pre.ok:
+            out.write("preflight failed: nothing would be installed\n")
+        for name, text in files.items():
+            out.write(f"# would install {directory / name}\n{text}")
+
+    return Outcome("up", pre.ok, payload, view=view, exit_code=None if pre.ok else ExitCode.CHECKS_FAILED)
+
+
+class _LiveDisplay:
+    """The warmup display on stderr: phase, elapsed against the budget, time since the last output line."""
+
+    def __init__(self, *, enabled: bool, quiet: bool) -> None:
+        self.quiet = quiet
+        self._live: Any = None
+        if enabled:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._console = Console(stderr=True)
+            self._live = Live(console=self._console, refresh_per_second=8, transient=True)
+            self._live.start()
+
+    def stage(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self._live is not None:
+            self._console.print(f"[dim]- {text}[/dim]", highlight=False)
+        else:
+            sys.stderr.write(f"- {text}\n")
+
+    def progress(self, p: Any) -> None:
+        if self._live is None:
+            return
+        from rich.text import Text
+
+        line = Text()
+        line.append(f"{p.phase:<28}", style="bold cyan")
+        line.append(f" {p.elapsed_s:6.1f}s / {p.budget_s}s")
+        line.append(f"   quiet {p.since_output_s:4.0f}s / {p.stall_budget_s}s", style="dim")
+        line.append(f"   unit {p.unit_active}/{p.unit_sub}", style="dim")
+        if p.last_line:
+            line.append("\n  " + p.last_line[-140:], style="dim")
+        self._live.update(line)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def _findings_view(out: TextIO, findings: list[dict[str, Any]]) -> None:
+    for f in findings:
+        if f.get("severity") in ("fail", "error", "warn"):
+            out.write(f"  {f['severity']:<5} {f['id']}: {f['message']}\n")
+            if f.get("fix"):
+                out.write(f"        fix: {f['fix']}\n")
+
+
+def _up_view(out: TextIO, r: UpResult) -> None:
+    if r.action == "refused":
+        out.write(f"{r.recipe}: preflight refused the deployment (nothing installed):\n")
+        _findings_view(out, r.preflight)
+        out.write("  (--force ID,... downgrades a forceable failure to a warning)\n")
+        return
+    _findings_view(out, [f for f in r.preflight if f.get("severity") == "warn"])
+    w = r.wait
+    if w is not None and w.status != "ready":
+        out.write(f"{r.recipe}: {w.status.upper()} after {w.elapsed_s:.1f}s in phase '{w.phase}': {w.detail}\n")
+        out.write(f"  unit {r.unit} ({r.scope}); " + (
+            "stopped so it does not restart-loop; the unit file stays installed\n" if r.stopped_after_failure
+            else "left to systemd\n"))
+        if w.tail:
+            out.write("  last output:\n")
+            for line in w.tail[-15:]:
+                out.write(f"    | {line}\n")
+        _signatures_view(out, r.signatures)
+        if not r.signatures:
+            out.write("  no known crash signature of this recipe matched; see `rigctl logs " + r.recipe + "`\n")
+        return
+    verb = {"unchanged": "already deployed and healthy; nothing changed", "installed": "installed and started",
+            "replaced": "unit changed: replaced and restarted", "restarted": "restarted (was not healthy)",
+            "started": "started"}.get(r.action, r.action)
+    out.write(f"{r.recipe}: {verb}\n")
+    out.write(f"  endpoint  {r.endpoint}/v1  (model {r.served_name})\n")
+    out.write(f"  unit      {r.unit} ({r.scope}) from {', '.join(r.unit_files)}\n")
+    if w is not None:
+        out.write(f"  ready in  {w.elapsed_s:.1f}s\n")
+    out.write(f"  restarts  {r.restarts}\n")
+    for warning in [r.max_model_len_warning] if r.max_model_len_warning else []:
+        out.write(f"  warning   {warning}\n")
+    if r.checks is not None:
+        for c in r.checks.results:
+            out.write(f"  {c['status']:<5} {c['id']}: {c['message']}\n")
+        _signatures_view(out, r.signatures)
+    if not r.ok:
+        out.write(f"  {r.message}\n")
+
+
+def _signatures_view(out: TextIO, signatures: list[Any]) -> None:
+    for s in signatures:
+        out.write(f"  known crash signature '{s.id}': {s.line}\n")
+        out.write(f"    meaning: {s.meaning}\n    remedy:  {s.remedy}\n")
+        if s.link:
+            out.write(f"    see:     {s.link}\n")
+
+
+# --- status ---------------------------------------------------------------------------------------
+
+
+@app.command("status")
+def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOpt = False) -> None:
+    """Every rigctl-managed service on this host: state, restarts, health, endpoint, model, image, GPU memory."""
+
+    def produce() -> Outcome:
+        import os
+
+        from rigctl.deploy.places import quadlet_dir, state_dir
+        from rigctl.deploy.ports import HttpProbe, NvmlGpuMemory, PodmanCli, Scope, SystemctlCli
+        from rigctl.deploy.status import describe, discover
+
+        if user or system:
+            from rigctl.deploy.places import resolve_scope
+
+            scopes = [resolve_scope(user, system)]
+        else:
+            scopes = [Scope.SYSTEM, Scope.USER] if os.geteuid() == 0 else [Scope.USER]
+        podman, probe, gpu = PodmanCli(), HttpProbe(timeout=2.0), NvmlGpuMemory()
+        rows = []
+        try:
+            for scope in scopes:
+                for item in discover(scope, quadlet_dir(scope), state_dir(scope)):
+                    rows.append(describe(item, systemd=SystemctlCli(scope), podman=podman, probe=probe, gpu=gpu))
+        finally:
+            probe.close()
+        services = [r.to_dict() for r in rows]
+
+        def view(out: TextIO) -> None:
+            if not services:
+                out.write("no rigctl-managed services on this host\n")
+                return
+            for s in services:
+                uptime = "-" if s["uptime_s"] is None else _duration(s["uptime_s"])
+                gpu_mem = "n/a" if s["gpu_memory_mib"] is None else f"{s['gpu_memory_mib']} MiB"
+                out.write(f"{s['unit']} ({s['scope']})  {s['active']}/{s['sub']}  health {s['health']}\n")
+                out.write(f"  restarts {s['restarts']} (Restart={s['restart_policy'] or '?'})  up {uptime}  "
+                          f"GPU memory {gpu_mem}\n")
+                out.write(f"  endpoint {s['endpoint'] or '-'}  model {s['model'] or '-'}\n")
+                out.write(f"  image {s['image'] or '-'}\n")
+                if s["restart_policy"] and s["restart_policy"] != "always":
+                    out.write(f"  warning: Restart={s['restart_policy']}: an engine that exits 0 on a crash stays "
+                              "down; use Restart=always\n")
+                if s["last_failure"]:
+                    lf = s["last_failure"]
+                    out.write(f"  last failed warmup: {lf.get('status')}: {lf.get('detail')}"
+                              f" (signatures: {', '.join(lf.get('signatures') or []) or 'none'})\n")
+
+        return Outcome("status", True, {"services": services}, view=view)
+
+    finish("status", as_json, produce)
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+# --- logs and down: find the deployment by recipe name or path ------------------------------------
+
+
+def _find_record(recipe: str, scope: Scope) -> tuple[DeploymentRecord | None, Recipe | None]:
+    from rigctl.deploy import state as records
+    from rigctl.deploy.places import state_dir
+    from rigctl.errors import InvalidInputError
+    from rigctl.recipe.load import load
+
+    record = records.load_record(state_dir(scope), recipe)
+    loaded: Recipe | None = None
+    for candidate in [record.recipe_source if record else None, recipe]:
+        if not candidate:
+            continue
+        try:
+            loaded = load(candidate).recipe
+            break
+        except InvalidInputError:
+            continue
+    if record is None and loaded is not None:
+        record = records.load_record(state_dir(scope), loaded.name)
+    return record, loaded
+
+
+@app.command("logs")
+def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
+    recipe: RecipeArg,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new output.")] = False,
+    since: Annotated[str | None, typer.Option("--since", help="Only output after this (e.g. 10m, 2024-01-01).")] = None,
+    tail: Annotated[int | None, typer.Option("--tail", "-n", help="Only the last N lines.")] = None,
+    user: UserOpt = False,
+    system: SystemOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """The engine's output, with the recipe's known crash signatures highlighted and explained."""
+
+    def produce() -> Outcome:
+        from rigctl.deploy import logs as logmod
+        from rigctl.deploy.places import resolve_scope
+        from rigctl.deploy.ports import PodmanCli
+        from rigctl.errors import DeployError
+
+        scope = resolve_scope(user, system)
+        record, loaded = _find_record(recipe, scope)
+        if record is None and loaded is None:
+            raise DeployError(f"no deployment and no recipe named {recipe!r}", fix="`rigctl status` lists deployments")
+        name = record.recipe if record else loaded.name if loaded else recipe
+        container = record.container if record else loaded.container_name if loaded else f"rigctl-{recipe}"
+        unit = record.unit if record else f"{container}.service"
+        signatures = list(loaded.known_issues.signatures) if loaded else []
+        podman = PodmanCli()
+        lines = logmod.collect(container=container, unit=unit, scope=scope, podman=podman, signatures=signatures,
+                               record=record, since=since, tail=tail)
+        if follow and not as_json:
+            _print_lines(sys.stdout, lines)
+            for line in logmod.follow(container=container, podman=podman, signatures=signatures):
+                _print_lines(sys.stdout, [line])
+            return Outcome("logs", True, {}, view=None)
+        hits = [ln.signature.to_dict() for ln in lines if ln.signature is not None]
+        return Outcome("logs", True, {"recipe": name, "container": container, "lines": [ln.to_dict() for ln in lines],
+                                      "signatures": hits},
+                       view=lambda out: _print_lines(out, lines, summary=True))
+
+    finish("logs", as_json, produce)
+
+
+def _print_lines(out: TextIO, lines: list[Any], *, summary: bool = False) -> None:
+    color = out.isatty()
+    source = None
+    for ln in lines:
+        if ln.source != source and ln.source == "last-failure":
+            out.write("--- output of the last failed warmup, kept by rigctl ---\n")
+        elif ln.source != source and source == "last-failure":
+            out.write("--- current container ---\n")
+        source = ln.source
+        if ln.signature is None:
+            out.write(ln.text + "\n")
+            continue
+        text = f"\x1b[1;31m{ln.text}\x1b[0m" if color else f">> {ln.text}"
+        out.write(f"{text}\n   [{ln.signature.id}] {ln.signature.meaning}\n   remedy: {ln.signature.remedy}\n")
+    out.flush()
+    if summary and not lines:
+        out.write("(no output: the container is not running and no journal keeps its output)\n")
+
+
+@app.command("down")
+def down_cmd(
+    recipe: RecipeArg,
+    remove: Annotated[bool, typer.Option("--remove", help="Also remove the unit files and rigctl's record.")] = False,
+    user: UserOpt = False,
+    system: SystemOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Stop RECIPE's service (idempotent) and report whether its GPUs were released."""
+
+    def produce() -> Outcome:
+        from rigctl.deploy.down import down
+        from rigctl.deploy.places import quadlet_dir, resolve_scope, state_dir
+        from rigctl.deploy.ports import NvmlGpuMemory, PodmanCli, RealClock, SystemctlCli
+
+        scope = resolve_scope(user, system)
+        record, loaded = _find_record(recipe, scope)
+        name = record.recipe if record else loaded.name if loaded else recipe
+        container = record.container if record else loaded.container_name if loaded else f"rigctl-{recipe}"
+        stop_timeout = loaded.service.stop_timeout_s if loaded else 120
+        result = down(name, unit=f"{container}.service", container=container, unit_dir=quadlet_dir(scope),
+                      state_dir=state_dir(scope), remove=remove, stop_timeout_s=stop_timeout,
+                      systemd=SystemctlCli(scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock())
+
+        def view(out: TextIO) -> None:
+            out.write(f"{result.recipe}: {result.message}\n")
+            for path in result.removed:
+                out.write(f"  removed {path}\n")
+            if not result.gpu_ids:
+                out.write("  GPUs: none in this layout\n")
+            elif result.gpus_released is None:
+                out.write(f"  GPUs {','.join(result.gpu_ids)}: release not verifiable here (no NVML)\n")
+            else:
+                out.write(f"  GPUs {','.join(result.gpu_ids)}: "
+                          + ("released\n" if result.gpus_released else "STILL IN USE by some process\n"))
+
+        return Outcome("down", result.stopped, result.to_dict(), view=view)
+
+    finish("down", as_json, produce)

@@ -1,0 +1,84 @@
+"""`rigctl down`: stop a deployment (and remove its unit), idempotently, under the service lock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rigctl.deploy import state as records
+from rigctl.deploy.install import remove_files
+from rigctl.deploy.places import locked
+from rigctl.deploy.ports import Clock, GpuMemory, Podman, Systemd
+
+
+@dataclass
+class DownResult:
+    recipe: str
+    unit: str
+    was_active: str
+    stopped: bool
+    container_gone: bool
+    removed: list[str] = field(default_factory=list)
+    gpu_ids: list[str] = field(default_factory=list)
+    gpus_released: bool | None = None  # None: not knowable here (no NVML, or no GPU in the layout)
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe, "unit": self.unit, "was_active": self.was_active, "stopped": self.stopped,
+            "container_gone": self.container_gone, "removed": self.removed, "gpu_ids": self.gpu_ids,
+            "gpus_released": self.gpus_released, "message": self.message,
+        }
+
+
+def down(
+    recipe_name: str,
+    *,
+    unit: str,
+    container: str,
+    unit_dir: Path,
+    state_dir: Path,
+    remove: bool,
+    stop_timeout_s: float,
+    systemd: Systemd,
+    podman: Podman,
+    gpu: GpuMemory,
+    clock: Clock,
+    lock_dir: Path | None = None,
+) -> DownResult:
+    with locked(recipe_name, f"down {recipe_name}", lock_dir):
+        record = records.load_record(state_dir, recipe_name)
+        if record is not None:
+            unit, container = record.unit, record.container
+        before = systemd.show(unit)
+        if before.load == "loaded" or before.active != "inactive":
+            systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
+        after = systemd.show(unit)
+        # ExecStopPost removes the container; wait for it (bounded) so "GPUs released" means something.
+        deadline = clock.monotonic() + 15
+        while podman.container(container) is not None and clock.monotonic() < deadline:
+            clock.sleep(0.2)
+        gone = podman.container(container) is None
+        result = DownResult(
+            recipe=recipe_name, unit=unit, was_active=before.active,
+            stopped=after.active in ("inactive", "failed"), container_gone=gone,
+            gpu_ids=list(record.gpu_ids) if record else [],
+        )
+        if remove:
+            names = record.unit_files if record else [unit.removesuffix(".service") + ".container"]
+            result.removed = [str(p) for p in remove_files(unit_dir, names)]
+            if result.removed:
+                systemd.daemon_reload()
+            systemd.reset_failed(unit)
+            records.delete(state_dir, recipe_name)
+        if result.gpu_ids:
+            busy = gpu.busy(result.gpu_ids)
+            result.gpus_released = None if busy is None else not busy
+        if before.load != "loaded" and before.active == "inactive" and not result.removed:
+            result.message = f"{unit} is not installed; nothing to do"
+        elif before.active in ("inactive", "failed") and not result.removed:
+            result.message = f"{unit} was already stopped"
+        else:
+            result.message = f"{unit} stopped" + (" and removed" if result.removed else "")
+        return result

@@ -1,0 +1,104 @@
+"""Where deploy writes: the quadlet directory per scope, rigctl's deployment records, the lock files,
+and the host-wide lock itself."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from rigctl.deploy.ports import Scope
+from rigctl.errors import DeployError, UsageError
+
+
+def resolve_scope(user: bool, system: bool) -> Scope:
+    """root -> system unless --user; anyone else -> user (a non-root user cannot write the system dir)."""
+    if user and system:
+        raise UsageError("--user and --system exclude each other")
+    if user:
+        return Scope.USER
+    if system:
+        if os.geteuid() != 0:
+            raise UsageError("--system needs root", fix="run as root, or use --user")
+        return Scope.SYSTEM
+    return Scope.SYSTEM if os.geteuid() == 0 else Scope.USER
+
+
+def _home() -> Path:
+    return Path(os.environ.get("HOME") or Path.home())
+
+
+def quadlet_dir(scope: Scope) -> Path:
+    if scope is Scope.SYSTEM:
+        return Path("/etc/containers/systemd")
+    config = os.environ.get("XDG_CONFIG_HOME") or str(_home() / ".config")
+    return Path(config) / "containers" / "systemd"
+
+
+def state_dir(scope: Scope) -> Path:
+    """One JSON record per deployment: what was installed, where it answers, the last failure's output."""
+    if scope is Scope.SYSTEM:
+        return Path("/var/lib/rigctl/deployments")
+    state = os.environ.get("XDG_STATE_HOME") or str(_home() / ".local" / "state")
+    return Path(state) / "rigctl" / "deployments"
+
+
+def lock_dir() -> Path:
+    # Host-wide for root whatever the scope, so `up --user` and `up --system` of one recipe still exclude
+    # each other; a plain user can only lock within their own runtime dir.
+    if os.geteuid() == 0:
+        return Path("/run/rigctl/locks")
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return Path(runtime) / "rigctl" / "locks"
+
+
+class ServiceLock:
+    """An exclusive ``flock`` on ``<lock dir>/<service>.lock``, held for a whole command. The kernel
+    drops it when the process dies, so a crashed rigctl never leaves a stale lock behind. The file
+    carries the holder's pid and command, for the message the next contender sees."""
+
+    def __init__(self, service: str, command: str, directory: Path | None = None) -> None:
+        self.path = (directory or lock_dir()) / f"{service}.lock"
+        self.command = command
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise DeployError(
+                    f"another rigctl command is working on this service ({holder}); lock {self.path}",
+                    fix="wait for it to finish, or stop it; two commands on one service never interleave",
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: rigctl {self.command}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> ServiceLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def locked(service: str, command: str, directory: Path | None = None) -> Iterator[ServiceLock]:
+    with ServiceLock(service, command, directory) as lock:
+        yield lock

@@ -1,0 +1,140 @@
+"""`rigctl status`: every rigctl-managed service on the host, found from the quadlet directories (files
+carrying the ``rigctl.managed`` label) and from rigctl's deployment records."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rigctl.deploy import state as records
+from rigctl.deploy.ports import GpuMemory, Podman, Probe, Scope, Systemd
+from rigctl.errors import CommandError
+
+MANAGED_LABEL = "rigctl.managed"
+
+
+@dataclass
+class Managed:
+    """One managed service as found on disk, before asking anybody about it."""
+
+    scope: Scope
+    unit: str
+    unit_file: Path | None
+    record: records.DeploymentRecord | None
+
+
+def _label_line(text: str) -> bool:
+    return any(line.strip().startswith("Label=") and MANAGED_LABEL in line for line in text.splitlines())
+
+
+def discover(scope: Scope, unit_dir: Path, state_dir: Path) -> list[Managed]:
+    found: dict[str, Managed] = {}
+    if unit_dir.is_dir():
+        for path in sorted(unit_dir.glob("*.container")):
+            try:
+                text = path.read_text()
+            except OSError:
+                continue
+            if _label_line(text):
+                unit = path.stem + ".service"
+                found[unit] = Managed(scope, unit, path, None)
+    for record in records.all_records(state_dir):
+        if record.scope is not scope:
+            continue
+        entry = found.get(record.unit)
+        path = Path(record.unit_dir) / (record.unit.removesuffix(".service") + ".container")
+        if entry is None:
+            found[record.unit] = Managed(scope, record.unit, path if path.exists() else None, record)
+        else:
+            entry.record = record
+    return list(found.values())
+
+
+_PUBLISH = re.compile(r"^PublishPort=(?:(\[[0-9a-fA-F:]+\]|[0-9.]+):)?(\d+):\d+", re.M)
+_IMAGE = re.compile(r"^Image=(\S+)", re.M)
+_NAME = re.compile(r"^ContainerName=(\S+)", re.M)
+
+
+@dataclass
+class ServiceStatus:
+    recipe: str | None
+    scope: Scope
+    unit: str
+    unit_file: str | None
+    active: str
+    sub: str
+    restarts: int | None
+    restart_policy: str
+    exit_status: int | None
+    health: str  # ready | unhealthy (<why>) | down | unknown
+    endpoint: str | None
+    model: str | None
+    image: str | None
+    image_digest: str | None
+    uptime_s: float | None
+    gpu_memory_mib: int | None
+    gpu_ids: list[str] = field(default_factory=list)
+    last_failure: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe, "scope": str(self.scope), "unit": self.unit, "unit_file": self.unit_file,
+            "active": self.active, "sub": self.sub, "restarts": self.restarts, "restart_policy": self.restart_policy,
+            "exit_status": self.exit_status, "health": self.health, "endpoint": self.endpoint, "model": self.model,
+            "image": self.image, "image_digest": self.image_digest,
+            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
+            "gpu_memory_mib": self.gpu_memory_mib, "gpu_ids": self.gpu_ids, "last_failure": self.last_failure,
+        }
+
+
+def describe(
+    item: Managed, *, systemd: Systemd, podman: Podman, probe: Probe, gpu: GpuMemory
+) -> ServiceStatus:
+    text = ""
+    if item.unit_file is not None:
+        try:
+            text = item.unit_file.read_text()
+        except OSError:
+            text = ""
+    record = item.record
+    endpoint = record.endpoint if record else None
+    if endpoint is None and (m := _PUBLISH.search(text)):
+        endpoint = f"http://{(m.group(1) or '127.0.0.1')}:{m.group(2)}"
+    image = record.image if record else (m.group(1) if (m := _IMAGE.search(text)) else None)
+    container = record.container if record else (m.group(1) if (m := _NAME.search(text)) else None)
+    model = record.served_name if record else None
+
+    try:
+        unit = systemd.show(item.unit)
+        active, sub, restarts = unit.active, unit.sub, unit.restarts
+        policy, exit_status = unit.restart_policy, unit.exit_status
+        uptime = None
+        if unit.active == "active" and unit.active_since_mono_us:
+            uptime = max(0.0, time.monotonic() - unit.active_since_mono_us / 1e6)
+    except CommandError:
+        active, sub, restarts, policy, exit_status, uptime = "unknown", "manager unreachable", None, "", None, None
+
+    info = podman.container(container) if container else None
+    digest = info.image_digest if info and info.image_digest else None
+    if digest is None and image and "@sha256:" in image:
+        digest = image.split("@", 1)[1]
+
+    health = "down"
+    if active == "active" and endpoint and model:
+        answer = probe.check(endpoint, record.health_path if record else "/health", model)
+        health = "ready" if answer.ready_for(model) else f"unhealthy ({answer.detail})"
+    elif active == "unknown":
+        health = "unknown"
+    elif active == "activating":
+        health = "starting" if sub != "auto-restart" else "restarting"
+    gpu_mib = gpu.used_by({info.pid}) if info and info.pid else None
+    return ServiceStatus(
+        recipe=record.recipe if record else None, scope=item.scope, unit=item.unit,
+        unit_file=str(item.unit_file) if item.unit_file else None, active=active, sub=sub, restarts=restarts,
+        restart_policy=policy, exit_status=exit_status, health=health, endpoint=endpoint, model=model, image=image,
+        image_digest=digest, uptime_s=uptime, gpu_memory_mib=gpu_mib, gpu_ids=list(record.gpu_ids) if record else [],
+        last_failure=record.last_failure if record else None,
+    )

@@ -1,0 +1,263 @@
+"""Waiting through warmup: the phase parsed from the engine's output, readiness, death and stall.
+
+One loop polls systemd (cheap: one ``systemctl show``) and the endpoint every ``POLL_S`` seconds, so
+readiness is noticed within about 0.1-0.2 s and a dead container within the same, far inside the 0.3 s
+and 1 s promises. A background thread follows the container's output (``podman logs -f``): quadlet
+runs containers with ``--rm``, so once the engine is gone its output is gone too, unless it was read
+while it lived.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from rigctl.deploy.ports import Clock, Podman, Probe, Readiness, Systemd, UnitState
+
+POLL_S = 0.1
+TAIL_LINES = 40
+
+
+class Phase(StrEnum):
+    STARTING = "starting"
+    PULLING = "pulling image"
+    LOADING = "loading weights"
+    PROFILING = "profiling memory"
+    GRAPHS = "graph capture"
+    WARMUP = "warmup"
+    SERVING = "starting server"
+    READY = "ready"
+
+
+# Checked in order on each output line; the first match wins. Progress "x/N" is taken from the line.
+_PHASE_PATTERNS: list[tuple[Phase, re.Pattern[str]]] = [
+    (Phase.PULLING, re.compile(r"Trying to pull|Copying (blob|config)|Pulling (fs layer|image)", re.I)),
+    (Phase.LOADING, re.compile(r"Loading (safetensors )?checkpoint shards|Loading (model|weights)|"
+                               r"load_model|Model loading took", re.I)),
+    (Phase.PROFILING, re.compile(r"Memory profiling|profil(e|ing) run|KV cache", re.I)),
+    (Phase.GRAPHS, re.compile(r"Capturing (CUDA )?graph|graph captur|cudagraph|torch\.compile|compil(ing|ed) graph",
+                              re.I)),
+    (Phase.WARMUP, re.compile(r"warm(ing)?[ -]?up", re.I)),
+    (Phase.SERVING, re.compile(r"Starting vLLM API server|Uvicorn running|Application startup complete|"
+                               r"Started server process", re.I)),
+]
+_PROGRESS = re.compile(r"(?<![\d.])(\d{1,6})\s*/\s*(\d{1,6})(?![\d.])")
+
+
+@dataclass(frozen=True)
+class PhaseState:
+    phase: Phase
+    progress: tuple[int, int] | None = None  # (done, total), e.g. shards 3/8
+
+    def label(self) -> str:
+        if self.progress is None:
+            return str(self.phase)
+        return f"{self.phase} {self.progress[0]}/{self.progress[1]}"
+
+
+def parse_phase(line: str, current: PhaseState) -> PhaseState:
+    for phase, pattern in _PHASE_PATTERNS:
+        if pattern.search(line):
+            match = _PROGRESS.search(line)
+            progress = None
+            if match and int(match.group(2)) > 0 and int(match.group(1)) <= int(match.group(2)):
+                progress = (int(match.group(1)), int(match.group(2)))
+            return PhaseState(phase, progress)
+    return current
+
+
+class OutputFollower:
+    """Follows the container named ``name`` from a background thread, from the moment it exists (and
+    again after each restart), skipping a container id given as ``skip_id`` (the one being replaced)."""
+
+    def __init__(self, podman: Podman, name: str, clock: Clock, *, skip_id: str | None = None) -> None:
+        self._podman = podman
+        self._name = name
+        self._clock = clock
+        self._skip_id = skip_id
+        self._lock = threading.Lock()
+        self._lines: deque[str] = deque(maxlen=400)
+        self._stop = threading.Event()
+        self._stream: object | None = None
+        self.phase = PhaseState(Phase.STARTING)
+        self.last_output_mono = clock.monotonic()
+        self.line_count = 0
+        self.attached_ids: list[str] = []
+        self._thread = threading.Thread(target=self._run, name=f"follow-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            info = self._podman.container(self._name)
+            if info is None or info.id == self._skip_id or info.id in self.attached_ids:
+                self._stop.wait(0.2)  # each look is a podman process: keep the CPU for the engine
+                continue
+            self.attached_ids.append(info.id)
+            stream = self._podman.follow(info.id)
+            self._stream = stream
+            try:
+                for line in stream:
+                    self._add(line)
+                    if self._stop.is_set():
+                        break
+            finally:
+                stream.close()
+
+    def _add(self, line: str) -> None:
+        with self._lock:
+            self._lines.append(line)
+            self.line_count += 1
+            self.last_output_mono = self._clock.monotonic()
+            self.phase = parse_phase(line, self.phase)
+
+    def tail(self, n: int = TAIL_LINES) -> list[str]:
+        with self._lock:
+            return list(self._lines)[-n:]
+
+    def lines(self) -> list[str]:
+        with self._lock:
+            return list(self._lines)
+
+    def stop(self) -> None:
+        self._stop.set()
+        stream = self._stream
+        close = getattr(stream, "close", None)
+        if callable(close):
+            close()
+        self._thread.join(timeout=3)
+
+
+class WaitStatus(StrEnum):
+    READY = "ready"
+    DIED = "died"
+    STALLED = "stalled"
+    TIMEOUT = "timeout"
+    STOPPED = "stopped"  # someone stopped the unit (systemctl stop) while we waited
+
+
+@dataclass
+class Progress:
+    """One frame of the live display."""
+
+    phase: str
+    elapsed_s: float
+    budget_s: int
+    since_output_s: float
+    stall_budget_s: int
+    unit_active: str
+    unit_sub: str
+    restarts: int
+    last_line: str
+
+
+@dataclass
+class WaitResult:
+    status: WaitStatus
+    elapsed_s: float
+    phase: str
+    unit: UnitState | None
+    readiness: Readiness | None
+    exit_status: int | None = None
+    detail: str = ""
+    noticed_mono: float = 0.0  # when the loop noticed the outcome (benchmarks measure against it)
+    tail: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WaitTarget:
+    unit: str
+    container: str
+    base_url: str
+    health_path: str
+    served_name: str
+    warmup_budget_s: int
+    stall_budget_s: int
+    baseline_restarts: int
+    start_mono: float
+
+
+def wait_ready(
+    target: WaitTarget,
+    *,
+    systemd: Systemd,
+    probe: Probe,
+    follower: OutputFollower,
+    clock: Clock,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> WaitResult:
+    seen_started = False  # the unit left "inactive" at least once since our start job
+    last: UnitState | None = None
+    readiness: Readiness | None = None
+    # NRestarts counts automatic restarts since the last manual start; a manual start resets it, so only
+    # an increase between two looks means systemd brought a dead engine back.
+    prev_restarts = target.baseline_restarts
+    while True:
+        now = clock.monotonic()
+        elapsed = now - target.start_mono
+        last = systemd.show(target.unit)
+        if last.active in {"active", "activating", "reloading", "deactivating"} and last.sub != "auto-restart":
+            seen_started = True
+        died = (
+            (seen_started and last.restarts > prev_restarts)
+            or last.sub == "auto-restart"
+            or last.active == "failed"
+            or (seen_started and last.active == "inactive")
+        )
+        if died:
+            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed)
+        prev_restarts = last.restarts
+        if not seen_started and last.active == "inactive" and elapsed > 10 and last.result not in ("", "success"):
+            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed)
+        if last.active in {"active", "activating"}:
+            readiness = probe.check(target.base_url, target.health_path, target.served_name)
+            if readiness.ready_for(target.served_name):
+                return WaitResult(WaitStatus.READY, elapsed, str(Phase.READY), last, readiness,
+                                  noticed_mono=clock.monotonic(), tail=follower.tail())
+        since_output = now - max(follower.last_output_mono, target.start_mono)
+        if since_output > target.stall_budget_s:
+            return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
+                              detail=f"no output for {since_output:.0f} s (stall budget {target.stall_budget_s} s)",
+                              noticed_mono=clock.monotonic(), tail=follower.tail())
+        if elapsed > target.warmup_budget_s:
+            return WaitResult(WaitStatus.TIMEOUT, elapsed, follower.phase.label(), last, readiness,
+                              detail=f"not ready after the warmup budget of {target.warmup_budget_s} s",
+                              noticed_mono=clock.monotonic(), tail=follower.tail())
+        if on_progress is not None:
+            tail = follower.tail(1)
+            on_progress(Progress(
+                phase=follower.phase.label(), elapsed_s=elapsed, budget_s=target.warmup_budget_s,
+                since_output_s=since_output, stall_budget_s=target.stall_budget_s, unit_active=last.active,
+                unit_sub=last.sub, restarts=last.restarts, last_line=tail[0] if tail else "",
+            ))
+        clock.sleep(POLL_S)
+
+
+def _ended(
+    target: WaitTarget, unit: UnitState, readiness: Readiness | None, *, follower: OutputFollower, clock: Clock,
+    elapsed: float,
+) -> WaitResult:
+    noticed = clock.monotonic()
+    # The follower may still be draining the dead container's last lines: give it a moment (bounded).
+    deadline = noticed + 0.4
+    count = follower.line_count
+    while clock.monotonic() < deadline:
+        clock.sleep(0.05)
+        if follower.line_count == count and clock.monotonic() - follower.last_output_mono > 0.15:
+            break
+        count = follower.line_count
+    stopped = unit.active == "inactive" and unit.result == "success" and unit.sub != "auto-restart"
+    status = WaitStatus.STOPPED if stopped else WaitStatus.DIED
+    code = unit.exit_status
+    detail = (
+        "the unit was stopped while warming up" if stopped
+        else f"the engine exited{'' if code is None else f' with status {code}'} during warmup"
+        + (" (exit 0 is still a crash: vLLM's API server exits 0 when its EngineCore dies)" if code == 0 else "")
+    )
+    return WaitResult(status, elapsed, follower.phase.label(), unit, readiness, exit_status=code, detail=detail,
+                      noticed_mono=noticed, tail=follower.tail())
