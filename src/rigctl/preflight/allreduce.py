@@ -1,12 +1,197 @@
-"""Deep check gpu-allreduce (opt-in, --deep): a real two-rank NCCL all_reduce on the chosen GPUs."""
+"""Deep check ``gpu-allreduce`` (opt-in, ``rigctl preflight RECIPE --deep``).
+
+``nvidia-smi topo -p2p r`` can say OK while NCCL hangs on the first all_reduce (IOMMU/ACS on two
+RTX PRO 6000s; NVIDIA/nccl#1999). A TP2 engine then hangs in warmup for its whole budget. This check
+runs a real all_reduce, one rank per chosen GPU, under a timeout: inside the recipe's own image with the
+chosen GPUs passed by CDI (what the engine will see), or with a host Python that has torch. The
+outcome is classified: ok (with the measured bus bandwidth), wrong result, hang, or error.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from rigctl.host.facts import HostFacts
-from rigctl.preflight.finding import Verdict, skip
+from rigctl.preflight.finding import Severity, Verdict, fail, ok, skip
 from rigctl.preflight.layout import Choice
 from rigctl.recipe.model import Recipe
+from rigctl.util.proc import Completed, run
+
+TIMEOUT_S = 150.0  # NCCL init plus a few all_reduces takes seconds; a hang never ends
+OUTER_SLACK_S = 45.0  # the program kills its own ranks at TIMEOUT_S; this bounds the launcher itself
+RESULT_TAG = "RIGCTL-ALLREDUCE "
+
+# Runs as `python3 -c PROGRAM WORLD MIB ITERS`: the launcher starts one `python3 -c PROGRAM ... RANK` per GPU
+# (a program given by -c cannot be pickled into multiprocessing children), NCCL over the visible GPUs in
+# order. Rank r contributes r+1 everywhere, so every element must come back as W(W+1)/2.
+PROGRAM = r'''
+import json, os, subprocess, sys, time
+world, mib, iters = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+TAG = "RIGCTL-ALLREDUCE "
+if len(sys.argv) == 4:
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("RIGCTL_PORT", "29533"))
+    procs = [subprocess.Popen([sys.executable, "-c", __PROGRAM__, *sys.argv[1:4], str(r)], env=env,
+                              stdout=subprocess.PIPE if r == 0 else None, text=True) for r in range(world)]
+    try:
+        out = procs[0].communicate(timeout=float(os.environ.get("RIGCTL_TIMEOUT", "150")))[0]
+        codes = [p.wait(timeout=30) for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()  # ranks stuck in NCCL must not keep holding the GPUs
+        print(TAG + json.dumps({"ok": False, "hang": True}), flush=True)
+        sys.exit(3)
+    line = next((l for l in out.splitlines() if l.startswith(TAG)), None)
+    if any(codes) or line is None:
+        print(TAG + json.dumps({"ok": False, "error": f"rank exit codes {codes}"}), flush=True)
+        sys.exit(1)
+    print(line, flush=True)
+    sys.exit(0)
+rank = int(sys.argv[4])
+import torch, torch.distributed as dist
+torch.cuda.set_device(rank)
+dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
+n = mib * 1024 * 1024 // 4
+x = torch.full((n,), float(rank + 1), device="cuda", dtype=torch.float32)
+dist.all_reduce(x)
+torch.cuda.synchronize()
+want = world * (world + 1) / 2
+bad = int((x != want).sum().item())
+got = float(x[0].item())
+dist.barrier()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(iters):
+    dist.all_reduce(x)
+torch.cuda.synchronize()
+dt = (time.perf_counter() - t0) / iters
+if rank == 0:
+    algbw = n * 4 / dt / 1e9
+    print(TAG + json.dumps({"ok": bad == 0, "world": world, "bytes": n * 4, "expected": want, "got": got,
+                            "bad_elements": bad, "seconds": dt, "algbw_gbps": algbw,
+                            "busbw_gbps": algbw * (2 * (world - 1) / world if world > 1 else 1),
+                            "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))}),
+          flush=True)
+dist.destroy_process_group()
+'''
+PROGRAM = PROGRAM.replace("__PROGRAM__", repr(PROGRAM))
+
+HANG_FIX = (
+    "NCCL hung: P2P through the PCIe root is blocked (typically IOMMU/ACS). Workaround: set NCCL_P2P_DISABLE=1 "
+    "in container.env and add --disable-custom-all-reduce to engine.args (slower all-reduce, but it runs). "
+    "Fix: boot with iommu=pt (amd_iommu=pt / intel_iommu=pt) or turn ACS off in the BIOS, then run --deep again"
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the all_reduce will be launched: the command, its environment, and where it runs."""
+
+    where: str  # "image" or "host"
+    argv: list[str]
+    env: dict[str, str]
+
+
+def podman_plan(recipe: Recipe, choice: Choice, *, mib: int = 256, iters: int = 20) -> Plan:
+    """Inside the recipe's image, the chosen GPUs passed by CDI UUID, IPC as the unit will have it."""
+    argv = ["podman", "run", "--rm", "--network=none", "--pull=never", "--entrypoint", "python3"]
+    for gpu in choice.gpus:
+        argv += ["--device", f"nvidia.com/gpu={gpu.uuid}"]
+    if recipe.container.ipc == "host":
+        argv.append("--ipc=host")
+    else:
+        argv.append(f"--shm-size={recipe.container.shm_size or '8g'}")
+    env = {"NCCL_DEBUG": "WARN", "RIGCTL_TIMEOUT": f"{TIMEOUT_S:g}"}
+    for key in ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_P2P_LEVEL"):
+        value = recipe.container.env.get(key) or recipe.engine.env.get(key)
+        if value is not None:
+            env[key] = value  # test what the engine will run with
+    for key, value in env.items():
+        argv += ["--env", f"{key}={value}"]
+    argv += [recipe.image, "-c", PROGRAM, str(len(choice.gpus)), str(mib), str(iters)]
+    return Plan("image", argv, {})
+
+
+def host_plan(recipe: Recipe, choice: Choice, python: str = "python3", *, mib: int = 256,
+              iters: int = 20) -> Plan:
+    """With a host Python that has torch; the chosen GPUs by UUID, in PCI bus order like the unit."""
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(g.uuid for g in choice.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+           "NCCL_DEBUG": "WARN", "RIGCTL_TIMEOUT": f"{TIMEOUT_S:g}"}
+    for key in ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_P2P_LEVEL"):
+        value = recipe.container.env.get(key) or recipe.engine.env.get(key)
+        if value is not None:
+            env[key] = value
+    return Plan("host", [python, "-c", PROGRAM, str(len(choice.gpus)), str(mib), str(iters)], env)
+
+
+def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S) -> Verdict:
+    where = "inside the recipe's image" if plan.where == "image" else "with the host's torch"
+    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
+    hung = any(line.startswith(RESULT_TAG) and '"hang": true' in line for line in done.stdout.splitlines())
+    if done.rc == 124 or hung:
+        return fail(f"all_reduce over {len(plan_gpus(plan))} GPU(s) {where} did not finish in {timeout_s:g} s: "
+                    "NCCL hang", HANG_FIX)
+    result = None
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT_TAG):
+            try:
+                result = json.loads(line[len(RESULT_TAG):])
+            except ValueError:
+                result = None
+    if result is None or "error" in result:
+        why = (result or {}).get("error") or f"exit {done.rc}"
+        return Verdict(Severity.ERROR, f"all_reduce {where} could not run ({why}): {tail or 'no output'}",
+                       "read the NCCL/CUDA error above; run again with NCCL_DEBUG=INFO")
+    if not result.get("ok"):
+        return fail(f"all_reduce {where} returned WRONG RESULTS: {result.get('bad_elements')} element(s) differ, "
+                    f"got {result.get('got')} where {result.get('expected')} was expected",
+                    "data is corrupted between GPUs: set NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce, "
+                    "and check IOMMU/ACS (iommu=pt, ACS off)")
+    return ok(f"all_reduce of {result['bytes'] // 2**20} MiB over {result['world']} GPU(s) {where}: bus bandwidth "
+              f"{result['busbw_gbps']:.1f} GB/s (torch {result.get('torch')}, NCCL {result.get('nccl')})")
+
+
+def plan_gpus(plan: Plan) -> list[str]:
+    """The GPUs a plan targets (for messages)."""
+    if plan.where == "host":
+        return plan.env.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    return [a.split("=", 1)[1] for a in plan.argv if a.startswith("nvidia.com/gpu=")]
+
+
+def describe(plan: Plan) -> str:
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env.items())
+    shown = [a if a != PROGRAM else "<program>" for a in plan.argv]
+    return (env + " " if env else "") + shlex.join(shown)
+
+
+def _host_python_with_torch(candidates: Sequence[str] = ("python3",)) -> str | None:
+    for python in candidates:
+        if run([python, "-c", "import torch, torch.distributed"], timeout=60).ok:
+            return python
+    return None
 
 
 def deep_allreduce(recipe: Recipe, facts: HostFacts, choice: Choice) -> dict[str, Verdict]:
-    return {"gpu-allreduce": skip("not implemented yet")}
+    """Choose where to run (image via podman when the image and a CDI spec are here, else host torch)."""
+    if len(choice.gpus) < 2:
+        return {"gpu-allreduce": skip(f"{len(choice.gpus)} GPU chosen: no all_reduce between GPUs to test")}
+    if not facts.gpu.available:
+        return {"gpu-allreduce": skip("no GPUs visible")}
+    digest = recipe.image_digest
+    image_here = any(i.digest == digest or any(r.endswith("@" + digest) for r in i.repo_digests)
+                     for i in facts.podman.images)
+    cdi_here = any(s.kind == "nvidia.com/gpu" for s in facts.cdi.specs)
+    if facts.podman.installed and image_here and cdi_here:
+        plan = podman_plan(recipe, choice)
+    else:
+        python = _host_python_with_torch()
+        if python is None:
+            return {"gpu-allreduce": skip(
+                "cannot run the all_reduce: the recipe's image or a CDI spec is missing here, and no host python3 "
+                "has torch (pull the image and generate the CDI spec, then run --deep again)")}
+        plan = host_plan(recipe, choice, python)
+    done = run(plan.argv, timeout=TIMEOUT_S + OUTER_SLACK_S, env={**os.environ, **plan.env})
+    return {"gpu-allreduce": classify(done, plan)}
