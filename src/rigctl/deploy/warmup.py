@@ -45,6 +45,9 @@ _PHASE_PATTERNS: list[tuple[Phase, re.Pattern[str]]] = [
     (Phase.SERVING, re.compile(r"Starting vLLM API server|Uvicorn running|Application startup complete|"
                                r"Started server process", re.I)),
 ]
+# Access-log lines caused by rigctl's own readiness polling: they are neither progress (they would hide
+# a stall) nor worth showing as the engine's last words.
+_OWN_PROBES = re.compile(r'"(GET|HEAD) (/health|/v1/models)[ ?"/]|GET (/health|/v1/models) HTTP')
 _PROGRESS = re.compile(r"(?<![\d.])(\d{1,6})\s*/\s*(\d{1,6})(?![\d.])")
 
 
@@ -110,6 +113,8 @@ class OutputFollower:
                 stream.close()
 
     def _add(self, line: str) -> None:
+        if _OWN_PROBES.search(line):
+            return
         with self._lock:
             self._lines.append(line)
             self.line_count += 1

@@ -1,0 +1,111 @@
+"""Fixtures for deploy tests on the real chain: podman 4.3, trixie's quadlet, a `systemd --user`
+manager and the locally built test-engine image, all set up by `.ci/testbed.sh up`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ENV_FILE = REPO / ".testbed" / "env"
+
+
+def testbed_env() -> dict[str, str]:
+    """The process environment plus what `.ci/testbed.sh up` exported (when the caller did not source it)."""
+    env = dict(os.environ)
+    if ENV_FILE.is_file():
+        for line in ENV_FILE.read_text().splitlines():
+            if line.startswith("export ") and "=" in line:
+                key, value = line.removeprefix("export ").split("=", 1)
+                env.setdefault(key, value)
+    return env
+
+
+def _manager_running(env: dict[str, str]) -> bool:
+    if shutil.which("systemctl") is None or "XDG_RUNTIME_DIR" not in env:
+        return False
+    done = subprocess.run(["systemctl", "--user", "is-system-running"], env=env, capture_output=True, text=True,
+                          timeout=10, check=False)
+    return done.stdout.strip() in {"running", "degraded"}
+
+
+class Rig:
+    """Runs rigctl as an operator would (a subprocess, --json) against the testbed."""
+
+    def __init__(self, env: dict[str, str], workdir: Path) -> None:
+        self.env = env
+        self.workdir = workdir
+        self.image = env["RIGCTL_TEST_ENGINE_IMAGE"]
+        self.deployed: list[str] = []
+        ckpt = workdir / "ckpt"
+        ckpt.mkdir(exist_ok=True)
+        (ckpt / "model-00001-of-00001.safetensors").write_bytes(b"\0" * 1000)
+        self.ckpt = ckpt
+
+    def recipe(self, name: str, port: int, *, env: dict[str, str] | None = None, **extra: Any) -> Path:
+        data: dict[str, Any] = {
+            "name": name, "description": "test engine on the testbed", "family": "test",
+            "served_name": "test-model", "image": self.image,
+            "checkpoint": {"format": "safetensors", "source": "test/fake", "path": str(self.ckpt), "shards": 1,
+                           "total_bytes": 1000, "license": {"id": "apache-2.0"}},
+            "engine": {"kind": "vllm", "port": 8000},
+            "context_length": 4096,
+            "gpus": {"count": 0},
+            "container": {"publish": {"port": port},
+                          "volumes": [{"host": str(self.ckpt), "container": "/models/test"}],
+                          "env": {"FAKE_VLLM_NO_ACCESS_LOG": "1", **(env or {})}},
+            "service": {"warmup_budget_s": 90, "stall_budget_s": 30, "restart_sec": 1, "stop_timeout_s": 10},
+            "known_issues": {"signatures": [{
+                "id": "replayssm-row-mismatch",
+                "pattern": "ReplaySSM prefill source/state row count mismatch",
+                "meaning": "the KDA ReplaySSM speculative-decode path crashed under batched prefill",
+                "remedy": "set USE_REPLAYSSM=0, or use an image with the fix",
+            }]},
+        }
+        for key, value in extra.items():
+            data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        self.deployed.append(name)
+        return path
+
+    def run(self, *args: str, timeout: float = 180) -> tuple[int, dict[str, Any]]:
+        done = subprocess.run([sys.executable, "-m", "rigctl", *args, "--json"], env=self.env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        try:
+            payload = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            payload = {"stdout": done.stdout, "stderr": done.stderr}
+        return done.returncode, payload
+
+    def systemctl(self, *args: str) -> str:
+        done = subprocess.run(["systemctl", "--user", *args], env=self.env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        return done.stdout
+
+    def cleanup(self) -> None:
+        for name in self.deployed:
+            self.run("down", name, "--user", "--remove", timeout=120)
+
+
+@pytest.fixture
+def rig(need: Callable[[bool, str], None], tmp_path: Path) -> Iterator[Rig]:
+    env = testbed_env()
+    need("RIGCTL_TEST_ENGINE_IMAGE" in env, "no test-engine image: run `.ci/testbed.sh up` and source .testbed/env")
+    need(shutil.which("podman") is not None, "podman is not installed (.ci/testbed.sh up)")
+    need(_manager_running(env), "no `systemd --user` manager running (.ci/testbed.sh up)")
+    # The records live under the user's state dir; recipes must sit where the manager can mount them.
+    rig = Rig(env, tmp_path)
+    try:
+        yield rig
+    finally:
+        rig.cleanup()

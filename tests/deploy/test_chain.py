@@ -1,0 +1,162 @@
+"""The whole deployment chain, for real: render -> quadlet generator -> systemd --user -> podman 4.3 ->
+the test engine in a locally built image, pinned by digest. Every wait is bounded."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.deploy.conftest import Rig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def _status_of(rig: Rig, unit: str) -> dict[str, object]:
+    code, doc = rig.run("status", "--user")
+    assert code == 0, doc
+    return next((s for s in doc["services"] if s["unit"] == unit), {})
+
+
+def test_happy_path_up_status_idempotent_down(rig: Rig) -> None:
+    path = rig.recipe("rt-happy", 18201, env={"FAKE_VLLM_WARMUP_SECONDS": "2"})
+    code, doc = rig.run("up", str(path), "--user")
+    assert code == 0, doc
+    assert doc["ok"] is True and doc["action"] == "installed"
+    assert doc["wait"]["status"] == "ready"
+    assert {c["id"]: c["status"] for c in doc["checks"]["results"]}["smoke"] == "pass"
+    assert doc["endpoint"] == "http://127.0.0.1:18201"
+    assert httpx.get("http://127.0.0.1:18201/v1/models", timeout=5).json()["data"][0]["id"] == "test-model"
+
+    # The same recipe again on a healthy deployment: nothing changes, the engine is not restarted.
+    pid_before = rig.systemctl("show", "-p", "MainPID", "--value", "rigctl-rt-happy.service").strip()
+    code, again = rig.run("up", str(path), "--user")
+    assert code == 0, again
+    assert again["action"] == "unchanged"
+    assert rig.systemctl("show", "-p", "MainPID", "--value", "rigctl-rt-happy.service").strip() == pid_before
+
+    row = _status_of(rig, "rigctl-rt-happy.service")
+    assert row["health"] == "ready" and row["active"] == "active"
+    assert row["restart_policy"] == "always" and row["restarts"] == 0
+    assert row["model"] == "test-model" and row["endpoint"] == "http://127.0.0.1:18201"
+    assert str(row["image_digest"]).startswith("sha256:") and row["image_digest"] in rig.image
+    assert row["gpu_memory_mib"] is None  # no NVML here: "n/a", not an error
+
+    code, logs = rig.run("logs", "rt-happy", "--user")
+    assert code == 0 and any("Starting vLLM API server" in ln["text"] for ln in logs["lines"])
+
+    code, down = rig.run("down", "rt-happy", "--user", "--remove")
+    assert code == 0, down
+    assert down["stopped"] and down["container_gone"] and down["removed"]
+    assert down["gpus_released"] is None and down["gpu_ids"] == []
+    assert _status_of(rig, "rigctl-rt-happy.service") == {}
+    code, twice = rig.run("down", "rt-happy", "--user", "--remove")  # idempotent
+    assert code == 0 and "nothing to do" in twice["message"]
+
+
+def test_changed_recipe_replaces_unit_and_restarts(rig: Rig) -> None:
+    path = rig.recipe("rt-change", 18202, env={"FAKE_VLLM_WARMUP_SECONDS": "1"})
+    code, doc = rig.run("up", str(path), "--user", "--no-verify")
+    assert code == 0, doc
+    path = rig.recipe("rt-change", 18202, env={"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MAX_MODEL_LEN": "4096"})
+    code, doc = rig.run("up", str(path), "--user", "--no-verify")
+    assert code == 0, doc
+    assert doc["action"] == "replaced" and doc["wait"]["status"] == "ready"
+    unit = rig.systemctl("cat", "rigctl-rt-change.service")
+    assert "FAKE_VLLM_MAX_MODEL_LEN=4096" in unit
+
+
+def test_death_during_warmup_reported_with_signature(rig: Rig) -> None:
+    path = rig.recipe("rt-die", 18203, env={
+        "FAKE_VLLM_WARMUP_SECONDS": "8", "FAKE_VLLM_DIE_AFTER": "1.5", "FAKE_VLLM_EXIT_CODE": "0",
+        "FAKE_VLLM_DIE_MESSAGE": "ValueError: ReplaySSM prefill source/state row count mismatch",
+    })
+    code, doc = rig.run("up", str(path), "--user")
+    assert code == 4, doc
+    assert doc["ok"] is False and doc["wait"]["status"] == "died"
+    assert doc["wait"]["exit_status"] == 0  # a clean exit during warmup is still a death
+    assert any("ReplaySSM" in line for line in doc["wait"]["last_lines"])
+    assert [s["id"] for s in doc["signatures"]] == ["replayssm-row-mismatch"]
+    assert doc["signatures"][0]["remedy"].startswith("set USE_REPLAYSSM=0")
+    assert doc["stopped_after_failure"] is True
+    # The dead container is gone (--rm), but rigctl kept its last words for `logs` and `status`.
+    code, logs = rig.run("logs", "rt-die", "--user")
+    assert code == 0 and logs["signatures"] and logs["signatures"][0]["id"] == "replayssm-row-mismatch"
+    row = _status_of(rig, "rigctl-rt-die.service")
+    assert row["last_failure"]["signatures"] == ["replayssm-row-mismatch"]
+
+
+def test_stall_reported(rig: Rig) -> None:
+    # The test engine prints nothing between its first and second boot phase for most of 60 s.
+    path = rig.recipe("rt-stall", 18204, env={"FAKE_VLLM_WARMUP_SECONDS": "120"},
+                      service={"stall_budget_s": 5, "warmup_budget_s": 90})
+    code, doc = rig.run("up", str(path), "--user")
+    assert code == 4, doc
+    assert doc["wait"]["status"] == "stalled"
+    assert "stall budget 5 s" in doc["wait"]["detail"]
+
+
+def _load(url: str, n: int, stop: threading.Event) -> None:
+    prefix = "You are a helpful agent. " * 60
+
+    def one(i: int) -> None:
+        body = {"model": "test-model", "prompt": prefix + f"task {i}", "max_tokens": 200, "stream": True}
+        try:
+            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=20) as r:
+                for _ in r.iter_lines():
+                    if stop.is_set():
+                        return
+        except httpx.HTTPError:
+            return  # the engine dying mid-stream is the point
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+
+
+def test_exit_zero_under_load_is_restarted_by_systemd(rig: Rig) -> None:
+    path = rig.recipe("rt-crash", 18205, env={
+        "FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MODE": "crash-under-load", "FAKE_VLLM_CRASH_CONCURRENCY": "6",
+        "FAKE_VLLM_CRASH_EXIT_CODE": "0", "FAKE_VLLM_TOKEN_DELAY": "0.05",
+    })
+    code, doc = rig.run("up", str(path), "--user")
+    assert code == 0, doc
+    _load("http://127.0.0.1:18205", 8, threading.Event())
+
+    deadline = time.monotonic() + 90
+    row: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        row = _status_of(rig, "rigctl-rt-crash.service")
+        if isinstance(row.get("restarts"), int) and int(str(row["restarts"])) >= 1 and row["health"] == "ready":
+            break
+        time.sleep(1)
+    assert int(str(row["restarts"])) >= 1, row  # exit 0 did not leave it down: Restart=always brought it back
+    assert row["restart_policy"] == "always"
+    assert row["health"] == "ready", row
+
+
+def test_rendered_for_podman_43_runs(rig: Rig) -> None:
+    path = rig.recipe("rt-podman43", 18206, env={"FAKE_VLLM_WARMUP_SECONDS": "1"})
+    code, doc = rig.run("up", str(path), "--user", "--no-verify")
+    assert code == 0, doc
+    generated = rig.systemctl("cat", "rigctl-rt-podman43.service")
+    assert "--sdnotify=healthy" not in generated  # podman 4.3.1 would refuse it (exit 125)
+    assert "Notify=healthy" not in (rig.workdir / "rt-podman43.yaml").read_text()
+    # A second start of the same unit must not trip over podman 4.3's stale %t/%N.cid.
+    rig.systemctl("restart", "rigctl-rt-podman43.service")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _status_of(rig, "rigctl-rt-podman43.service").get("health") != "ready":
+        time.sleep(0.5)
+    assert _status_of(rig, "rigctl-rt-podman43.service")["health"] == "ready"
+
+
+def test_ipc_host_with_shm_size_refused_before_boot(rig: Rig) -> None:
+    path = rig.recipe("rt-ipc", 18207, container={"ipc": "host", "shm_size": "1g"})
+    code, doc = rig.run("up", str(path), "--user")
+    assert code == 3, doc
+    assert "cannot set shmsize when running in the host IPC Namespace" in doc["error"]["message"]
+    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-rt-ipc.service").strip() == "not-found"
