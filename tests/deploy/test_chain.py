@@ -8,7 +8,6 @@ import time
 
 import httpx
 import pytest
-
 from tests.deploy.conftest import Rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
