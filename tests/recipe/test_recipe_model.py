@@ -202,3 +202,9 @@ def test_set_indexes_into_lists() -> None:
     assert r.checkpoint_mount().host == "/data/glm"
     with pytest.raises(UsageError, match="not an index"):
         load("glm53-flash", sets=["container.volumes.5.host=/x"])
+
+
+def test_env_values_from_set_become_text() -> None:
+    r = load("glm53-flash", sets=["container.env.USE_REPLAYSSM=0", "engine.env.FLAG=true"]).recipe
+    assert r.container.env["USE_REPLAYSSM"] == "0"
+    assert r.engine.env["FLAG"] == "1"

@@ -69,6 +69,18 @@ IMAGE_RE = re.compile(
 )
 
 UnitStr = Annotated[str, AfterValidator(_no_control)]
+
+
+def _scalar_to_text(value: object) -> object:
+    # `--set container.env.USE_REPLAYSSM=0` and `FOO: 1` in YAML give numbers; an environment is text
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+EnvValue = Annotated[str, BeforeValidator(_scalar_to_text), AfterValidator(_no_control)]
 NonEmptyStr = Annotated[str, Field(min_length=1), AfterValidator(_no_control)]
 HostPath = Annotated[str, Field(min_length=1), AfterValidator(_no_control), AfterValidator(_absolute_path)]
 ContainerPath = HostPath
@@ -163,7 +175,7 @@ class Engine(Strict):
     kind: EngineKind
     command: list[UnitStr] = Field(default_factory=list, description="entrypoint override; empty keeps the image's")
     args: list[UnitStr] = Field(default_factory=list)
-    env: dict[EnvName, UnitStr] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     port: Port
     health_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]*$")] = "/health"
 
@@ -269,7 +281,7 @@ class Container(Strict):
     ipc: Literal["private", "shareable", "host"] = "private"
     shm_size: Annotated[str, Field(pattern=_SIZE)] | None = None
     volumes: list[Volume] = Field(default_factory=list)
-    env: dict[EnvName, UnitStr] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     secrets: list[Secret] = Field(default_factory=list)
     publish: Publish | None = None
     init: bool = True
