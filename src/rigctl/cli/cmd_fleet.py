@@ -1,1 +1,164 @@
-"""cmd_fleet: commands registered on the shared app (see cli/base.py)."""
+"""rigctl doctor | fleet status|doctor|preflight | swap. Thin: parse, call one core function, render."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
+
+import typer
+
+from rigctl.cli.base import JsonOpt, app, finish
+from rigctl.cli.output import Outcome
+
+if TYPE_CHECKING:
+    from rigctl.fleet.checkup import DoctorReport
+    from rigctl.fleet.remote import FleetResult
+
+PathOpt = Annotated[
+    list[str] | None,
+    typer.Option("--path", metavar="DIR", help="Audit only units under this directory or file (repeatable)."),
+]
+FixOpt = Annotated[
+    bool,
+    typer.Option("--fix", help="Rewrite rigctl-managed units atomically (keeping .bak); print a patch for the others."),
+]
+HostsOpt = Annotated[
+    str | None,
+    typer.Option("--hosts", metavar="FILE", help="Host inventory (default $XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
+]
+TagOpt = Annotated[
+    list[str] | None, typer.Option("--tag", metavar="TAG", help="Only hosts carrying this tag (repeatable).")
+]
+OnlyOpt = Annotated[
+    list[str] | None, typer.Option("--only", metavar="NAME", help="Only this host (repeatable).")
+]
+ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, max=256, help="Hosts contacted at once.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed per host.")]
+
+_MARK = {"fail": "FAIL", "warn": "WARN", "info": "info"}
+
+
+def _write_findings(out: TextIO, findings: list[dict[str, Any]], indent: str = "") -> None:
+    by_unit: dict[str, list[dict[str, Any]]] = {}
+    for f in findings:
+        by_unit.setdefault(f["unit"], []).append(f)
+    for unit, items in by_unit.items():
+        out.write(f"{indent}{unit}\n")
+        for f in items:
+            where = ""
+            if f.get("line"):
+                where = f"  ({'' if f.get('where') in (None, unit) else str(f['where']) + ':'}line {f['line']})"
+            out.write(f"{indent}  {_MARK.get(f['severity'], f['severity'])} {f['id']}{where}\n")
+            out.write(f"{indent}       {f['message']}\n")
+            out.write(f"{indent}       fix: {f['fix']}\n")
+
+
+def _doctor_view(report: DoctorReport) -> Any:
+    def view(out: TextIO) -> None:
+        counts = report.counts()
+        driver = report.facts.driver_version or "none seen (CDI checks skipped)"
+        out.write(
+            f"rigctl doctor: {len(report.units)} serving unit(s); driver {driver}; "
+            f"{counts['fail']} fail, {counts['warn']} warn\n"
+        )
+        if not report.units:
+            out.write(f"  no serving units under: {', '.join(report.roots)}\n")
+        _write_findings(out, [f.to_dict() for f in report.findings])
+        if not report.fix_requested:
+            if any(f.autofix for f in report.findings):
+                out.write("\n`rigctl doctor --fix` rewrites rigctl-managed units and prints a patch for the others.\n")
+            return
+        for applied in report.applied:
+            out.write(f"\nfixed {applied.unit} ({', '.join(applied.fixed)}); backup: {', '.join(applied.backups)}\n")
+            out.write(applied.patch)
+        if report.applied:
+            out.write("\napply with: systemctl [--user] daemon-reload && systemctl [--user] restart <unit>\n")
+        for plan in report.patches:
+            out.write(f"\nnot managed by rigctl, left untouched: {plan.unit.path}; proposed patch "
+                      f"({', '.join(plan.fixed)}):\n")
+            out.write(plan.patch())
+        remaining = [f for f in report.final if f.fails]
+        out.write(f"\nafter --fix: {len(remaining)} failing finding(s) remain\n")
+
+    return view
+
+
+@app.command("doctor")
+def doctor_cmd(paths: PathOpt = None, fix: FixOpt = False, as_json: JsonOpt = False) -> None:
+    """Audit every serving unit on this host (quadlet .container files and .service files running
+    podman/docker or an engine): restart policy, ipc/shm, start timeouts, digests, exposure, CDI."""
+
+    def produce() -> Outcome:
+        from rigctl.fleet.checkup import doctor
+
+        report = doctor(paths or None, fix=fix)
+        return Outcome("doctor", report.ok, report.to_dict(), view=_doctor_view(report))
+
+    finish("doctor", as_json, produce)
+
+
+# --- several hosts -----------------------------------------------------------------------------------
+
+fleet_app = typer.Typer(
+    name="fleet",
+    help="Run status, doctor or preflight on every host of an inventory, over ssh.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(fleet_app, name="fleet")
+
+
+def _fleet_view(result: FleetResult) -> Any:
+    def view(out: TextIO) -> None:
+        out.write(f"rigctl fleet {result.command}: {len(result.hosts)} host(s), "
+                  f"{sum(1 for h in result.hosts if h.ok)} ok, {result.elapsed_s:.1f}s\n")
+        for host in result.hosts:
+            state = "ok" if host.ok else ("UNREACHABLE" if not host.reachable else "FAIL")
+            out.write(f"\n== {host.name} ({host.destination}) {state} via {host.via} in {host.elapsed_s:.1f}s\n")
+            if host.error:
+                out.write(f"   {host.error}\n")
+            for line in host.summary:
+                out.write(f"   {line}\n")
+            if host.findings:
+                _write_findings(out, host.findings, indent="   ")
+
+    return view
+
+
+def _fleet(command: str, *, hosts_file: str | None, tags: list[str] | None, only: list[str] | None,
+           parallel: int, timeout: float, as_json: bool, extra: list[str] | None = None) -> None:
+    def produce() -> Outcome:
+        from rigctl.fleet.inventory import load_inventory
+        from rigctl.fleet.remote import run_fleet
+
+        inventory = load_inventory(hosts_file)
+        chosen = inventory.select(tags=tags or (), names=only or ())
+        result = run_fleet(command, chosen, parallel=parallel, timeout=timeout, extra=extra or [])
+        return Outcome(f"fleet {command}", result.ok, result.to_dict(), view=_fleet_view(result))
+
+    finish(f"fleet {command}", as_json, produce)
+
+
+@fleet_app.command("status")
+def fleet_status_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, parallel: ParallelOpt = 16,
+                     timeout: TimeoutOpt = 30.0, as_json: JsonOpt = False) -> None:
+    """What each host serves: rigctl units, containers and their state."""
+    _fleet("status", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json)
+
+
+@fleet_app.command("doctor")
+def fleet_doctor_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, parallel: ParallelOpt = 16,
+                     timeout: TimeoutOpt = 60.0, as_json: JsonOpt = False) -> None:
+    """`rigctl doctor` on every host (remote rigctl when installed, else unit files shipped back by ssh)."""
+    _fleet("doctor", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json)
+
+
+@fleet_app.command("preflight")
+def fleet_preflight_cmd(
+    recipe: Annotated[str, typer.Argument(metavar="RECIPE", help="Recipe name known to the remote rigctl.")],
+    *,
+    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, parallel: ParallelOpt = 16,
+    timeout: TimeoutOpt = 120.0, as_json: JsonOpt = False,
+) -> None:
+    """`rigctl preflight RECIPE` on every host (needs rigctl installed there)."""
+    _fleet("preflight", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,
+           as_json=as_json, extra=[recipe])
