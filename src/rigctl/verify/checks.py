@@ -142,6 +142,9 @@ async def check_determinism(s: Session) -> CheckResult:
     except EngineRequestError as err:
         return CheckResult("determinism", "fail", err.message, {"error": err.kind})
     figures: dict[str, object] = {"first": clip(first.text), "second": clip(second.text)}
+    if first.text == second.text and not first.text.strip():
+        return CheckResult("determinism", "warn", "both answers were empty: identical, but that proves little",
+                           figures)
     if first.text == second.text:
         return CheckResult("determinism", "pass", f"identical answers ({len(first.text)} characters)", figures)
     at = next((i for i, (a, b) in enumerate(zip(first.text, second.text, strict=False)) if a != b),

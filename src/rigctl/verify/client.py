@@ -302,6 +302,7 @@ class HttpEngine:
         chat = path.endswith("chat/completions")
         parts: list[str] = []
         out = Completion("", None, None, None, 0.0)
+        first_choice: float | None = None
         async for line in resp.aiter_lines():
             if not line.startswith("data:"):
                 continue  # blank separators, comments (": ping"), event: lines
@@ -324,6 +325,8 @@ class HttpEngine:
             for choice in chunk.get("choices") or []:
                 if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                     continue
+                if first_choice is None:
+                    first_choice = time.perf_counter() - start
                 piece = _choice_text(choice, chat=chat, stream=True)
                 if piece:
                     now = time.perf_counter()
@@ -335,6 +338,8 @@ class HttpEngine:
                 if choice.get("finish_reason"):
                     out.finish_reason = str(choice["finish_reason"])
         out.text = "".join(parts)
+        if out.ttft_s is None:
+            out.ttft_s = first_choice  # only empty pieces came (special tokens): the first chunk is the first token
         out.latency_s = time.perf_counter() - start
         return out
 

@@ -153,8 +153,10 @@ async def size_prompt(
     target: int,
     *,
     timeout: float,
+    margin: float = ESTIMATE_MARGIN,
 ) -> Sized:
-    """Find the longest ``build(k, pad)`` whose token count is at most ``target``."""
+    """Find the longest ``build(k, pad)`` whose token count is at most ``target``. Where the server cannot
+    count tokens, aim at ``target * margin`` (below 1: stay safely short; above 1: make sure to reach it)."""
     base = build(0, 0)
     sample_k = 64
     sample = build(sample_k, 0)
@@ -164,7 +166,8 @@ async def size_prompt(
         assert sample_n is not None
         per = max((sample_n - base_n) / sample_k, 1.0)
         return await _fit_exact(engine, build, target, base_n, per, timeout=timeout)
-    return await _fit_estimate(engine, build, target, base=base, sample=sample, sample_k=sample_k, timeout=timeout)
+    return await _fit_estimate(engine, build, target, base=base, sample=sample, sample_k=sample_k, timeout=timeout,
+                               margin=margin)
 
 
 async def _fit_exact(
@@ -214,6 +217,7 @@ async def _fit_estimate(
     sample: str,
     sample_k: int,
     timeout: float,
+    margin: float,
 ) -> Sized:
     base_n = await _usage_tokens(engine, base, timeout)
     sample_n = await _usage_tokens(engine, sample, timeout) if base_n is not None else None
@@ -224,7 +228,7 @@ async def _fit_estimate(
         per = (len(sample) - len(base)) / sample_k / FALLBACK_CHARS_PER_TOKEN
         base_n = math.ceil(len(base) / FALLBACK_CHARS_PER_TOKEN)
         method = "chars-estimate"
-    k = max(int((target * ESTIMATE_MARGIN - base_n) / per), 0)
+    k = max(int((target * margin - base_n) / per), 0)
     return Sized(build(k, 0), int(base_n + k * per), method, k)
 
 
