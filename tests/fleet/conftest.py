@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import tempfile
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,9 +47,10 @@ def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture
-def private_control_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Path]:
+def private_control_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], Path]]:
     """Point ssh control sockets at a fresh private dir for one test."""
-    run_dir = tmp_path / "xdg"
-    run_dir.mkdir(mode=0o700)
+    # short on purpose: a control socket path must fit in 108 bytes
+    run_dir = Path(tempfile.mkdtemp(prefix="rc-", dir="/tmp"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run_dir))
-    return lambda: run_dir / "rigctl" / "ssh"
+    yield lambda: run_dir / "rigctl" / "ssh"
+    shutil.rmtree(run_dir, ignore_errors=True)

@@ -29,12 +29,19 @@ class Transport(Protocol):
     def run(self, host: Host, command: str, *, timeout: float) -> Completed: ...
 
 
+_SOCKET_PATH_MAX = 104  # sun_path is 108 bytes on Linux, 104 on the BSDs and macOS
+_CONTROL_NAME_LEN = 41  # "/" + the 40 hex digits of ssh's %C
+
+
 def control_dir() -> Path:
-    """A directory only we can use for control sockets: $XDG_RUNTIME_DIR/rigctl/ssh, else one under the
-    temp dir named after our uid. Refuses a directory another user owns or can write."""
+    """A directory only we can use for control sockets: $XDG_RUNTIME_DIR/rigctl/ssh, else (or when that
+    path is too long for a unix socket) /tmp/rigctl-ssh-UID. Refuses a directory another user owns."""
+    candidates = []
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) / "rigctl" / "ssh" if runtime and Path(runtime).is_dir() else Path(
-        tempfile.gettempdir()) / f"rigctl-ssh-{os.getuid()}"
+    if runtime and Path(runtime).is_dir():
+        candidates.append(Path(runtime) / "rigctl" / "ssh")
+    candidates += [Path(tempfile.gettempdir()) / f"rigctl-ssh-{os.getuid()}", Path(f"/tmp/rigctl-ssh-{os.getuid()}")]
+    base = next(c for c in candidates if len(str(c)) + _CONTROL_NAME_LEN < _SOCKET_PATH_MAX)
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     info = base.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
