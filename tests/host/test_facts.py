@@ -40,7 +40,7 @@ def test_gather_on_this_host_round_trips_through_json(tmp_path: Path) -> None:
     (ckpt / "model-00001-of-00001.safetensors").write_bytes(b"x" * 10)
     facts = gather_facts([str(ckpt)], nvml=box("pro6000-mixed"), podman_sockets=[])
     assert facts.rigctl == "1" and facts.probe_errors == {}
-    assert [g.name for g in facts.gpu.devices][0].endswith("Max-Q Workstation Edition")
+    assert facts.gpu.devices[0].name.endswith("Max-Q Workstation Edition")
     probe = facts.path(str(ckpt))
     assert probe is not None and probe.exists and probe.file("model-00001-of-00001.safetensors").size == 10  # type: ignore[union-attr]
     assert facts.shm.total_bytes and facts.shm.total_bytes > 0
