@@ -45,6 +45,10 @@ Options (each also readable from the environment variable named in brackets)
   --die-during-warmup-after S [FAKE_VLLM_DIE_AFTER] exit during warmup after S seconds ...
   --exit-code N               [FAKE_VLLM_EXIT_CODE] ... with this status (default 1) ...
   --die-message TEXT          [FAKE_VLLM_DIE_MESSAGE] ... after printing this line to stderr
+  --protocol P                [FAKE_VLLM_PROTOCOL] vllm (default) or minimal: a server that differs the way
+                              `transformers serve` does: no `data: [DONE]` (the stream just closes), usage
+                              only on the last chunk whatever stream_options say, no /tokenize, no /metrics,
+                              no max_model_len in /v1/models, /health answers {"status":"ok"}
   --no-access-log             [FAKE_VLLM_NO_ACCESS_LOG=1] do not print a line per request
 
 Example: python3 fake_vllm.py --port 8000 --mode word-salad
@@ -76,7 +80,7 @@ KNOWN_ANSWERS = [
     ("2 + 2 =", " 4"),
 ]
 
-VOCAB = (
+VOCAB = (  # noqa: SIM905 - a paragraph of words reads better than a 50-item list literal
     "river mountain lantern harbor quiet bright orchard copper meadow signal winter garden thunder velvet "
     "compass ember granite falcon willow marble canyon beacon saffron timber glacier cobalt prairie "
     "harvest lagoon summit meadowlark cedar voyage crystal tundra ribbon anchor pebble horizon juniper "
@@ -122,6 +126,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--die-message",
         default=env("FAKE_VLLM_DIE_MESSAGE", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
     )
+    p.add_argument("--protocol", choices=("vllm", "minimal"), default=env("FAKE_VLLM_PROTOCOL", "vllm"))
     p.add_argument("--no-access-log", action="store_true", default=env("FAKE_VLLM_NO_ACCESS_LOG", "") == "1")
     args = p.parse_args(argv)
     args.modes = {m.strip() for m in args.mode.split(",") if m.strip()} or {"healthy"}
@@ -207,7 +212,7 @@ def needle_answer(prompt: str, visible_tokens: int | None) -> list[str] | None:
         return [" I", " could", " not", " find", " any", " access", " codes", "."]
     pieces: list[str] = []
     for i, (name, code) in enumerate(found):
-        pieces += [(" " if i else " ") + name, ":", " " + code]
+        pieces += [" " + name, ":", " " + code]
         pieces.append(";" if i < len(found) - 1 else ".")
     return pieces
 
@@ -267,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
     state: State  # set on the class by main()
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         pass  # the access log is written by access() in uvicorn's format
 
     def access(self, status: int) -> None:
@@ -322,18 +327,26 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
+        minimal = self.state.args.protocol == "minimal"
         if path == "/health":
-            self.send_text(200 if self.state.ready else 503, "")
+            if minimal and self.state.ready:
+                self.send_json(200, {"status": "ok"})
+            else:
+                self.send_text(200 if self.state.ready else 503, "")
         elif self.not_ready():
             return
         elif path == "/v1/models":
             name = self.state.args.served_name
+            if minimal:
+                self.send_json(200, {"object": "list", "data": [
+                    {"owned_by": "local", "id": name, "object": "model", "created": 0}]})
+                return
             self.send_json(200, {"object": "list", "data": [{
                 "id": name, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": name,
                 "parent": None, "max_model_len": self.state.args.max_model_len,
                 "permission": [{"id": "modelperm-fake", "object": "model_permission", "allow_sampling": True}],
             }]})
-        elif path == "/metrics":
+        elif path == "/metrics" and not minimal:
             self.send_text(200, self.metrics(), "text/plain; version=0.0.4; charset=utf-8")
         elif path == "/version":
             self.send_json(200, {"version": "0.0.0+fake"})
@@ -347,7 +360,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         if body is None:
             return
-        if path == "/tokenize":
+        if path == "/tokenize" and self.state.args.protocol != "minimal":
             self.tokenize_route(body)
         elif path == "/v1/completions":
             self.generate(body, chat=False)
@@ -377,10 +390,7 @@ class Handler(BaseHTTPRequestHandler):
         return "\n".join(lines) + "\n"
 
     def tokenize_route(self, body: dict[str, object]) -> None:
-        if "messages" in body:
-            prompt = chat_prompt(body.get("messages"))
-        else:
-            prompt = str(body.get("prompt", ""))
+        prompt = chat_prompt(body.get("messages")) if "messages" in body else str(body.get("prompt", ""))
         ids = token_ids(prompt)
         self.send_json(200, {"count": len(ids), "max_model_len": self.state.args.max_model_len, "tokens": ids,
                              "token_strs": None})
@@ -420,10 +430,13 @@ class Handler(BaseHTTPRequestHandler):
             if body.get("stream"):
                 opts = body.get("stream_options")
                 include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
-                self.stream(rid, chat, pieces, finish, usage if include_usage else None)
+                if s.args.protocol == "minimal":
+                    self.stream_minimal(rid, chat, pieces, finish, usage)
+                else:
+                    self.stream(rid, chat, pieces, finish, usage if include_usage else None)
             else:
                 time.sleep(s.args.token_delay * len(pieces))
-                self.send_json(200, full_response(rid, chat, s.args.served_name, pieces, finish, usage))
+                self.send_json(200, full_response(rid, chat, s.args.served_name, pieces, finish=finish, usage=usage))
             with s.lock:
                 s.prompt_tokens_total += prompt_tokens
                 s.generation_tokens_total += len(pieces)
@@ -474,6 +487,33 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.access(200)
 
+    def stream_minimal(self, rid: str, chat: bool, pieces: list[str], finish: str,
+                       usage: dict[str, object]) -> None:
+        """transformers serve's shape: no role chunk, the finish reason and usage ride on a last empty
+        chunk, no [DONE]; the connection closes at the end of the stream."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        name = self.state.args.served_name
+        kind = "chat.completion.chunk" if chat else "text_completion"
+
+        def event(obj: object) -> None:
+            self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
+            self.wfile.flush()
+
+        for i, piece in enumerate(pieces):
+            if i:
+                time.sleep(self.state.args.token_delay)
+            choice: dict[str, object] = {"index": 0}
+            choice.update({"delta": {"content": piece}} if chat else {"text": piece})
+            event({"id": rid, "choices": [choice], "model": name, "object": kind})
+        last: dict[str, object] = {"finish_reason": finish, "index": 0}
+        last.update({"delta": {}} if chat else {"text": ""})
+        event({"id": rid, "choices": [last], "model": name, "object": kind, "usage": usage})
+        self.access(200)
+
 
 def prompt_text(raw: object) -> str:
     if isinstance(raw, list):
@@ -495,7 +535,7 @@ def chat_prompt(messages: object) -> str:
     return text
 
 
-def full_response(rid: str, chat: bool, name: str, pieces: list[str], finish: str,
+def full_response(rid: str, chat: bool, name: str, pieces: list[str], *, finish: str,
                   usage: dict[str, object]) -> dict[str, object]:
     text = "".join(pieces)
     if chat:
