@@ -24,6 +24,7 @@ from rigctl.deploy.warmup import (
     WaitResult,
     WaitStatus,
     WaitTarget,
+    death_detail,
     wait_ready,
 )
 from rigctl.errors import DeployError
@@ -294,6 +295,14 @@ def _failed_warmup(
 ) -> UpResult:
     tail = wait.tail or ports.podman.logs(recipe.container_name, tail=40)
     wait.tail = tail
+    if wait.status is WaitStatus.DIED and wait.exit_status is None:
+        # Noticed before systemd had the status: ask podman (the container awaits cleanup) or systemd again.
+        info = ports.podman.container(recipe.container_name)
+        later = ports.systemd.show(result.unit)
+        code = info.exit_code if info is not None and not info.running else later.exit_status
+        if code is not None:
+            wait.exit_status = code
+            wait.detail = death_detail(code)
     result.signatures = match_signatures(recipe.known_issues.signatures, tail, first_only=True)
     result.exit_code = ExitCode.DEPLOY_FAILED
     result.ok = False

@@ -9,6 +9,7 @@ while it lived.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections import deque
@@ -90,6 +91,9 @@ class OutputFollower:
         self.last_output_mono = clock.monotonic()
         self.line_count = 0
         self.attached_ids: list[str] = []
+        # The host PID of the container's first process. systemd learns of a death only once conmon has
+        # run `podman container cleanup` (0.3-1 s here); the PID itself is gone at once.
+        self.pid: int | None = None
         self._thread = threading.Thread(target=self._run, name=f"follow-{name}", daemon=True)
 
     def start(self) -> None:
@@ -102,6 +106,7 @@ class OutputFollower:
                 self._stop.wait(0.2)  # each look is a podman process: keep the CPU for the engine
                 continue
             self.attached_ids.append(info.id)
+            self.pid = info.pid or None
             stream = self._podman.follow(info.id)
             self._stream = stream
             try:
@@ -187,6 +192,10 @@ class WaitTarget:
     start_mono: float
 
 
+def pid_alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
 def wait_ready(
     target: WaitTarget,
     *,
@@ -195,6 +204,7 @@ def wait_ready(
     follower: OutputFollower,
     clock: Clock,
     on_progress: Callable[[Progress], None] | None = None,
+    alive: Callable[[int], bool] = pid_alive,
 ) -> WaitResult:
     seen_started = False  # the unit left "inactive" at least once since our start job
     last: UnitState | None = None
@@ -214,11 +224,19 @@ def wait_ready(
             or last.active == "failed"
             or (seen_started and last.active == "inactive")
         )
+        noticed = clock.monotonic()
+        pid = follower.pid
+        if not died and pid is not None and not alive(pid):
+            # The engine's process is gone; systemd will say so once podman's cleanup has run.
+            died = True
+            last = _settled(systemd, target.unit, clock, last)
         if died:
-            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed)
+            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
+                          noticed=noticed)
         prev_restarts = last.restarts
         if not seen_started and last.active == "inactive" and elapsed > 10 and last.result not in ("", "success"):
-            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed)
+            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
+                          noticed=noticed)
         if last.active in {"active", "activating"}:
             readiness = probe.check(target.base_url, target.health_path, target.served_name)
             if readiness.ready_for(target.served_name):
@@ -243,11 +261,29 @@ def wait_ready(
         clock.sleep(POLL_S)
 
 
+def death_detail(code: int | None) -> str:
+    text = f"the engine exited{'' if code is None else f' with status {code}'} during warmup"
+    if code == 0:
+        text += " (exit 0 is still a crash: vLLM's API server exits 0 when its EngineCore dies)"
+    return text
+
+
+def _settled(systemd: Systemd, unit: str, clock: Clock, last: UnitState) -> UnitState:
+    """The unit's state once systemd has seen the main process exit, waiting at most 0.4 s for it."""
+    deadline = clock.monotonic() + 0.3
+    state = last
+    while clock.monotonic() < deadline:
+        state = systemd.show(unit)
+        if state.exit_status is not None or state.sub in ("auto-restart", "failed", "dead"):
+            break
+        clock.sleep(0.05)
+    return state
+
+
 def _ended(
     target: WaitTarget, unit: UnitState, readiness: Readiness | None, *, follower: OutputFollower, clock: Clock,
-    elapsed: float,
+    elapsed: float, noticed: float,
 ) -> WaitResult:
-    noticed = clock.monotonic()
     # The follower may still be draining the dead container's last lines: give it a moment (bounded).
     deadline = noticed + 0.4
     count = follower.line_count
@@ -259,10 +295,6 @@ def _ended(
     stopped = unit.active == "inactive" and unit.result == "success" and unit.sub != "auto-restart"
     status = WaitStatus.STOPPED if stopped else WaitStatus.DIED
     code = unit.exit_status
-    detail = (
-        "the unit was stopped while warming up" if stopped
-        else f"the engine exited{'' if code is None else f' with status {code}'} during warmup"
-        + (" (exit 0 is still a crash: vLLM's API server exits 0 when its EngineCore dies)" if code == 0 else "")
-    )
+    detail = "the unit was stopped while warming up" if stopped else death_detail(code)
     return WaitResult(status, elapsed, follower.phase.label(), unit, readiness, exit_status=code, detail=detail,
                       noticed_mono=noticed, tail=follower.tail())
