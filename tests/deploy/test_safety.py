@@ -61,10 +61,15 @@ def test_install_is_idempotent_and_leaves_no_temporaries(tmp_path: Path) -> None
 
 def test_sigint_during_install_commit_is_deferred_until_all_files_are_in(tmp_path: Path) -> None:
     (tmp_path / "a.container").write_text("old a\n")
-    with pytest.raises(KeyboardInterrupt), sigint_deferred():
-        os.kill(os.getpid(), signal.SIGINT)  # arrives mid-commit...
-        (tmp_path / "a.container").write_text("new a\n")  # ...but the commit still completes
-        (tmp_path / "b.container").write_text("new b\n")
+
+    def commit() -> None:
+        with sigint_deferred():
+            os.kill(os.getpid(), signal.SIGINT)  # arrives mid-commit...
+            (tmp_path / "a.container").write_text("new a\n")  # ...but the commit still completes
+            (tmp_path / "b.container").write_text("new b\n")
+
+    with pytest.raises(KeyboardInterrupt):
+        commit()
     assert (tmp_path / "b.container").read_text() == "new b\n"
 
 
