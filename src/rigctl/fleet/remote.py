@@ -123,6 +123,13 @@ def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport |
     return RemoteRigctl(done.rc, document, done.stderr, done)
 
 
+def remote_argv(host: Host, argv: Sequence[str], *, transport: OpenSsh | None = None) -> list[str]:
+    """The ssh command line that runs ``rigctl ARGV`` on ``host`` as is (text output, the remote exit
+    status): for ``rigctl --host NAME <command>`` in text mode, exec it and let the output through."""
+    ssh = transport or OpenSsh.default()
+    return ssh.argv(host, f"{host.rigctl or 'rigctl'} {shlex.join(argv)}")
+
+
 # --- status ------------------------------------------------------------------------------------------
 
 
