@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import tempfile
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType

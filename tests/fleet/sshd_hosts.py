@@ -73,7 +73,8 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], deadline_s: float 
     raise RuntimeError(f"sshd on {port} did not listen within {deadline_s}s")
 
 
-def start_fleet(root: Path, count: int) -> SshFleet:
+def start_fleet(root: Path, count: int, *, session_env: str = "") -> SshFleet:
+    """``session_env``: more ``NAME=VALUE`` words for every session (e.g. a PATH without podman)."""
     root.mkdir(parents=True, exist_ok=True)
     key = root / "client_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -95,7 +96,7 @@ def start_fleet(root: Path, count: int) -> SshFleet:
             f"AuthorizedKeysFile {authorized}", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel ERROR",
             "MaxStartups 100:30:200", "MaxSessions 50",
-            f"SetEnv HOME={hdir / 'home'} XDG_RUNTIME_DIR={hdir / 'run'} RIGCTL_TEST_HOST={name}",
+            f"SetEnv HOME={hdir / 'home'} XDG_RUNTIME_DIR={hdir / 'run'} RIGCTL_TEST_HOST={name} {session_env}".rstrip(),
         ]) + "\n")
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
