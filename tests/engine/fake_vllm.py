@@ -155,6 +155,7 @@ class State:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.success_total = 0
+        self.max_in_flight = 0  # the most requests ever in flight at once (for load-client tests)
         self.port = args.port
 
     def enter(self, rid: str, prompt: str) -> tuple[int, int]:
@@ -162,6 +163,7 @@ class State:
         key = prompt[:400]
         with self.lock:
             self.in_flight[rid] = key
+            self.max_in_flight = max(self.max_in_flight, len(self.in_flight))
             same = sum(1 for k in self.in_flight.values() if k == key)
             return len(self.in_flight), same
 
@@ -386,6 +388,9 @@ class Handler(BaseHTTPRequestHandler):
                 f'vllm:generation_tokens_total{{model_name="{name}"}} {s.generation_tokens_total}.0',
                 "# TYPE vllm:request_success_total counter",
                 f'vllm:request_success_total{{finished_reason="stop",model_name="{name}"}} {s.success_total}.0',
+                "# HELP fake_vllm:max_requests_running The test engine's own: most requests in flight at once.",
+                "# TYPE fake_vllm:max_requests_running gauge",
+                f"fake_vllm:max_requests_running {s.max_in_flight}.0",
             ]
         return "\n".join(lines) + "\n"
 
