@@ -54,7 +54,8 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
 def apply_set(data: dict[str, Any], parts: Sequence[str], value: Any) -> dict[str, Any]:
     """Set ``value`` at ``parts``; a numeric part indexes into an existing list
     (``container.volumes.0.host=/data/glm``)."""
-    return _set_in(data, list(parts), value, [])
+    merged: dict[str, Any] = _set_in(data, list(parts), value, [])
+    return merged
 
 
 def _set_in(node: Any, parts: list[str], value: Any, trail: list[str]) -> Any:
