@@ -49,4 +49,4 @@ def test_unreachable_host_is_a_clean_error(ssh_fleet: Any, private_control_dir: 
     assert doc["ok"] is False and "unreachable" in doc["error"]["message"]
     assert "Traceback" not in done.stderr
     unknown = rigctl("--hosts", inventory, "--host", "nobody", "status", "--json")
-    assert unknown.returncode == ExitCode.INVALID_INPUT or unknown.returncode == ExitCode.USAGE
+    assert unknown.returncode in {ExitCode.INVALID_INPUT, ExitCode.USAGE}
