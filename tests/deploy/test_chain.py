@@ -159,3 +159,27 @@ def test_ipc_host_with_shm_size_refused_before_boot(rig: Rig) -> None:
     assert code == 3, doc
     assert "cannot set shmsize when running in the host IPC Namespace" in doc["error"]["message"]
     assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-rt-ipc.service").strip() == "not-found"
+
+
+def test_ctrl_c_during_warmup_says_what_is_installed_and_up_again_attaches(rig: Rig) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    path = rig.recipe("rt-int", 18208, env={"FAKE_VLLM_WARMUP_SECONDS": "12"})
+    # Python leaves SIGINT ignored when its parent ignored it (a background job); make Ctrl-C real.
+    boot = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            f"sys.argv = ['rigctl', 'up', {str(path)!r}, '--user']; runpy.run_module('rigctl', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", boot], env=rig.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and rig.systemctl("is-active", "rigctl-rt-int.service").strip() != "active":
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "fully installed" in err and "keeps warming it up" in err
+    # up again on the same, still-warming unit watches it instead of restarting it
+    code, doc = rig.run("up", str(path), "--user", "--no-verify")
+    assert code == 0, doc
+    assert doc["action"] == "attached" and doc["wait"]["status"] == "ready"

@@ -172,7 +172,7 @@ def _up_view(out: TextIO, r: UpResult) -> None:
         return
     verb = {"unchanged": "already deployed and healthy; nothing changed", "installed": "installed and started",
             "replaced": "unit changed: replaced and restarted", "restarted": "restarted (was not healthy)",
-            "started": "started"}.get(r.action, r.action)
+            "started": "started", "attached": "was already warming up; watched it to ready"}.get(r.action, r.action)
     out.write(f"{r.recipe}: {verb}\n")
     out.write(f"  endpoint  {r.endpoint}/v1  (model {r.served_name})\n")
     out.write(f"  unit      {r.unit} ({r.scope}) from {', '.join(r.unit_files)}\n")

@@ -182,25 +182,39 @@ def up(
         unit_dir=str(places.unit_dir),
     )
     with locked(recipe.name, f"up {recipe.name}", places.lock_dir):
-        stage("preflight")
-        pre = stages.preflight(recipe, options.force, options.gpus)
-        result.preflight = pre.findings
-        result.gpu_ids = list(pre.gpu_ids or [])
-        if not pre.ok:
-            result.action = "refused"
-            result.exit_code = ExitCode.CHECKS_FAILED
-            result.message = "preflight failed: nothing was installed or started"
+        try:
+            files = _prepare(recipe, result, stages=stages, ports=ports, places=places, options=options, stage=stage)
+        except KeyboardInterrupt:
+            raise UpInterrupted("interrupted during preflight/render: nothing was installed or changed") from None
+        if files is None:
             return result
-        podman_version = pre.podman_version or ports.podman.version()
-        stage(f"render (podman {podman_version})")
-        files = stages.render(recipe, podman_version, pre.gpu_ids)
-        result.unit = unit_name_for(files)
-        result.unit_files = [str(places.unit_dir / name) for name in files]
         result = _install_and_run(recipe=recipe, recipe_source=recipe_source, files=files, result=result, ports=ports,
                                   places=places, options=options, stage=stage, on_progress=on_progress)
         if result.ok:
             stage("verify: smoke and repetition")
         return run_checks_stage(recipe, result, stages, options)
+
+
+def _prepare(
+    recipe: Recipe, result: UpResult, *, stages: Stages, ports: Ports, places: Places, options: UpOptions,
+    stage: Callable[[str], None],
+) -> dict[str, str] | None:
+    """Preflight and render; None when preflight refused (``result`` then says why)."""
+    stage("preflight")
+    pre = stages.preflight(recipe, options.force, options.gpus)
+    result.preflight = pre.findings
+    result.gpu_ids = list(pre.gpu_ids or [])
+    if not pre.ok:
+        result.action = "refused"
+        result.exit_code = ExitCode.CHECKS_FAILED
+        result.message = "preflight failed: nothing was installed or started"
+        return None
+    podman_version = pre.podman_version or ports.podman.version()
+    stage(f"render (podman {podman_version})")
+    files = stages.render(recipe, podman_version, pre.gpu_ids)
+    result.unit = unit_name_for(files)
+    result.unit_files = [str(places.unit_dir / name) for name in files]
+    return files
 
 
 def _install_and_run(
@@ -240,6 +254,14 @@ def _install_and_run(
             result.action = "unchanged"
             result.restarts = before.restarts
             wait: WaitResult | None = None
+        elif not installed.changed and before.active in ("active", "activating") and before.sub != "auto-restart":
+            # Same unit, still warming up (an earlier `up` was interrupted, or systemd restarted it):
+            # watch it rather than throw the warmup away.
+            result.action = "attached"
+            stage(f"attach to {unit} (warming up)")
+            started = True
+            wait = _watch(recipe=recipe, result=result, ports=ports, start_mono=clock.monotonic(),
+                          baseline=before.restarts, skip_id=None, on_progress=on_progress)
         else:
             if before.active not in ("inactive", "failed"):
                 stage(f"stop {unit} (unit changed)" if installed.changed else f"stop {unit} (not healthy)")
