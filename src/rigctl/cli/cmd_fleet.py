@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from rigctl.cli.base import JsonOpt, app, finish
+from rigctl.cli.base import JsonOpt, OverlayOpt, SetOpt, app, finish
 from rigctl.cli.output import Outcome
 
 if TYPE_CHECKING:
@@ -162,3 +162,84 @@ def fleet_preflight_cmd(
     """`rigctl preflight RECIPE` on every host (needs rigctl installed there)."""
     _fleet("preflight", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,
            as_json=as_json, extra=[recipe])
+
+
+# --- swap ---------------------------------------------------------------------------------------------
+
+
+def _swap_view(result: Any) -> Any:
+    def view(out: TextIO) -> None:
+        for step in result.steps:
+            out.write(f"  {'ok  ' if step.ok else 'FAIL'} {step.name:<15} {step.message}\n")
+        if result.outcome == "rollback-failed":
+            out.write("\n" + "!" * 78 + f"\n!! {result.message}\n" + "!" * 78 + "\n")
+            out.write("what to do now:\n")
+            for item in result.todo:
+                out.write(f"  - {item}\n")
+            return
+        out.write(f"{result.outcome}: {result.message}\n")
+
+    return view
+
+
+@app.command("swap")
+def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
+    source: Annotated[str, typer.Argument(metavar="FROM", help="The deployed recipe to replace (name or path).")],
+    target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead (name or path).")],
+    sets: SetOpt = None,
+    overlays: OverlayOpt = None,
+    force: Annotated[list[str] | None, typer.Option("--force", metavar="ID,...",
+                                                    help="Downgrade these preflight failures of TO.")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="IDS", help="Explicit GPUs for TO.")] = None,
+    release_timeout: Annotated[float, typer.Option(
+        "--release-timeout", min=0, help="Seconds to wait for FROM's GPU memory to be released.")] = 120.0,
+    user: Annotated[bool, typer.Option("--user", help="User scope (systemctl --user).")] = False,
+    system: Annotated[bool, typer.Option("--system", help="System scope (root).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replace FROM by TO: preflight TO (FROM's GPUs counted free), stop FROM, wait for its GPU memory,
+    up and verify TO; on any failure stop TO and bring FROM back. Exit 0 swapped, 4 rolled back,
+    70 rollback failed, 1 TO's preflight refused (nothing stopped)."""
+
+    def produce() -> Outcome:
+        import sys
+
+        from rigctl.deploy.places import lock_dir, quadlet_dir, resolve_scope, state_dir
+        from rigctl.deploy.ports import NvmlGpuMemory, RealClock
+        from rigctl.deploy.state import load_record
+        from rigctl.errors import InvalidInputError
+        from rigctl.fleet.swap import HostSwapDeploy, Side, SwapOptions, private_lock_dir, resolve_source, swap
+        from rigctl.recipe.load import load
+
+        scope = resolve_scope(user, system)
+        states = state_dir(scope)
+        try:
+            from_loaded = load(source)
+        except InvalidInputError:
+            # A deployment made from a path is found by its name through its record.
+            record = load_record(states, source)
+            if record is None or not record.recipe_source:
+                raise
+            from_loaded = load(record.recipe_source)
+        from_side = resolve_source(from_loaded.recipe, str(from_loaded.source.path), state_dir=states)
+        to_loaded = load(target, overlays=overlays or (), sets=sets or ())
+        to_side = Side(to_loaded.recipe, str(to_loaded.source.path))
+        split = tuple(v.strip() for item in force or [] for v in item.split(",") if v.strip())
+
+        def progress(step: Any) -> None:
+            if not as_json:
+                sys.stderr.write(f"- {step.name}: {'ok' if step.ok else 'FAILED'}\n")
+
+        locks = lock_dir()
+        with private_lock_dir(locks) as inner:
+            deploy = HostSwapDeploy(scope, unit_dir=quadlet_dir(scope), state_dir=states, inner_lock_dir=inner,
+                                    force=split, gpus=gpus)
+            try:
+                result = swap(from_side, to_side, deploy=deploy, gpu=NvmlGpuMemory(), clock=RealClock(),
+                              options=SwapOptions(release_timeout_s=release_timeout), lock_dir=locks,
+                              on_step=progress)
+            finally:
+                deploy.close()
+        return Outcome("swap", result.ok, result.to_dict(), view=_swap_view(result), exit_code=result.exit_code)
+
+    finish("swap", as_json, produce)

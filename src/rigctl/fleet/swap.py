@@ -1,0 +1,412 @@
+"""`rigctl swap FROM TO`: replace one served model by another on this host, and roll back on any failure.
+
+The sequence is a small state machine over four deploy operations (preflight, stop, up, restore) that
+come in through the ``SwapDeploy`` Protocol, so every failure point can be exercised without a GPU:
+
+    preflight TO (FROM's GPUs and port counted as free) -> stop FROM -> wait for FROM's GPU memory
+    -> up TO (warmup + health, models, smoke, repetition) -> remove FROM's unit        = swapped (0)
+    any failure after FROM stopped -> stop and remove TO -> wait for TO's GPU memory
+    -> restore FROM (its installed unit, unchanged) and verify it                       = rolled-back (4)
+    the restore fails too                                                               = rollback-failed (70)
+    TO's preflight fails: nothing is stopped                                            = refused (1)
+
+Both services' locks are held for the whole swap (the same per-service locks `up` and `down` take), so
+no other rigctl command can touch either service half-way through.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rigctl.deploy import state as records
+from rigctl.deploy.down import DownResult, down
+from rigctl.deploy.install import installed_texts
+from rigctl.deploy.places import lock_dir as default_lock_dir
+from rigctl.deploy.places import locked
+from rigctl.deploy.ports import Clock, GpuMemory, Scope
+from rigctl.deploy.up import PreflightOutcome, Stages, UpOptions, UpResult, up
+from rigctl.errors import DeployError, RigctlError, UsageError
+from rigctl.exitcodes import ExitCode
+from rigctl.recipe.model import Recipe
+
+RELEASE_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Side:
+    """One end of a swap: the recipe, where it came from, and (for FROM) what its deployment holds."""
+
+    recipe: Recipe
+    source: str
+    gpu_ids: tuple[str, ...] = ()
+    port: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.recipe.name
+
+
+class SwapDeploy(Protocol):
+    """The deploy operations a swap sequences; the real one drives systemd/podman through rigctl.deploy."""
+
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> PreflightOutcome:
+        """Preflight ``side`` as if ``freed_gpus`` and ``freed_port`` were already released."""
+        ...
+
+    def stop(self, side: Side, *, remove: bool) -> DownResult: ...
+
+    def up(self, side: Side) -> UpResult:
+        """Deploy and verify (at least smoke and repetition); a unit that died in warmup is stopped."""
+        ...
+
+    def restore(self, side: Side) -> UpResult:
+        """Start ``side``'s installed unit again, unchanged, wait for it and verify it."""
+        ...
+
+
+@dataclass
+class SwapStep:
+    name: str
+    ok: bool
+    message: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.name, "ok": self.ok, "message": self.message, "detail": self.detail}
+
+
+@dataclass
+class SwapResult:
+    from_recipe: str
+    to_recipe: str
+    outcome: str = ""  # swapped | rolled-back | rollback-failed | refused
+    exit_code: ExitCode = ExitCode.INTERNAL
+    message: str = ""
+    steps: list[SwapStep] = field(default_factory=list)
+    todo: list[str] = field(default_factory=list)  # what the operator must do now (rollback-failed)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "swapped"
+
+    def add(self, name: str, ok: bool, message: str, **detail: Any) -> SwapStep:
+        step = SwapStep(name, ok, message, detail)
+        self.steps.append(step)
+        return step
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.from_recipe, "to": self.to_recipe, "outcome": self.outcome, "message": self.message,
+                "steps": [s.to_dict() for s in self.steps], "todo": self.todo}
+
+
+@dataclass(frozen=True)
+class SwapOptions:
+    release_timeout_s: float = 120.0  # how long freed GPU memory may take to show as released
+
+
+def swap(
+    source: Side,
+    target: Side,
+    *,
+    deploy: SwapDeploy,
+    gpu: GpuMemory,
+    clock: Clock,
+    options: SwapOptions | None = None,
+    lock_dir: Path | None = None,
+    on_step: Callable[[SwapStep], None] | None = None,
+) -> SwapResult:
+    if source.name == target.name:
+        raise UsageError(f"FROM and TO are the same recipe ({source.name})",
+                         fix="to redeploy one recipe use `rigctl up`; swap replaces one recipe by another")
+    opts = options or SwapOptions()
+    result = SwapResult(source.name, target.name)
+    note = on_step or (lambda _step: None)
+    # Sorted so that two opposite swaps contend on the same first lock instead of holding one each.
+    first, second = sorted([source.name, target.name])
+    command = f"swap {source.name} {target.name}"
+    with locked(first, command, lock_dir), locked(second, command, lock_dir):
+        _Machine(source, target, deploy, gpu, clock, opts, result, note).run()
+    return result
+
+
+@dataclass
+class _Machine:
+    source: Side
+    target: Side
+    deploy: SwapDeploy
+    gpu: GpuMemory
+    clock: Clock
+    opts: SwapOptions
+    result: SwapResult
+    note: Callable[[SwapStep], None]
+
+    def step(self, name: str, ok: bool, message: str, **detail: Any) -> bool:
+        self.note(self.result.add(name, ok, message, **detail))
+        return ok
+
+    def run(self) -> None:
+        if not self._preflight():
+            self._finish("refused", ExitCode.CHECKS_FAILED,
+                         f"preflight of {self.target.name} failed: nothing was stopped, "
+                         f"{self.source.name} keeps serving")
+            return
+        if self._stop_source() and self._wait_released(self.source, "gpu-release") and self._up_target():
+            self._remove_source()
+            self._finish("swapped", ExitCode.OK, f"{self.target.name} is serving in place of {self.source.name}")
+            return
+        self._rollback()
+
+    def _finish(self, outcome: str, code: ExitCode, message: str) -> None:
+        self.result.outcome, self.result.exit_code, self.result.message = outcome, code, message
+
+    # --- forward -----------------------------------------------------------------------------------
+
+    def _preflight(self) -> bool:
+        try:
+            pre = self.deploy.preflight(self.target, freed_gpus=self.source.gpu_ids, freed_port=self.source.port)
+        except RigctlError as err:
+            return self.step("preflight-to", False, f"preflight of {self.target.name} could not run: {err.message}")
+        failing = [f for f in pre.findings if f.get("severity") in ("fail", "error")]
+        freed = f" (counting {self.source.name}'s GPUs {','.join(self.source.gpu_ids)} as free)" \
+            if self.source.gpu_ids else ""
+        if pre.ok:
+            return self.step("preflight-to", True, f"preflight of {self.target.name} passed{freed}",
+                             gpu_ids=pre.gpu_ids or [], findings=pre.findings)
+        names = ", ".join(f"{f.get('id')}: {f.get('message')}" for f in failing) or "failed"
+        return self.step("preflight-to", False, f"preflight of {self.target.name} failed{freed}: {names}",
+                         findings=pre.findings)
+
+    def _stop_source(self) -> bool:
+        try:
+            done = self.deploy.stop(self.source, remove=False)
+        except RigctlError as err:
+            return self.step("stop-from", False, f"stopping {self.source.name} failed: {err.message}")
+        if not done.stopped:
+            return self.step("stop-from", False, f"{done.unit} did not stop (state {done.was_active})",
+                             **done.to_dict())
+        return self.step("stop-from", True, f"{done.unit} stopped (unit kept for a rollback)", **done.to_dict())
+
+    def _wait_released(self, side: Side, name: str) -> bool:
+        ids = list(side.gpu_ids)
+        if not ids:
+            return self.step(name, True, f"{side.name} holds no GPUs: nothing to release", released=None)
+        start = self.clock.monotonic()
+        while True:
+            try:
+                busy = self.gpu.busy(ids)
+            except Exception as exc:  # NVML can fail mid-way; that is "unknown", not a crash of the swap
+                busy, why = None, f"{type(exc).__name__}: {exc}"
+            else:
+                why = "no NVML on this host"
+            waited = round(self.clock.monotonic() - start, 1)
+            if busy is None:
+                return self.step(name, True, f"GPUs {','.join(ids)}: release not verifiable ({why}); "
+                                 "treated as released", released=None, waited_s=waited)
+            if not busy:
+                return self.step(name, True, f"GPUs {','.join(ids)}: memory released after {waited}s",
+                                 released=True, waited_s=waited)
+            if waited >= self.opts.release_timeout_s:
+                return self.step(name, False, f"GPUs {','.join(ids)}: memory still held after {waited}s "
+                                 f"({side.name} stopped, but some process keeps it)", released=False, waited_s=waited)
+            self.clock.sleep(RELEASE_POLL_S)
+
+    def _up_target(self) -> bool:
+        try:
+            res = self.deploy.up(self.target)
+        except RigctlError as err:
+            return self.step("up-to", False, f"up {self.target.name} failed: {err.message}")
+        return self.step("up-to", res.ok, _up_message(res), **_up_detail(res))
+
+    def _remove_source(self) -> None:
+        # FROM's unit stays installed until TO is proven: with it gone, a reboot cannot start both.
+        try:
+            done = self.deploy.stop(self.source, remove=True)
+        except RigctlError as err:
+            self.step("remove-from", False, f"{self.source.name}'s unit could not be removed: {err.message}; "
+                      f"it is stopped, but would start again at boot: `rigctl down {self.source.name} --remove`")
+            return
+        self.step("remove-from", True, f"{done.unit} removed: {self.source.name} will not start at boot",
+                  removed=done.removed)
+
+    # --- back --------------------------------------------------------------------------------------
+
+    def _rollback(self) -> None:
+        stopped_target = True
+        if any(s.name == "up-to" for s in self.result.steps):
+            try:
+                done = self.deploy.stop(self.target, remove=True)
+                stopped_target = done.stopped
+                self.step("stop-to", done.stopped, f"{done.unit} stopped and removed" if done.stopped
+                          else f"{done.unit} did not stop (state {done.was_active})", **done.to_dict())
+            except RigctlError as err:
+                stopped_target = False
+                self.step("stop-to", False, f"stopping {self.target.name} failed: {err.message}")
+            if stopped_target:
+                self._wait_released(self.target, "gpu-release-to")
+        res: UpResult | None = None
+        try:
+            res = self.deploy.restore(self.source)
+        except RigctlError as err:
+            self.step("restore-from", False, f"restarting {self.source.name} failed: {err.message}")
+        if res is not None:
+            self.step("restore-from", res.ok, _up_message(res), **_up_detail(res))
+        failed_at = next((s for s in self.result.steps if not s.ok), None)
+        why = f"{failed_at.name}: {failed_at.message}" if failed_at else "unknown failure"
+        if res is not None and res.ok:
+            self._finish("rolled-back", ExitCode.DEPLOY_FAILED,
+                         f"swap to {self.target.name} failed ({why}); rolled back: {self.source.name} is serving "
+                         "again and passed verification")
+            return
+        self._finish("rollback-failed", ExitCode.INTERNAL,
+                     f"ROLLBACK FAILED: swap to {self.target.name} failed ({why}) and {self.source.name} could not "
+                     "be brought back: NOTHING MAY BE SERVING on this host")
+        self.result.todo = [
+            f"`rigctl status` and `rigctl logs {self.source.name}` to see why {self.source.name} did not come back",
+            *([] if stopped_target else [f"`rigctl down {self.target.name} --remove` ({self.target.name} may still "
+                                         "hold the GPUs)"]),
+            "`nvidia-smi` for processes still holding GPU memory",
+            f"then `rigctl up {self.source.source}` to serve {self.source.name} again",
+        ]
+
+
+def _up_message(res: UpResult) -> str:
+    if res.ok:
+        return f"{res.recipe}: {res.message or 'ready and verified'}"
+    failing = [c for c in (res.checks.results if res.checks else []) if c.get("status") in ("fail", "error")]
+    if failing:
+        return f"{res.recipe}: failed verification: " + "; ".join(f"{c['id']}: {c['message']}" for c in failing)
+    return f"{res.recipe}: {res.message or 'failed'}"
+
+
+def _up_detail(res: UpResult) -> dict[str, Any]:
+    data = res.to_dict()
+    return {k: data[k] for k in ("action", "unit", "endpoint", "gpu_ids", "wait", "checks", "signatures",
+                                 "stopped_after_failure")}
+
+
+# --- the real deploy -----------------------------------------------------------------------------------
+
+
+def resolve_source(recipe: Recipe, source: str, *, state_dir: Path) -> Side:
+    """FROM must be deployed here: its record says which GPUs it holds and which unit files to restore."""
+    record = records.load_record(state_dir, recipe.name)
+    if record is None:
+        raise DeployError(f"{recipe.name} is not deployed on this host (no record in {state_dir})",
+                          fix=f"`rigctl status` lists deployments; to deploy without a swap: `rigctl up {source}`")
+    return Side(recipe, record.recipe_source or source, tuple(record.gpu_ids), recipe.publish.port)
+
+
+def free_facts(facts: Any, gpu_ids: Sequence[str], port: int | None) -> Any:
+    """Host facts as they will be once FROM has stopped: its GPUs idle, its published port free."""
+    ids = set(gpu_ids)
+    devices = [
+        g.model_copy(update={"processes": [], "memory_used_bytes": 0, "memory_free_bytes": g.memory_total_bytes})
+        if (str(g.index) in ids or g.uuid in ids) else g
+        for g in facts.gpu.devices
+    ]
+    listening = [lis for lis in facts.ports.listening if port is None or lis.port != port]
+    return facts.model_copy(update={
+        "gpu": facts.gpu.model_copy(update={"devices": devices}),
+        "ports": facts.ports.model_copy(update={"listening": listening}),
+    })
+
+
+class HostSwapDeploy:
+    """The real operations, on this host, through rigctl.deploy's up/down and the real stages.
+
+    They lock with ``inner_lock_dir``: the swap itself already holds both services' host-wide locks,
+    and a second flock on the same file from this process would refuse."""
+
+    def __init__(self, scope: Scope, *, unit_dir: Path, state_dir: Path, inner_lock_dir: Path,
+                 force: tuple[str, ...] = (), gpus: str | None = None) -> None:
+        from rigctl.deploy.ports import HttpProbe, NvmlGpuMemory, PodmanCli, RealClock, SystemctlCli  # noqa: PLC0415
+        from rigctl.deploy.up import Ports  # noqa: PLC0415
+
+        self.scope = scope
+        self.unit_dir, self.state_dir, self.lock_dir = unit_dir, state_dir, inner_lock_dir
+        self.force, self.gpus = force, gpus
+        self.ports = Ports(systemd=SystemctlCli(scope), podman=PodmanCli(), probe=HttpProbe(timeout=1.0),
+                           clock=RealClock())
+        self.gpu = NvmlGpuMemory()
+
+    def close(self) -> None:
+        self.ports.probe.close()
+
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> PreflightOutcome:
+        from rigctl.host.gather import gather_facts  # noqa: PLC0415 - heavy; only the real adapter needs it
+        from rigctl.preflight.runner import run_preflight  # noqa: PLC0415
+
+        recipe = side.recipe
+        facts = free_facts(gather_facts([recipe.checkpoint.path, *[v.host for v in recipe.container.volumes]]),
+                           freed_gpus, freed_port)
+        selection = [g.strip() for g in self.gpus.split(",") if g.strip()] if self.gpus else None
+        report = run_preflight(recipe, facts, force=self.force, gpus=selection)
+        ids = [] if recipe.gpus.count == 0 else (report.choice.uuids or [str(i) for i in report.choice.indices])
+        return PreflightOutcome(ok=report.ok, findings=[f.model_dump(mode="json") for f in report.findings],
+                                gpu_ids=ids, podman_version=facts.podman.version)
+
+    def stop(self, side: Side, *, remove: bool) -> DownResult:
+        return down(side.name, unit=f"{side.recipe.container_name}.service", container=side.recipe.container_name,
+                    unit_dir=self.unit_dir, state_dir=self.state_dir, remove=remove,
+                    stop_timeout_s=side.recipe.service.stop_timeout_s, systemd=self.ports.systemd,
+                    podman=self.ports.podman, gpu=self.gpu, clock=self.ports.clock, lock_dir=self.lock_dir)
+
+    def _up(self, side: Side, stages: Stages) -> UpResult:
+        from rigctl.deploy.up import Places  # noqa: PLC0415
+
+        return up(side.recipe, recipe_source=side.source, scope=self.scope, stages=stages, ports=self.ports,
+                  places=Places(self.unit_dir, self.state_dir, self.lock_dir),
+                  options=UpOptions(force=self.force, gpus=self.gpus, verify=True))
+
+    def up(self, side: Side) -> UpResult:
+        from rigctl.deploy.stages import real_stages  # noqa: PLC0415
+
+        return self._up(side, real_stages(self.scope, verify=True))
+
+    def restore(self, side: Side) -> UpResult:
+        """`up` over the unit files still installed, byte for byte: nothing is re-rendered (FROM may have
+        been deployed with --set or overlays this command never saw), nothing preflighted (it ran there)."""
+        from rigctl.deploy.stages import real_stages  # noqa: PLC0415
+
+        record = records.load_record(self.state_dir, side.name)
+        if record is None:
+            raise DeployError(f"{side.name}'s deployment record is gone from {self.state_dir}",
+                              fix=f"`rigctl up {side.source}`")
+        files = _installed(record)
+        gpu_ids = list(record.gpu_ids)
+        real = real_stages(self.scope, verify=True)
+
+        def preflight(_r: Recipe, _f: Sequence[str], _g: str | None) -> PreflightOutcome:
+            return PreflightOutcome(ok=True, findings=[], gpu_ids=gpu_ids)
+
+        def render(_r: Recipe, _v: str, _g: list[str] | None) -> dict[str, str]:
+            return files
+
+        return self._up(side, Stages(preflight=preflight, render=render, checks=real.checks))
+
+
+@contextmanager
+def private_lock_dir(base: Path | None = None) -> Iterator[Path]:
+    """A lock directory for the operations the swap runs while it holds the real locks."""
+    root = base or default_lock_dir()
+    path = root / f".swap-{os.getpid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _installed(record: records.DeploymentRecord) -> dict[str, str]:
+    texts = installed_texts(Path(record.unit_dir), record.unit_files)
+    missing = [n for n, t in texts.items() if t is None]
+    if missing:
+        raise DeployError(f"{record.recipe}'s unit files are gone ({', '.join(missing)} in {record.unit_dir})",
+                          fix=f"`rigctl up {record.recipe_source or record.recipe}`")
+    return {n: t for n, t in texts.items() if t is not None}
