@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from rigctl.host.facts import GIB, PathProbe
+from rigctl.podman_versions import NOTIFY_HEALTHY, PODMAN_FLOOR, QUADLET_FIRST, QUADLET_KEYS
+from rigctl.podman_versions import find_version as _parse_version
+from rigctl.podman_versions import fmt as _fmt
 from rigctl.preflight.finding import Context, Verdict, fail, ok, skip, warn
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR, SpecDraft
 
-Version = tuple[int, int]
-
-# What a rendered unit may ask of podman, by the release that brought it (facts.md).
-QUADLET_FIRST: Version = (4, 4)
-PODMAN_FLOOR: Version = (4, 3)  # oldest `podman run` with every flag a rendered unit may use
-NOTIFY_HEALTHY: Version = (5, 0)
-SHM_SIZE_KEY: Version = (4, 7)
-HEALTH_KEYS: Version = (4, 5)
 PODMAN_DEFAULT_SHM = 64 * 1024 * 1024
-
-
-def _fmt(v: Version) -> str:
-    return f"{v[0]}.{v[1]}"
-
-
-def _parse_version(text: str | None) -> Version | None:
-    match = re.match(r"\s*(\d+)\.(\d+)", text or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _size_bytes(text: str) -> int:
@@ -126,10 +110,8 @@ def check_podman(ctx: Context) -> Verdict:
     if have < NOTIFY_HEALTHY:
         notes.append(f"Notify=healthy needs {_fmt(NOTIFY_HEALTHY)}: the unit is marked started when the container "
                      "starts, not when the engine is healthy; rigctl's warmup wait does the health gating")
-    if have < HEALTH_KEYS:
-        notes.append(f"Health* keys need {_fmt(HEALTH_KEYS)}: no container health check")
-    if ctx.recipe.container.shm_size and have < SHM_SIZE_KEY:
-        notes.append(f"ShmSize= needs {_fmt(SHM_SIZE_KEY)}: the size goes through PodmanArgs=--shm-size")
+    if ctx.recipe.container.shm_size and have < QUADLET_KEYS["ShmSize"] and p.quadlet is None:
+        notes.append(f"ShmSize= needs {_fmt(QUADLET_KEYS['ShmSize'])}: the size goes through PodmanArgs=--shm-size")
     api = f", API socket {p.api_socket}" if p.api_ok else ""
     if notes:
         return warn(f"podman {p.version}{api}: " + "; ".join(notes), "upgrade to podman >= 5.0 for full support")
