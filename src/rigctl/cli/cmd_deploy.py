@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from rigctl.cli.base import JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
 from rigctl.cli.output import Outcome
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     user: UserOpt = False,
     system: SystemOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Preflight and render; install nothing.")] = False,
+    inventory: InventoryOpt = None,
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip smoke and repetition after ready.")] = False,
     keep_failed: Annotated[bool, typer.Option(
         "--keep-failed", help="Leave a unit that died in warmup to systemd's restarts; default: stop it.")] = False,
@@ -53,14 +54,18 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         from rigctl.deploy.places import quadlet_dir, resolve_scope, state_dir
         from rigctl.deploy.stages import real_stages
         from rigctl.deploy.up import Places, UpOptions, up
+        from rigctl.errors import UsageError
         from rigctl.recipe.load import load
 
         loaded = load(recipe, overlays=overlays or (), sets=sets or ())
         scope = resolve_scope(user, system)
+        if inventory and not dry_run:
+            raise UsageError("--inventory plans another box: it only goes with --dry-run")
+        if dry_run:
+            return _dry_run(loaded.recipe, scope, force=_split(force), gpus=_split([gpus] if gpus else None),
+                            inventory=inventory)
         stages = real_stages(scope, verify=not no_verify)
         options = UpOptions(force=_split(force), gpus=gpus, verify=not no_verify, keep_failed=keep_failed)
-        if dry_run:
-            return _dry_run(loaded.recipe, scope, stages, options)
         ports = _ports(scope)
         display = _LiveDisplay(enabled=not as_json and sys.stderr.isatty(), quiet=as_json)
         try:
@@ -76,27 +81,44 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     finish("up", as_json, produce)
 
 
-def _dry_run(recipe: Recipe, scope: Scope, stages: Any, options: Any) -> Outcome:
-    from rigctl.deploy.places import quadlet_dir
-    from rigctl.deploy.ports import PodmanCli
-    from rigctl.exitcodes import ExitCode
+def _dry_run(recipe: Recipe, scope: Scope, *, force: tuple[str, ...], gpus: tuple[str, ...],
+             inventory: str | None) -> Outcome:
+    """Preflight, GPU choice and the rendered unit, on this host's facts or a captured inventory's."""
+    from rigctl.cli.cmd_preflight import report_view
+    from rigctl.deploy.plan import make_plan
+    from rigctl.deploy.stages import quadlet_version
+    from rigctl.host import facts_for_recipe
+    from rigctl.podman_versions import find_version
 
-    pre = stages.preflight(recipe, options.force, options.gpus)
-    files: dict[str, str] = {}
-    if pre.ok:
-        files = stages.render(recipe, pre.podman_version or PodmanCli().version(), pre.gpu_ids)
-    directory = quadlet_dir(scope)
-    payload = {"recipe": recipe.name, "scope": str(scope), "dry_run": True, "preflight": pre.findings,
-               "unit_dir": str(directory), "files": [{"path": str(directory / n), "text": t} for n, t in files.items()]}
+    facts = facts_for_recipe(recipe, inventory)
+    # the generator systemd runs here decides the keys; a captured inventory's box is judged by its podman
+    quadlet = None if inventory else find_version(quadlet_version(scope))
+    plan = make_plan(recipe, facts, scope="user" if scope == "user" else "system", force=force,
+                     gpus=list(gpus) or None, quadlet_version=quadlet)
 
     def view(out: TextIO) -> None:
-        _findings_view(out, pre.findings)
-        if not pre.ok:
-            out.write("preflight failed: nothing would be installed\n")
-        for name, text in files.items():
-            out.write(f"# would install {directory / name}\n{text}")
+        report_view(plan.report, recipe.name)(out)
+        where = f"inventory {inventory}" if inventory else "this host"
+        out.write(f"\nplanned on {where}: podman {plan.to_dict()['podman_version']}"
+                  + (f" with quadlet {plan.to_dict()['quadlet_version']}" if plan.quadlet_version else "") + "\n")
+        if plan.report.choice.gpus:
+            for g in plan.report.choice.gpus:
+                out.write(f"  would use GPU {g.index}: {g.name} ({g.uuid})\n")
+        for reason in plan.report.choice.problems:
+            out.write(f"  layout: {reason}\n")
+        if plan.rendered is not None:
+            for f in plan.rendered.files:
+                out.write(f"\n# {'would install' if plan.ok else 'would be installed once preflight passes'}: "
+                          f"{plan.unit_dir}/{f.name}  (unit {plan.rendered.service_name})\n{f.text}")
+            for note in plan.rendered.notes:
+                out.write(f"# render note ({note.kind}): {note.message}\n")
+        if plan.render_error:
+            out.write(f"\ncannot render the unit: {plan.render_error}\n")
+        for line in plan.notes:
+            out.write(f"\n{line}\n")
+        out.write("\ndry run: nothing was installed or started\n")
 
-    return Outcome("up", pre.ok, payload, view=view, exit_code=None if pre.ok else ExitCode.CHECKS_FAILED)
+    return Outcome("up", plan.ok, plan.to_dict(), view=view)
 
 
 class _LiveDisplay:

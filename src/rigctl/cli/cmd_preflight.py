@@ -96,7 +96,7 @@ def inventory_cmd(
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim", "error": "bold magenta"}
 
 
-def _report_view(report: PreflightReport, recipe_name: str) -> Callable[[TextIO], None]:
+def report_view(report: PreflightReport, recipe_name: str) -> Callable[[TextIO], None]:
     def view(out: TextIO) -> None:
         from rich.console import Console
         from rich.table import Table
@@ -164,24 +164,16 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
     """Check that RECIPE can run on this host (or on a captured --inventory) before a long boot."""
 
     def produce() -> Outcome:
-        from rigctl.host import gather_facts, load_inventory
-        from rigctl.host.licenses import accept, read_acceptances
+        from rigctl.host import facts_for_recipe
+        from rigctl.host.licenses import accept
         from rigctl.preflight.runner import run_preflight
         from rigctl.recipe.load import load
-        from rigctl.recipe.model import SpecDraft
 
         loaded = load(recipe, overlays=overlays or (), sets=sets or ())
         r = loaded.recipe
         for license_id in _split(accept_license):
             accept(license_id, recipe=r.name)
-        if inventory:
-            facts = load_inventory(inventory)
-            facts = facts.with_licenses(read_acceptances()[0])  # acceptances recorded here count too
-        else:
-            wanted = [r.checkpoint.path]
-            if isinstance(r.speculative, SpecDraft):
-                wanted.append(r.speculative.draft.path)
-            facts = gather_facts(wanted)
+        facts = facts_for_recipe(r, inventory)
         deep_runner = None
         if deep:
             from rigctl.preflight.allreduce import deep_allreduce
@@ -201,6 +193,6 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
         }
         if report.checksums is not None:
             payload["checksums"] = report.checksums
-        return Outcome("preflight", report.ok, payload, view=_report_view(report, r.name))
+        return Outcome("preflight", report.ok, payload, view=report_view(report, r.name))
 
     finish("preflight", as_json, produce)

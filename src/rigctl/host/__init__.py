@@ -2,6 +2,6 @@
 (``load_inventory``). Nothing above this layer reads the host."""
 
 from rigctl.host.facts import FACTS_SCHEMA, HostFacts
-from rigctl.host.gather import gather_facts, load_inventory
+from rigctl.host.gather import facts_for_recipe, gather_facts, load_inventory
 
-__all__ = ["FACTS_SCHEMA", "HostFacts", "gather_facts", "load_inventory"]
+__all__ = ["FACTS_SCHEMA", "HostFacts", "facts_for_recipe", "gather_facts", "load_inventory"]

@@ -29,6 +29,7 @@ from rigctl.host.facts import (
 )
 from rigctl.host.licenses import read_acceptances
 from rigctl.host.nvml import NvmlLib, probe_gpus
+from rigctl.recipe.model import Recipe, SpecDraft
 
 T = TypeVar("T")
 
@@ -126,3 +127,14 @@ def load_inventory(path: str | Path) -> HostFacts:
         raise InvalidInputError([f"{p}: not JSON: {exc}"],
                                 fix="capture it with `rigctl inventory --json > FILE`") from None
     return facts_from_json(data, str(p))
+
+
+def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None) -> HostFacts:
+    """The facts a recipe's preflight needs: a captured inventory replayed (licence acceptances recorded
+    on this machine count too), or this host gathered with the recipe's checkpoint paths probed."""
+    if inventory is not None:
+        return load_inventory(inventory).with_licenses(read_acceptances()[0])
+    paths = [recipe.checkpoint.path]
+    if isinstance(recipe.speculative, SpecDraft):
+        paths.append(recipe.speculative.draft.path)
+    return gather_facts(paths)

@@ -1,0 +1,84 @@
+"""The dry run's plan: preflight, the GPUs chosen, and the unit rendered for the facts' podman."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rigctl.deploy.plan import make_plan
+from rigctl.host.facts import HostFacts, Podman
+from rigctl.recipe.model import Recipe
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"
+
+
+def test_mixed_pair_plan_pins_both_cards_by_uuid(glm: Recipe, facts_for: Callable[..., HostFacts]) -> None:
+    facts = facts_for(glm, "pro6000-mixed")
+    plan = make_plan(glm, facts, scope="system")
+    assert plan.ok, [f for f in plan.report.findings if f.severity.value in {"fail", "error"}]
+    uuids = [g.uuid for g in facts.gpu.devices]
+    unit = plan.rendered.files[0].text if plan.rendered else ""
+    for uuid in uuids[:2]:
+        assert f"AddDevice=nvidia.com/gpu={uuid}" in unit
+    assert "AddDevice=nvidia.com/gpu=0" not in unit
+    assert plan.report.finding("gpu-power").severity.value == "warn"  # the slower card paces the pair
+    doc = plan.to_dict()
+    assert doc["would_install"] is True
+    assert doc["files"][0]["path"] == "/etc/containers/systemd/rigctl-glm53-flash.container"
+
+
+def test_the_5090_is_left_out(glm: Recipe, facts_for: Callable[..., HostFacts]) -> None:
+    facts = facts_for(glm, "5090-and-two-pro6000")
+    plan = make_plan(glm, facts, scope="user")
+    chosen = {g.name for g in plan.report.choice.gpus}
+    assert chosen and all("RTX PRO 6000" in name for name in chosen)
+    assert plan.unit_dir.endswith("containers/systemd")
+
+
+def test_failing_preflight_still_shows_the_unit_but_would_not_install(
+    glm: Recipe, facts_for: Callable[..., HostFacts]
+) -> None:
+    facts = facts_for(glm, "rtx6000d-pair")  # same chip, wrong card: never matches a PRO 6000 recipe
+    plan = make_plan(glm, facts, scope="system")
+    assert not plan.ok
+    assert plan.rendered is not None
+    assert "AddDevice=nvidia.com/gpu=0" in plan.rendered.files[0].text  # placeholders, and said so
+    assert any("placeholders" in n for n in plan.notes)
+
+
+def test_podman_without_quadlet_renders_for_a_newer_one_and_says_so(
+    glm: Recipe, facts_for: Callable[..., HostFacts]
+) -> None:
+    facts = facts_for(glm, "pro6000-matched", podman=Podman(installed=True, version="4.3.1"))
+    plan = make_plan(glm, facts, scope="system")
+    assert plan.render_error and "quadlet" in plan.render_error
+    assert plan.rendered is not None and not plan.ok
+    assert any("rendered for podman 5.4" in n for n in plan.notes)
+
+
+def test_up_dry_run_replays_the_real_h200_inventory() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "rigctl", "up", "qwen3-8b-vllm", "--dry-run", "--inventory",
+         str(FIXTURES / "h200.json"), "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    doc = json.loads(done.stdout)
+    assert doc["command"] == "up" and doc["dry_run"] is True
+    by_id = {f["id"]: f["severity"] for f in doc["findings"]}
+    assert by_id["gpu-count"] == "ok" and by_id["gpu-driver"] == "ok"
+    (gpu,) = doc["gpus"]
+    assert gpu["name"] == "NVIDIA H200"
+    assert f"AddDevice=nvidia.com/gpu={gpu['uuid']}" in doc["files"][0]["text"]
+    assert done.returncode == (0 if doc["ok"] else 1)
+
+
+def test_inventory_without_dry_run_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "rigctl", "up", "qwen3-8b-vllm", "--inventory", str(FIXTURES / "h200.json")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 2
+    assert "--inventory" in done.stderr
