@@ -9,7 +9,9 @@ went wrong, so checks can turn it into a finding.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +20,8 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from rigctl.errors import RigctlError
+
+SHARD = 32  # connections per httpx pool
 
 ErrorKind = Literal["timeout", "connect", "http", "protocol", "engine-error", "cut-off"]
 
@@ -142,16 +146,28 @@ class HttpEngine:
         headers = {"accept": "application/json"}
         if endpoint.api_key:
             headers["authorization"] = f"Bearer {endpoint.api_key}"
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        # httpcore's pool does work proportional to its size on every request event, so one pool of 256
+        # streams spends most of its time in bookkeeping. Shards of at most SHARD connections keep it cheap;
+        # each shard allows twice its share so that an uneven spread waits for nothing.
+        shards = max(1, math.ceil(max_connections / SHARD))
+        per_shard = math.ceil(max_connections / shards) * 2
+        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
         # Per-request deadlines are set on each call; this default only bounds a forgotten one.
-        self._client = httpx.AsyncClient(
-            base_url=endpoint.base_url, headers=headers, limits=limits, timeout=httpx.Timeout(60.0)
-        )
+        self._shards = [
+            httpx.AsyncClient(base_url=endpoint.base_url, headers=headers, limits=limits, timeout=httpx.Timeout(60.0))
+            for _ in range(shards)
+        ]
+        self._next = itertools.cycle(self._shards)
         self.has_tokenize: bool | None = None  # learnt on first use
         self.stream_options_ok = True  # cleared when a server refuses stream_options
 
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        return next(self._next)
+
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._shards:
+            await client.aclose()
 
     async def __aenter__(self) -> HttpEngine:
         return self
@@ -308,8 +324,12 @@ class HttpEngine:
                 continue  # blank separators, comments (": ping"), event: lines
             data = line[5:].strip()
             if data == "[DONE]":
+                # Keep reading to the end of the body (the chunked terminator follows at once): leaving early
+                # would close the connection instead of returning it to the pool.
                 out.saw_done = True
-                break
+                continue
+            if out.saw_done:
+                continue
             try:
                 chunk = json.loads(data)
             except ValueError:
