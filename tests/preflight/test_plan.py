@@ -82,3 +82,13 @@ def test_inventory_without_dry_run_is_a_usage_error() -> None:
     )
     assert done.returncode == 2
     assert "--inventory" in done.stderr
+
+
+def test_systemd_check_follows_the_scope(glm: Recipe, facts_for: Callable[..., HostFacts]) -> None:
+    from rigctl.host.facts import Systemd
+
+    # root on a box whose PID 1 is not systemd, with a `systemd --user` manager running (this testbed)
+    facts = facts_for(glm, "pro6000-matched",
+                      systemd=Systemd(system_manager=False, user_manager=True, user="root", uid=0, linger=True))
+    assert make_plan(glm, facts, scope="system").report.finding("systemd").severity.value == "fail"
+    assert make_plan(glm, facts, scope="user").report.finding("systemd").severity.value == "ok"

@@ -78,7 +78,7 @@ def make_plan(
     gpus: Sequence[str] | None = None,
     quadlet_version: Version | None = None,
 ) -> Plan:
-    report = run_preflight(recipe, facts, force=force, gpus=gpus)
+    report = run_preflight(recipe, facts, force=force, gpus=gpus, scope=scope)
     notes: list[str] = []
 
     podman = find_version(facts.podman.version) if facts.podman.installed else None

@@ -58,7 +58,8 @@ def real_stages(scope: Scope, *, verify: bool = True) -> Stages:
         paths = [recipe.checkpoint.path, *[v.host for v in recipe.container.volumes]]
         facts = gather_facts(paths)
         selection = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
-        report = run_preflight(recipe, facts, force=force, gpus=selection)
+        report = run_preflight(recipe, facts, force=force, gpus=selection,
+                               scope="user" if scope is Scope.USER else "system")
         if recipe.gpus.count == 0:
             gpu_ids: list[str] | None = []
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -72,6 +72,7 @@ class Context:
     checksums: dict[str, str] | None = None  # shard name -> sha256, when --checksums ran
     checksum_problem: str | None = None  # why checksums could not be computed here
     deep: dict[str, Verdict] = field(default_factory=dict)  # results of opt-in deep checks, by id
+    scope: Literal["system", "user"] | None = None  # where the unit would go; None: root -> system, else user
 
 
 @dataclass(frozen=True)

@@ -314,7 +314,8 @@ def check_port(ctx: Context) -> Verdict:
 
 def check_systemd(ctx: Context) -> Verdict:
     s = ctx.facts.systemd
-    if s.uid == 0:
+    scope = ctx.scope or ("system" if s.uid == 0 else "user")
+    if scope == "system":
         if s.system_manager:
             return ok("system manager present: the unit goes to /etc/containers/systemd/")
         return fail("no systemd system manager (PID 1 is not systemd): quadlet units cannot run",

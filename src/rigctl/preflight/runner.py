@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from rigctl.errors import UsageError
 from rigctl.host.facts import HostFacts
@@ -114,6 +115,7 @@ def run_preflight(
     gpus: Sequence[str] | None = None,
     deep: DeepRunner | None = None,
     progress: ProgressFactory | None = None,
+    scope: Literal["system", "user"] | None = None,
 ) -> PreflightReport:
     """Every check against ``facts``. ``gpus`` is an explicit selection (indices or UUIDs);
     ``force`` lists check ids whose failure is downgraded to a warning (not license, ipc-shm, driver)."""
@@ -126,7 +128,7 @@ def run_preflight(
     sums, problem = _checksums(recipe, facts, progress) if checksums else (None, None)
     deep_results = deep(recipe, facts, choice) if deep is not None else {}
     ctx = Context(recipe=recipe, facts=facts, choice=choice, checksums=sums, checksum_problem=problem,
-                  deep=deep_results)
+                  deep=deep_results, scope=scope)
     findings = [_apply_force(_run_one(c, ctx), c, forced) for c in CHECKS]
     for check_id, verdict in deep_results.items():
         findings.append(_apply_force(Finding(id=check_id, severity=verdict.severity, message=verdict.message,
