@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rigctl.deploy.ports import Scope
 from rigctl.errors import DeployError, UsageError
+from rigctl.render.units import install_dir
 
 
 def resolve_scope(user: bool, system: bool) -> Scope:
@@ -32,10 +33,8 @@ def _home() -> Path:
 
 
 def quadlet_dir(scope: Scope) -> Path:
-    if scope is Scope.SYSTEM:
-        return Path("/etc/containers/systemd")
-    config = os.environ.get("XDG_CONFIG_HOME") or str(_home() / ".config")
-    return Path(config) / "containers" / "systemd"
+    """The directory quadlet reads for this scope: the renderer's answer, so the two never disagree."""
+    return install_dir("user" if scope is Scope.USER else "system")
 
 
 def state_dir(scope: Scope) -> Path:
