@@ -95,7 +95,7 @@ class SwapResult:
     def ok(self) -> bool:
         return self.outcome == "swapped"
 
-    def add(self, name: str, ok: bool, message: str, **detail: Any) -> SwapStep:
+    def add(self, name: str, ok: bool, message: str, /, **detail: Any) -> SwapStep:
         step = SwapStep(name, ok, message, detail)
         self.steps.append(step)
         return step
@@ -146,7 +146,7 @@ class _Machine:
     result: SwapResult
     note: Callable[[SwapStep], None]
 
-    def step(self, name: str, ok: bool, message: str, **detail: Any) -> bool:
+    def step(self, name: str, ok: bool, message: str, /, **detail: Any) -> bool:
         self.note(self.result.add(name, ok, message, **detail))
         return ok
 

@@ -1,0 +1,345 @@
+"""`rigctl swap`: the state machine with fake deploy operations at every failure point, and once for
+real on the testbed (a word-salad TO rolls back and FROM serves again)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from rigctl.deploy.down import DownResult
+from rigctl.deploy.ports import Scope
+from rigctl.deploy.up import ChecksOutcome, PreflightOutcome, UpResult
+from rigctl.deploy.warmup import WaitResult, WaitStatus
+from rigctl.errors import DeployError, UsageError
+from rigctl.exitcodes import ExitCode
+from rigctl.fleet.swap import Side, SwapOptions, SwapStep, free_facts, swap
+from rigctl.recipe.load import load
+
+
+def _recipe_file(tmp: Path, name: str, port: int, *, gpus: int = 0, image: str = "localhost/x@sha256:" + "a" * 64,
+                 env: dict[str, str] | None = None) -> Path:
+    ckpt = tmp / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    (ckpt / "model-00001-of-00001.safetensors").write_bytes(b"\0" * 1000)
+    data: dict[str, Any] = {
+        "name": name, "description": "swap test", "family": "test", "served_name": "test-model", "image": image,
+        "checkpoint": {"format": "safetensors", "source": "test/fake", "path": str(ckpt), "shards": 1,
+                       "total_bytes": 1000, "license": {"id": "apache-2.0"}},
+        "engine": {"kind": "vllm", "port": 8000},
+        "context_length": 4096,
+        "gpus": {"count": gpus},
+        "container": {"publish": {"port": port}, "volumes": [{"host": str(ckpt), "container": "/models/test"}],
+                      "env": {"FAKE_VLLM_NO_ACCESS_LOG": "1", **(env or {})}},
+        "service": {"warmup_budget_s": 30, "stall_budget_s": 20, "restart_sec": 1, "stop_timeout_s": 10},
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1_700_000_000 + self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeGpu:
+    """NVML stand-in: the GPUs stay busy for ``busy_polls`` looks, then are free (None: no NVML)."""
+
+    def __init__(self, busy_polls: int | None = 0) -> None:
+        self.busy_polls = busy_polls
+        self.looks = 0
+
+    def used_by(self, pids: set[int]) -> int | None:
+        return None
+
+    def busy(self, gpu_ids: Sequence[str]) -> bool | None:
+        self.looks += 1
+        if self.busy_polls is None:
+            return None
+        return self.looks <= self.busy_polls
+
+
+def _up_result(recipe: str, *, ok: bool, wait: WaitStatus = WaitStatus.READY, checks_ok: bool = True) -> UpResult:
+    res = UpResult(recipe=recipe, scope=Scope.USER, unit=f"rigctl-{recipe}.service", container=f"rigctl-{recipe}",
+                   endpoint="http://127.0.0.1:1", served_name="test-model", image="img", ok=ok,
+                   exit_code=ExitCode.OK if ok else ExitCode.DEPLOY_FAILED, action="installed")
+    res.wait = WaitResult(status=wait, elapsed_s=1.0, phase="warmup", detail=f"{wait}", unit=None, readiness=None)
+    if wait is WaitStatus.READY:
+        status = "pass" if checks_ok else "fail"
+        res.checks = ChecksOutcome(ok=checks_ok, results=[
+            {"id": "smoke", "status": status, "message": "Paris" if checks_ok else "word salad"},
+            {"id": "repetition", "status": status, "message": "no loop" if checks_ok else "loop of 'capital France'"},
+        ])
+    res.message = "ready" if ok else f"{wait}"
+    return res
+
+
+class FakeDeploy:
+    """Records every call; each operation's answer is set per test."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.preflight_ok = True
+        self.freed: tuple[tuple[str, ...], int | None] | None = None
+        self.stop_fails: set[str] = set()
+        self.up_answer: Callable[[str], UpResult] = lambda name: _up_result(name, ok=True)
+        self.restore_answer: Callable[[str], UpResult] = lambda name: _up_result(name, ok=True)
+        self.serving: set[str] = set()
+
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> PreflightOutcome:
+        self.calls.append(f"preflight {side.name}")
+        self.freed = (tuple(freed_gpus), freed_port)
+        findings = [] if self.preflight_ok else [{"id": "gpu-memory", "severity": "fail", "message": "too small"}]
+        return PreflightOutcome(ok=self.preflight_ok, findings=findings, gpu_ids=["0"])
+
+    def stop(self, side: Side, *, remove: bool) -> DownResult:
+        self.calls.append(f"stop {side.name}" + (" remove" if remove else ""))
+        if side.name in self.stop_fails:
+            raise DeployError(f"systemctl stop rigctl-{side.name}.service timed out")
+        self.serving.discard(side.name)
+        return DownResult(recipe=side.name, unit=f"rigctl-{side.name}.service", was_active="active", stopped=True,
+                          container_gone=True, removed=["x.container"] if remove else [])
+
+    def up(self, side: Side) -> UpResult:
+        self.calls.append(f"up {side.name}")
+        res = self.up_answer(side.name)
+        if res.wait is not None and res.wait.status is WaitStatus.READY:
+            self.serving.add(side.name)  # up leaves a wrong-but-running engine running
+        return res
+
+    def restore(self, side: Side) -> UpResult:
+        self.calls.append(f"restore {side.name}")
+        res = self.restore_answer(side.name)
+        if res.ok:
+            self.serving.add(side.name)
+        return res
+
+
+@pytest.fixture
+def sides(tmp_path: Path) -> tuple[Side, Side]:
+    a = load(str(_recipe_file(tmp_path, "sw-a", 18301, gpus=1))).recipe
+    b = load(str(_recipe_file(tmp_path, "sw-b", 18301, gpus=1))).recipe
+    return Side(a, "sw-a.yaml", ("GPU-aaaa",), 18301), Side(b, "sw-b.yaml")
+
+
+def _run(sides: tuple[Side, Side], deploy: FakeDeploy, tmp_path: Path, gpu: FakeGpu | None = None,
+         **opts: float) -> Any:
+    seen: list[SwapStep] = []
+    result = swap(sides[0], sides[1], deploy=deploy, gpu=gpu or FakeGpu(), clock=FakeClock(),
+                  options=SwapOptions(**opts), lock_dir=tmp_path / "locks", on_step=seen.append)
+    assert [s.name for s in seen] == [s.name for s in result.steps]  # every step is reported as it happens
+    return result
+
+
+def _names(result: Any) -> list[str]:
+    return [s.name for s in result.steps]
+
+
+def test_swapped_waits_for_gpu_release_and_removes_from(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    gpu = FakeGpu(busy_polls=3)
+    result = _run(sides, deploy, tmp_path, gpu)
+    assert result.outcome == "swapped" and result.exit_code is ExitCode.OK and result.ok
+    assert deploy.calls == ["preflight sw-b", "stop sw-a", "up sw-b", "stop sw-a remove"]
+    assert deploy.freed == (("GPU-aaaa",), 18301)  # TO preflighted as if FROM's GPUs and port were free
+    assert _names(result) == ["preflight-to", "stop-from", "gpu-release", "up-to", "remove-from"]
+    release = result.steps[2]
+    assert release.detail["released"] is True and gpu.looks == 4 and release.detail["waited_s"] > 0
+    assert deploy.serving == {"sw-b"}
+    doc = result.to_dict()
+    assert doc["outcome"] == "swapped" and doc["steps"][0]["step"] == "preflight-to"
+
+
+def test_preflight_failure_stops_nothing(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    deploy.preflight_ok = False
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "refused" and result.exit_code is ExitCode.CHECKS_FAILED
+    assert deploy.calls == ["preflight sw-b"]
+    assert deploy.serving == {"sw-a"}
+    assert "gpu-memory: too small" in result.steps[0].message and "nothing was stopped" in result.message
+
+
+def test_death_in_warmup_rolls_back(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    deploy.up_answer = lambda name: _up_result(name, ok=False, wait=WaitStatus.DIED)
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "rolled-back" and result.exit_code is ExitCode.DEPLOY_FAILED
+    assert deploy.calls == ["preflight sw-b", "stop sw-a", "up sw-b", "stop sw-b remove", "restore sw-a"]
+    assert _names(result) == ["preflight-to", "stop-from", "gpu-release", "up-to", "stop-to", "gpu-release-to",
+                              "restore-from"]
+    assert result.steps[3].detail["wait"]["status"] == "died"
+    assert deploy.serving == {"sw-a"}
+    assert "up-to" in result.message and "serving again" in result.message
+
+
+def test_word_salad_rolls_back(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    deploy.up_answer = lambda name: _up_result(name, ok=False, checks_ok=False)
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "rolled-back"
+    up_step = result.steps[3]
+    assert not up_step.ok and "smoke: word salad" in up_step.message and "repetition" in up_step.message
+    assert "stop sw-b remove" in deploy.calls  # the wrong-but-running TO is stopped before FROM returns
+    assert deploy.serving == {"sw-a"}
+
+
+def test_rollback_failure_is_loud(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.up_answer = lambda name: _up_result(name, ok=False, wait=WaitStatus.DIED)
+    deploy.restore_answer = lambda name: _up_result(name, ok=False, wait=WaitStatus.DIED)
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "rollback-failed" and result.exit_code is ExitCode.INTERNAL
+    assert "ROLLBACK FAILED" in result.message and "NOTHING MAY BE SERVING" in result.message
+    assert any("rigctl up sw-a.yaml" in item for item in result.todo)
+    assert deploy.serving == set()
+
+
+def test_rollback_error_raised_by_restore_is_a_failed_rollback(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.up_answer = lambda name: _up_result(name, ok=False, checks_ok=False)
+
+    def broken(name: str) -> UpResult:
+        raise DeployError(f"{name}'s unit files are gone")
+
+    deploy.restore_answer = broken
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "rollback-failed"
+    assert result.steps[-1].name == "restore-from" and "unit files are gone" in result.steps[-1].message
+
+
+def test_stop_failure_restores_from_without_touching_to(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    deploy.stop_fails.add("sw-a")
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "rolled-back"
+    assert deploy.calls == ["preflight sw-b", "stop sw-a", "restore sw-a"]
+
+
+def test_gpu_memory_never_released_rolls_back(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    result = _run(sides, deploy, tmp_path, FakeGpu(busy_polls=10_000), release_timeout_s=5)
+    assert result.outcome == "rolled-back"
+    release = result.steps[2]
+    assert release.name == "gpu-release" and not release.ok and release.detail["released"] is False
+    assert "up sw-b" not in deploy.calls
+
+
+def test_no_nvml_counts_as_released_and_says_so(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    result = _run(sides, FakeDeploy(), tmp_path, FakeGpu(busy_polls=None))
+    release = result.steps[2]
+    assert release.ok and release.detail["released"] is None and "not verifiable" in release.message
+
+
+def test_same_recipe_is_a_usage_error(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        swap(sides[0], sides[0], deploy=FakeDeploy(), gpu=FakeGpu(), clock=FakeClock(), lock_dir=tmp_path)
+
+
+def test_a_held_lock_refuses_the_swap(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    from rigctl.deploy.places import locked
+
+    deploy = FakeDeploy()
+    with locked("sw-b", "up sw-b", tmp_path / "locks"), pytest.raises(DeployError, match="another rigctl command"):
+        _run(sides, deploy, tmp_path)
+    assert deploy.calls == []
+
+
+def test_free_facts_idles_from_gpus_and_port() -> None:
+    from rigctl.host.facts import Gpu, GpuInventory, GpuProcess, HostFacts, Listener, Ports
+
+    gpu = GpuInventory(available=True, devices=[
+        Gpu(index=0, uuid="GPU-aaaa", name="H200", memory_total_bytes=100, memory_used_bytes=90,
+            processes=[GpuProcess(pid=7)]),
+        Gpu(index=1, uuid="GPU-bbbb", name="H200", memory_total_bytes=100, memory_used_bytes=90,
+            processes=[GpuProcess(pid=8)]),
+    ])
+    facts = HostFacts(gpu=gpu, ports=Ports(listening=[Listener(address="127.0.0.1", port=18301),
+                                                      Listener(address="127.0.0.1", port=22)]))
+    freed = free_facts(facts, ["GPU-aaaa"], 18301)
+    assert freed.gpu.devices[0].processes == [] and freed.gpu.devices[0].memory_used_bytes == 0
+    assert freed.gpu.devices[1].processes == facts.gpu.devices[1].processes
+    assert [lis.port for lis in freed.ports.listening] == [22]
+
+
+# --- on the real testbed ---------------------------------------------------------------------------------
+
+
+def _testbed_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env_file = Path(__file__).resolve().parents[2] / ".testbed" / "env"
+    if env_file.is_file():
+        for line in env_file.read_text().splitlines():
+            if line.startswith("export ") and "=" in line:
+                key, value = line.removeprefix("export ").split("=", 1)
+                env.setdefault(key, value)
+    return env
+
+
+def _rigctl(env: dict[str, str], *args: str, timeout: float = 60) -> tuple[int, dict[str, Any]]:
+    import json
+
+    done = subprocess.run([sys.executable, "-m", "rigctl", *args, "--json"], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    try:
+        return done.returncode, json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return done.returncode, {"stdout": done.stdout, "stderr": done.stderr}
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_swap_to_word_salad_rolls_back_on_testbed(need: Callable[[bool, str], None], tmp_path: Path) -> None:
+    env = _testbed_env()
+    need("RIGCTL_TEST_ENGINE_IMAGE" in env, "no test-engine image: run `.ci/testbed.sh up`")
+    need(shutil.which("podman") is not None and shutil.which("systemctl") is not None,
+         "podman/systemd missing (.ci/testbed.sh up)")
+    image = env.get("RIGCTL_TEST_ENGINE_IMAGE", "")
+    port = 18311
+    good = _recipe_file(tmp_path, "sw-good", port, image=image)
+    salad = _recipe_file(tmp_path, "sw-salad", port, image=image, env={"FAKE_VLLM_MODE": "word-salad"})
+    try:
+        code, doc = _rigctl(env, "up", str(good), "--user")
+        assert code == 0, doc
+        code, doc = _rigctl(env, "swap", "sw-good", str(salad), "--user")
+        assert code == ExitCode.DEPLOY_FAILED, doc
+        assert doc["command"] == "swap" and doc["ok"] is False and doc["outcome"] == "rolled-back"
+        steps = {s["step"]: s for s in doc["steps"]}
+        assert [s["step"] for s in doc["steps"]] == ["preflight-to", "stop-from", "gpu-release", "up-to", "stop-to",
+                                                     "gpu-release-to", "restore-from"]
+        assert steps["gpu-release"]["ok"] and "nothing to release" in steps["gpu-release"]["message"]
+        assert not steps["up-to"]["ok"] and "smoke" in steps["up-to"]["message"]
+        assert steps["restore-from"]["ok"] and steps["restore-from"]["detail"]["action"] == "started"
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=10, json={
+            "model": "test-model", "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0})
+        assert "Paris" in answer.json()["choices"][0]["text"]  # FROM serves again, and correctly
+        code, status = _rigctl(env, "status", "--user")
+        units = {s["unit"]: s for s in status["services"]}
+        assert units["rigctl-sw-good.service"]["health"] == "ready"
+        assert "rigctl-sw-salad.service" not in units  # TO's unit was removed, not left to start at boot
+    finally:
+        for name in ("sw-salad", "sw-good"):
+            _rigctl(env, "down", name, "--user", "--remove")
