@@ -48,7 +48,8 @@ Options (each also readable from the environment variable named in brackets)
   --protocol P                [FAKE_VLLM_PROTOCOL] vllm (default) or minimal: a server that differs the way
                               `transformers serve` does: no `data: [DONE]` (the stream just closes), usage
                               only on the last chunk whatever stream_options say, no /tokenize, no /metrics,
-                              no max_model_len in /v1/models, /health answers {"status":"ok"}
+                              no max_model_len in /v1/models, /health answers {"status":"ok"};
+                              or chat-only: vLLM's shapes but no /v1/completions (404)
   --no-access-log             [FAKE_VLLM_NO_ACCESS_LOG=1] do not print a line per request
 
 Example: python3 fake_vllm.py --port 8000 --mode word-salad
@@ -127,7 +128,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--die-message",
         default=env("FAKE_VLLM_DIE_MESSAGE", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
     )
-    p.add_argument("--protocol", choices=("vllm", "minimal"), default=env("FAKE_VLLM_PROTOCOL", "vllm"))
+    p.add_argument("--protocol", choices=("vllm", "minimal", "chat-only"), default=env("FAKE_VLLM_PROTOCOL", "vllm"))
     p.add_argument("--no-access-log", action="store_true", default=env("FAKE_VLLM_NO_ACCESS_LOG", "") == "1")
     args = p.parse_args(argv)
     args.modes = {m.strip() for m in args.mode.split(",") if m.strip()} or {"healthy"}
@@ -371,7 +372,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path == "/tokenize" and self.state.args.protocol != "minimal":
             self.tokenize_route(body)
-        elif path == "/v1/completions":
+        elif path == "/v1/completions" and self.state.args.protocol != "chat-only":
             self.generate(body, chat=False)
         elif path == "/v1/chat/completions":
             self.generate(body, chat=True)

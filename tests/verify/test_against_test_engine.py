@@ -227,3 +227,12 @@ def test_cli_usage_errors() -> None:
                            "--checks", "smoke,bogus", "--json"], capture_output=True, text=True, timeout=60,
                           check=False)
     assert proc.returncode == 2 and json.loads(proc.stdout)["error"]["message"].startswith("unknown check")
+
+
+def test_chat_only_server_is_verified_through_chat(fake_engine: Start) -> None:
+    engine = fake_engine("healthy", "--protocol", "chat-only", "--max-model-len", str(CONTEXT))
+    report = verify(engine, soak=SOAK.model_copy(update={"requests": 16}))
+    assert set(statuses(report).values()) == {"pass"}, report.to_dict()
+    salad = fake_engine("word-salad", "--protocol", "chat-only", "--max-model-len", str(CONTEXT))
+    got = statuses(run_checks(Endpoint(salad.url, salad.model), expect(), checks=("smoke", "repetition")))
+    assert got == {"smoke": "fail", "repetition": "fail"}

@@ -160,6 +160,7 @@ class HttpEngine:
         self._next = itertools.cycle(self._shards)
         self.has_tokenize: bool | None = None  # learnt on first use
         self.stream_options_ok = True  # cleared when a server refuses stream_options
+        self.completions_ok = True  # cleared when a chat-only server has no /v1/completions
 
     @property
     def _client(self) -> httpx.AsyncClient:
@@ -265,6 +266,18 @@ class HttpEngine:
             raise EngineRequestError("timeout", f"{what} did not finish within {timeout:g}s") from None
 
     async def _complete(self, request: Request, timeout: float, idle_timeout: float | None) -> Completion:
+        if not request.chat and not self.completions_ok:
+            request = _as_chat(request)
+        try:
+            return await self._send(request, timeout, idle_timeout)
+        except EngineRequestError as err:
+            if request.chat or err.status not in (404, 405):
+                raise
+        # A chat-only server: the same prompt as one user message, and every later one the same way.
+        self.completions_ok = False
+        return await self._send(_as_chat(request), timeout, idle_timeout)
+
+    async def _send(self, request: Request, timeout: float, idle_timeout: float | None) -> Completion:
         path, body = self._payload(request, with_stream_options=request.stream and self.stream_options_ok)
         http_timeout = httpx.Timeout(timeout, read=idle_timeout or timeout)
         start = time.perf_counter()
@@ -280,7 +293,7 @@ class HttpEngine:
                         self.stream_options_ok = False
                         retry = Request(request.max_tokens, request.prompt, request.messages, request.temperature,
                                         stream=True)
-                        return await self._complete(retry, timeout, idle_timeout)
+                        return await self._send(retry, timeout, idle_timeout)
                     raise EngineRequestError("http", f"POST {path} answered {resp.status_code}: "
                                              f"{_error_message(text)}", status=resp.status_code)
                 return await self._parse_stream(path, resp, start)
@@ -362,6 +375,11 @@ class HttpEngine:
             out.ttft_s = first_choice  # only empty pieces came (special tokens): the first chunk is the first token
         out.latency_s = time.perf_counter() - start
         return out
+
+
+def _as_chat(request: Request) -> Request:
+    return Request(request.max_tokens, messages=(("user", request.prompt or ""),),
+                   temperature=request.temperature, stream=request.stream)
 
 
 def _choice_text(choice: dict[str, Any], *, chat: bool, stream: bool) -> str:
