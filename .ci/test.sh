@@ -22,7 +22,8 @@ bash .ci/testbed.sh up
 trap 'bash .ci/testbed.sh down || true' EXIT
 # shellcheck disable=SC1091
 [ -f .testbed/env ] && . .testbed/env
-[ -f .ci/interop-env.sh ] && bash .ci/interop-env.sh
+bash .ci/sshd-hosts.sh      # openssh for the loopback fleet hosts (no system sshd is started)
+bash .ci/interop-env.sh     # a separate venv with transformers serve + a tiny local model (interop tests)
 
 log "ruff"
 uv run --frozen ruff check src tests benchmarks

@@ -90,8 +90,16 @@ manager_running() {
 start_manager() {
     mkdir -p /run/systemd/system "$runtime_dir"
     chmod 0700 "$runtime_dir"
+    local adopted state0
+    state0="$(manager_env systemctl --user is-system-running 2>/dev/null || true)"
     if manager_running; then
         log "systemd --user already running (pid $(cat "$pidfile"))"
+    elif [[ $state0 == running || $state0 == degraded ]] \
+        && adopted="$(pgrep -o -f '^/lib/systemd/systemd --user')"; then
+        # a manager for this runtime dir is already answering (another checkout's testbed): a second one
+        # would fight it for the same bus, so take it over instead
+        log "adopting the systemd --user already running (pid $adopted)"
+        echo "$adopted" > "$pidfile"
     else
         [[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
         log "starting systemd --user"
