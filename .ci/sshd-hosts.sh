@@ -15,6 +15,7 @@ if [[ ! -e /usr/sbin/policy-rc.d ]]; then
     added_policy=1
 fi
 trap '[[ $added_policy == 1 ]] && rm -f /usr/sbin/policy-rc.d' EXIT
+DEBIAN_FRONTEND=noninteractive apt-get -qq update >&2
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client >&2
 mkdir -p /run/sshd
 echo /usr/sbin/sshd
