@@ -8,23 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.recipes import recipe_with
 
 from rigctl.errors import RigctlError
-from rigctl.recipe.load import load, validate_data
 from rigctl.recipe.model import Recipe
 from rigctl.render import RenderError, install_path, render_units, write_units
 from rigctl.render.engines import engine_line
 
-
-def _recipe(name: str = "glm53-flash", **changes: Any) -> Recipe:
-    data = load(name).recipe.model_dump(mode="json")
-    for dotted, value in changes.items():
-        node = data
-        *parents, last = dotted.split("__")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    return validate_data(data, "test")
+_recipe = recipe_with
 
 
 def _text(recipe: Recipe, **kwargs: Any) -> str:

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
+from tests.support.recipes import recipe_with
 
-from rigctl.recipe.load import load, validate_data
-from rigctl.recipe.model import Recipe
 from rigctl.render import RenderError, parse_version, render_units
 from rigctl.render.versions import QUADLET_KEYS
 
-
-def _recipe(name: str = "glm53-flash", **changes: Any) -> Recipe:
-    data = load(name).recipe.model_dump(mode="json")
-    for dotted, value in changes.items():
-        node = data
-        *parents, last = dotted.split("__")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    return validate_data(data, "test")
+_recipe = recipe_with
 
 
 def _container_keys(text: str) -> list[str]:

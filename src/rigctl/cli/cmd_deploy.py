@@ -307,6 +307,14 @@ def _find_record(recipe: str, scope: Scope) -> tuple[DeploymentRecord | None, Re
     return record, loaded
 
 
+def _names(recipe: str, record: DeploymentRecord | None, loaded: Recipe | None) -> tuple[str, str, str]:
+    """(recipe name, container, systemd unit) of a deployment: its record first, else its recipe."""
+    name = record.recipe if record else loaded.name if loaded else recipe
+    container = record.container if record else loaded.container_name if loaded else f"rigctl-{recipe}"
+    unit = record.unit if record else f"{container}.service"
+    return name, container, unit
+
+
 @app.command("logs")
 def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     recipe: RecipeArg,
@@ -329,9 +337,7 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         record, loaded = _find_record(recipe, scope)
         if record is None and loaded is None:
             raise DeployError(f"no deployment and no recipe named {recipe!r}", fix="`rigctl status` lists deployments")
-        name = record.recipe if record else loaded.name if loaded else recipe
-        container = record.container if record else loaded.container_name if loaded else f"rigctl-{recipe}"
-        unit = record.unit if record else f"{container}.service"
+        name, container, unit = _names(recipe, record, loaded)
         signatures = list(loaded.known_issues.signatures) if loaded else []
         podman = PodmanCli()
         lines = logmod.collect(container=container, unit=unit, scope=scope, podman=podman, signatures=signatures,
@@ -385,10 +391,9 @@ def down_cmd(
 
         scope = resolve_scope(user, system)
         record, loaded = _find_record(recipe, scope)
-        name = record.recipe if record else loaded.name if loaded else recipe
-        container = record.container if record else loaded.container_name if loaded else f"rigctl-{recipe}"
+        name, container, unit = _names(recipe, record, loaded)
         stop_timeout = loaded.service.stop_timeout_s if loaded else 120
-        result = down(name, unit=f"{container}.service", container=container, unit_dir=quadlet_dir(scope),
+        result = down(name, unit=unit, container=container, unit_dir=quadlet_dir(scope),
                       state_dir=state_dir(scope), remove=remove, stop_timeout_s=stop_timeout,
                       systemd=SystemctlCli(scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock())
 
