@@ -92,3 +92,19 @@ def test_systemd_check_follows_the_scope(glm: Recipe, facts_for: Callable[..., H
                       systemd=Systemd(system_manager=False, user_manager=True, user="root", uid=0, linger=True))
     assert make_plan(glm, facts, scope="system").report.finding("systemd").severity.value == "fail"
     assert make_plan(glm, facts, scope="user").report.finding("systemd").severity.value == "ok"
+
+
+def test_render_for_a_captured_inventory_pins_its_gpus() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rigctl", "render", *args, "--inventory",
+                               str(FIXTURES / "h200.json"), "--json"],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    inventory = json.loads((FIXTURES / "h200.json").read_text())
+    uuid = inventory["gpu"]["devices"][0]["uuid"]
+    done = run("qwen3-8b-vllm")
+    assert done.returncode == 0, done.stderr
+    assert f"AddDevice=nvidia.com/gpu={uuid}" in json.loads(done.stdout)["files"][0]["text"]
+    refused = run("glm53-flash")  # an H200 is no RTX PRO 6000
+    assert refused.returncode == 3
+    assert "no GPU layout" in json.loads(refused.stdout)["error"]["message"]

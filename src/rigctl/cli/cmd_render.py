@@ -7,7 +7,7 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from rigctl.cli.base import JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
 from rigctl.cli.output import Outcome
 
 
@@ -20,8 +20,11 @@ def render_cmd(
         typer.Option("--out", metavar="DIR", help="Write the units into DIR (atomically) instead of only printing."),
     ] = None,
     podman_version: Annotated[
-        str, typer.Option("--podman-version", metavar="X.Y", help="The podman that will run the container.")
-    ] = "5.4",
+        str | None,
+        typer.Option("--podman-version", metavar="X.Y",
+                     help="The podman that will run the container (default: the inventory's, else 5.4)."),
+    ] = None,
+    inventory: InventoryOpt = None,
     quadlet_version: Annotated[
         str | None,
         typer.Option(
@@ -43,17 +46,33 @@ def render_cmd(
     """Render RECIPE into podman quadlet units (.container) for the given podman version."""
 
     def produce() -> Outcome:
-        from rigctl.errors import UsageError
+        from rigctl.errors import InvalidInputError, UsageError
         from rigctl.recipe.load import load
-        from rigctl.render import install_path, parse_version, render_units, write_units
+        from rigctl.render import DEFAULT_PODMAN, install_path, parse_version, render_units, write_units
 
         if scope not in ("system", "user"):
             raise UsageError(f"--scope {scope!r}: expected system or user")
         gpu_ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus is not None else None
         loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+        target = parse_version(podman_version) if podman_version else DEFAULT_PODMAN
+        if inventory:  # render for that box: its podman, and the GPUs the layout picks there (by UUID)
+            from rigctl.host import load_inventory
+            from rigctl.podman_versions import find_version
+            from rigctl.preflight.layout import choose_gpus
+
+            facts = load_inventory(inventory)
+            if podman_version is None:
+                target = find_version(facts.podman.version) or DEFAULT_PODMAN
+            if loaded.recipe.gpus.count:
+                choice = choose_gpus(loaded.recipe, facts, gpu_ids)
+                if not choice.ok:
+                    raise InvalidInputError([f"{inventory}: no GPU layout for {loaded.recipe.name}: "
+                                             + "; ".join(choice.problems)],
+                                            fix="`rigctl preflight RECIPE --inventory FILE` says why")
+                gpu_ids = choice.uuids
         rendered = render_units(
             loaded.recipe,
-            podman_version=parse_version(podman_version),
+            podman_version=target,
             quadlet_version=parse_version(quadlet_version) if quadlet_version else None,
             gpu_ids=gpu_ids,
             scope="system" if scope == "system" else "user",
