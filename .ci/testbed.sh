@@ -114,6 +114,8 @@ start_manager() {
         done
         [[ $state == running || $state == degraded ]] \
             || die "systemd --user did not come up (state '$state'); see $bed/systemd-user.log"
+        # $! is setsid's (or env's) pid when setsid has to fork: record the manager itself, so `down` stops it
+        pgrep -n -f '^/lib/systemd/systemd --user' > "$pidfile" || true
     fi
     # Services inherit the manager's environment; say it explicitly so podman in units sees the conf.
     manager_env systemctl --user set-environment CONTAINERS_CONF="$bed/containers.conf"
