@@ -50,3 +50,23 @@ def test_unreachable_host_is_a_clean_error(ssh_fleet: Any, private_control_dir: 
     assert "Traceback" not in done.stderr
     unknown = rigctl("--hosts", inventory, "--host", "nobody", "status", "--json")
     assert unknown.returncode in {ExitCode.INVALID_INPUT, ExitCode.USAGE}
+
+
+def test_fleet_swap_runs_the_remote_swap_on_each_host(
+    ssh_fleet: Any, private_control_dir: Callable[[], Path], tmp_path: Path
+) -> None:
+    inventory = str(ssh_fleet.inventory(rigctl=REMOTE_RIGCTL))
+    # nothing is deployed on these hosts under this state dir: each remote swap refuses, the down host is
+    # reported, and neither hides the other
+    done = rigctl("fleet", "swap", "qwen3-8b-vllm", "glm53-flash", "--hosts", inventory, "--only", "box00",
+                  "--only", "down", "--json")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["command"] == "fleet swap"
+    by_name = {h["name"]: h for h in doc["hosts"]}
+    assert by_name["down"]["reachable"] is False
+    box = by_name["box00"]
+    assert box["via"] == "rigctl" and box["ok"] is False
+    assert box["data"]["command"] == "swap"
+    assert box["summary"][0].startswith("swap qwen3-8b-vllm glm53-flash: ")
+    assert "not deployed" in json.dumps(box["data"]) or "no deployment" in json.dumps(box["data"])

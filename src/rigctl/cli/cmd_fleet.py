@@ -100,7 +100,7 @@ def doctor_cmd(paths: PathOpt = None, fix: FixOpt = False, as_json: JsonOpt = Fa
 
 fleet_app = typer.Typer(
     name="fleet",
-    help="Run status, doctor or preflight on every host of an inventory, over ssh.",
+    help="Run status, doctor, preflight or swap on every host of an inventory, over ssh.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -162,6 +162,22 @@ def fleet_preflight_cmd(
     """`rigctl preflight RECIPE` on every host (needs rigctl installed there)."""
     _fleet("preflight", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,
            as_json=as_json, extra=[recipe])
+
+
+@fleet_app.command("swap")
+def fleet_swap_cmd(
+    source: Annotated[str, typer.Argument(metavar="FROM", help="The deployed recipe to replace on each host.")],
+    target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead.")],
+    *,
+    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None,
+    parallel: Annotated[
+        int, typer.Option("--parallel", min=1, help="Hosts swapped at once (default: one by one).")
+    ] = 1,
+    timeout: TimeoutOpt = 7200.0, as_json: JsonOpt = False,
+) -> None:
+    """`rigctl swap FROM TO` on every chosen host (needs rigctl there): each rolls back on its own failure."""
+    _fleet("swap", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,
+           as_json=as_json, extra=[source, target])
 
 
 # --- swap ---------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Commands on several hosts over ssh: ``fleet status|doctor|preflight`` and the ``--host`` mechanism.
+"""Commands on several hosts over ssh: ``fleet status|doctor|preflight|swap`` and the ``--host`` mechanism.
 
 The remote side needs nothing of ours: ``status`` reads podman, systemctl and nvidia-smi; ``doctor``
 runs the remote ``rigctl doctor --json`` when rigctl is installed there, and otherwise ships the unit
 files, CDI specs and driver version back (one ssh call, files separated by a random boundary) and
-audits them here with the same core. ``preflight`` needs rigctl on the host.
+audits them here with the same core. ``preflight`` and ``swap`` need rigctl on the host.
 
 Hosts run in a bounded thread pool, one result per host, in inventory order. A host that cannot be
 reached, times out, or answers nonsense becomes a result with ``reachable``/``error`` set; it never
@@ -28,7 +28,9 @@ from rigctl.fleet.inventory import Host
 from rigctl.fleet.ssh import OpenSsh, Transport, unreachable
 from rigctl.util.proc import Completed
 
-COMMANDS = ("status", "doctor", "preflight")
+COMMANDS = ("status", "doctor", "preflight", "swap")
+# what each remote-rigctl command needs after its name
+_ARGS_NEEDED = {"preflight": ("RECIPE",), "swap": ("FROM", "TO")}
 
 
 @dataclass
@@ -325,16 +327,19 @@ def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
 # --- preflight ---------------------------------------------------------------------------------------
 
 
-def host_preflight(host: Host, ssh: Transport, timeout: float, recipe: str) -> HostResult:
+def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str]) -> HostResult:
+    """``rigctl ARGV --json`` on the host (needs rigctl installed there): its document, failed or warned
+    findings/checks and swap steps as summary lines."""
+    label = " ".join(argv)
     result = HostResult(host.name, _destination(host), via="rigctl")
     try:
-        remote = run_remote_rigctl(host, ["preflight", recipe], transport=ssh, timeout=timeout)
+        remote = run_remote_rigctl(host, argv, transport=ssh, timeout=timeout)
     except RigctlError as err:
         result.reachable = "unreachable" not in err.message
         result.error = err.message
         return result
     if remote.document is None:
-        result.error = f"remote preflight exited {remote.rc} without JSON: {remote.stderr.strip()[-300:]}"
+        result.error = f"remote {argv[0]} exited {remote.rc} without JSON: {remote.stderr.strip()[-300:]}"
         return result
     result.data = remote.document
     result.ok = remote.rc == 0 and bool(remote.document.get("ok"))
@@ -348,7 +353,15 @@ def host_preflight(host: Host, ssh: Transport, timeout: float, recipe: str) -> H
                 if isinstance(item, dict) and item.get("severity") in ("fail", "warn"):
                     mark = str(item["severity"]).upper()
                     result.summary.append(f"{mark} {item.get('id')}: {item.get('message', '')}")
-    result.summary.insert(0, f"preflight {recipe}: {'ok' if result.ok else 'FAILED'} (exit {remote.rc})")
+    steps = remote.document.get("steps")
+    if isinstance(steps, list):
+        for step in steps:
+            if isinstance(step, dict):
+                mark = "ok  " if step.get("ok") else "FAIL"
+                result.summary.append(f"{mark} {step.get('step')}: {step.get('message', '')}")
+    outcome = remote.document.get("outcome")
+    verdict = str(outcome) if isinstance(outcome, str) else ("ok" if result.ok else "FAILED")
+    result.summary.insert(0, f"{label}: {verdict} (exit {remote.rc})")
     return result
 
 
@@ -359,8 +372,9 @@ def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeou
               extra: Sequence[str] = (), transport: Transport | None = None) -> FleetResult:
     if command not in COMMANDS:
         raise UsageError(f"unknown fleet command {command!r}; one of {', '.join(COMMANDS)}")
-    if command == "preflight" and not extra:
-        raise UsageError("fleet preflight needs a RECIPE")
+    needed = _ARGS_NEEDED.get(command, ())
+    if len(extra) < len(needed):
+        raise UsageError(f"fleet {command} needs {' '.join(needed)}")
     ssh = transport or OpenSsh.default()
     job: Callable[[Host], HostResult]
     if command == "status":
@@ -371,7 +385,7 @@ def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeou
             return host_doctor(h, ssh, timeout)
     else:
         def job(h: Host) -> HostResult:
-            return host_preflight(h, ssh, timeout, extra[0])
+            return host_rigctl(h, ssh, timeout, [command, *extra])
 
     def guarded(host: Host) -> HostResult:
         start = time.monotonic()
