@@ -6,10 +6,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_fixed
+
 from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
 from rigctl.deploy.places import locked
 from rigctl.deploy.ports import Clock, GpuMemory, Podman, Systemd
+
+CONTAINER_GONE_WAIT_S = 15.0
+CONTAINER_GONE_POLL_S = 0.2
+
+
+def _wait_until_gone(podman: Podman, container: str, clock: Clock) -> bool:
+    """Poll until podman no longer knows the container, for at most CONTAINER_GONE_WAIT_S. Bounded by
+    attempts rather than wall time so an injected clock drives it in tests."""
+    retrying = Retrying(
+        sleep=clock.sleep,
+        wait=wait_fixed(CONTAINER_GONE_POLL_S),
+        stop=stop_after_attempt(int(CONTAINER_GONE_WAIT_S / CONTAINER_GONE_POLL_S) + 1),
+        retry=retry_if_result(bool),
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else True,
+    )
+    still_there: bool = retrying(lambda: podman.container(container) is not None)
+    return not still_there
 
 
 @dataclass
@@ -56,10 +75,7 @@ def down(
             systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
         after = systemd.show(unit)
         # ExecStopPost removes the container; wait for it (bounded) so "GPUs released" means something.
-        deadline = clock.monotonic() + 15
-        while podman.container(container) is not None and clock.monotonic() < deadline:
-            clock.sleep(0.2)
-        gone = podman.container(container) is None
+        gone = _wait_until_gone(podman, container, clock)
         result = DownResult(
             recipe=recipe_name, unit=unit, was_active=before.active,
             stopped=after.active in ("inactive", "failed"), container_gone=gone,
