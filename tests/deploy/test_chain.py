@@ -43,6 +43,12 @@ def test_happy_path_up_status_idempotent_down(rig: Rig) -> None:
     assert str(row["image_digest"]).startswith("sha256:") and row["image_digest"] in rig.image
     assert row["gpu_memory_mib"] is None  # no NVML here: "n/a", not an error
 
+    # verify by recipe reaches the installed deployment, even when the recipe file has moved on since
+    edited = rig.recipe("rt-happy", 18299, env={"FAKE_VLLM_WARMUP_SECONDS": "2"})
+    code, verified = rig.run("verify", str(edited), "--checks", "health,models,smoke,repetition")
+    assert code == 0, verified
+    assert verified["endpoint"]["url"] == "http://127.0.0.1:18201"
+
     code, logs = rig.run("logs", "rt-happy", "--user")
     assert code == 0 and any("Starting vLLM API server" in ln["text"] for ln in logs["lines"])
 

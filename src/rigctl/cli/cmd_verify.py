@@ -61,7 +61,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
 
             loaded = load(recipe, overlays=overlays or (), sets=sets or ())
             expect = Expectations.from_recipe(loaded.recipe)
-            endpoint = endpoint_for(loaded.recipe, api_key=api_key)
+            endpoint = _installed_endpoint(loaded.recipe.name, api_key) or endpoint_for(loaded.recipe, api_key=api_key)
             if url or model:
                 endpoint = Endpoint(url or endpoint.base_url, model or endpoint.model, api_key=api_key,
                                     health_path=endpoint.health_path)
@@ -92,6 +92,21 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
         return Outcome("verify", report.ok, payload, view=lambda out: _view(report, out))
 
     finish("verify", as_json, produce)
+
+
+def _installed_endpoint(name: str, api_key: str | None) -> Any:
+    """Where the installed deployment of ``name`` answers (rigctl's record of what `up` installed, which
+    may differ from the recipe file by the --set/overlays it was deployed with), or None."""
+    from rigctl.deploy.places import state_dir
+    from rigctl.deploy.ports import Scope
+    from rigctl.deploy.state import load_record
+    from rigctl.verify.client import Endpoint
+
+    for scope in (Scope.SYSTEM, Scope.USER):
+        record = load_record(state_dir(scope), name)
+        if record is not None:
+            return Endpoint(record.endpoint, record.served_name, api_key=api_key, health_path=record.health_path)
+    return None
 
 
 def _view(report: VerifyReport, out: TextIO) -> None:

@@ -31,6 +31,7 @@ from rigctl.errors import DeployError
 from rigctl.exitcodes import ExitCode
 from rigctl.recipe.model import Recipe
 from rigctl.util.proc import run
+from rigctl.verify.report import endpoint_for
 from rigctl.verify.signatures import SignatureMatch, match_signatures
 
 
@@ -138,13 +139,7 @@ def unit_name_for(files: dict[str, str]) -> str:
 
 
 def endpoint_of(recipe: Recipe) -> str:
-    pub = recipe.publish
-    host = pub.address
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{pub.port}"
+    return endpoint_for(recipe).base_url
 
 
 def quadlet_diagnosis(unit_dir: Path, scope: Scope) -> str:
