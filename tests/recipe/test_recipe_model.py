@@ -208,3 +208,25 @@ def test_env_values_from_set_become_text() -> None:
     r = load("glm53-flash", sets=["container.env.USE_REPLAYSSM=0", "engine.env.FLAG=true"]).recipe
     assert r.container.env["USE_REPLAYSSM"] == "0"
     assert r.engine.env["FLAG"] == "1"
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
+    text = (bundled_recipes_dir() / "glm53-flash.yaml").read_text()
+    bad = tmp_path / "twice.yaml"
+    bad.write_text(text.replace("context_length: 262144", "context_length: 262144\ncontext_length: 1024"))
+    with pytest.raises(InvalidInputError) as info:
+        validate_file(bad)
+    (problem,) = info.value.problems
+    assert "duplicate key 'context_length'" in problem and "first given on line" in problem
+    nested = tmp_path / "nested.yaml"
+    nested.write_text(text.replace("  count: 2\n", "  count: 2\n  count: 4\n", 1))
+    with pytest.raises(InvalidInputError, match="duplicate key 'count'"):
+        validate_file(nested)
+
+
+def test_yaml_merge_keys_still_override(tmp_path: Path) -> None:
+    data = read_yaml_mapping(bundled_recipes_dir() / "glm53-flash.yaml")
+    merged = tmp_path / "merge.yaml"
+    merged.write_text("base: &b {a: 1, b: 2}\nthing:\n  <<: *b\n  b: 3\n")
+    assert read_yaml_mapping(merged)["thing"] == {"a": 1, "b": 3}
+    assert data["name"] == "glm53-flash"

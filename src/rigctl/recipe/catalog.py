@@ -29,9 +29,33 @@ __all__ = [
 ]
 
 try:  # the C loader is several times faster; fall back where libyaml is absent
-    from yaml import CSafeLoader as YamlLoader
+    from yaml import CSafeLoader as _BaseLoader
 except ImportError:  # pragma: no cover - depends on the platform's PyYAML build
-    from yaml import SafeLoader as YamlLoader  # type: ignore[assignment]
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+
+class YamlLoader(_BaseLoader):
+    """A safe loader that refuses a key given twice in one mapping: YAML itself keeps the last one
+    silently, so `context_length` written twice would serve whichever came second."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: explicit keys may override it
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let the base class report it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"duplicate key {key!r} (first given on line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
 
 
 def _data_dir(name: str) -> Path:
