@@ -33,6 +33,8 @@ Options (each also readable from the environment variable named in brackets)
       runaway           when --runaway-concurrency requests are in flight, answers run to max_tokens
                         and stop with finish_reason "length"
       hang              /health stays 200, completions never answer
+      cut-off           streamed answers stop half-way: the connection closes with no finish_reason and no
+                        [DONE] (plain, non-streamed answers stay whole)
   --context-limit N           [FAKE_VLLM_CONTEXT_LIMIT] default 2048 (context-loss)
   --crash-concurrency K       [FAKE_VLLM_CRASH_CONCURRENCY] default 8 (crash-under-load)
   --crash-exit-code N         [FAKE_VLLM_CRASH_EXIT_CODE] default 0
@@ -70,7 +72,8 @@ import uuid
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = {"healthy", "word-salad", "nondeterministic", "context-loss", "crash-under-load", "runaway", "hang"}
+MODES = {"healthy", "word-salad", "nondeterministic", "context-loss", "crash-under-load", "runaway", "hang",
+         "cut-off"}
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 NEEDLE_RE = re.compile(r"access code for the ([A-Za-z]+) archive is ([A-Za-z0-9-]+)")
 
@@ -478,6 +481,16 @@ class Handler(BaseHTTPRequestHandler):
             event({"id": rid, "object": kind, "created": created, "model": name, "choices": [
                 {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                  "finish_reason": None}]})
+        if "cut-off" in s.args.modes:
+            for piece in pieces[: max(1, len(pieces) // 2)]:
+                event({"id": rid, "object": kind, "created": created, "model": name, "choices": [
+                    {"index": 0, "logprobs": None, "finish_reason": None,
+                     **({"delta": {"content": piece}} if chat else {"text": piece})}]})
+            self.wfile.write(b"0\r\n\r\n")  # end the chunked body: the stream is over, unfinished
+            self.wfile.flush()
+            self.close_connection = True
+            self.access(200)
+            return
         for i, piece in enumerate(pieces):
             if i:
                 time.sleep(s.args.token_delay)

@@ -110,6 +110,17 @@ def test_runaway_under_batching_fails_soak(fake_engine: Start) -> None:
     assert report.get("smoke") is not None and statuses(report)["smoke"] == "pass"
 
 
+def test_streams_cut_off_half_way_fail_soak(fake_engine: Start) -> None:
+    # health, the model list and whole (non-streamed) answers are fine; every stream stops half-way
+    engine = fake_engine("cut-off", "--max-model-len", str(CONTEXT))
+    report = run_checks(Endpoint(engine.url, engine.model), expect(), checks=("health", "models", "smoke", "soak"))
+    soak = report.get("soak")
+    assert soak is not None and soak.status == "fail", soak
+    assert soak.figures["completed"] == 0 and soak.figures["cut_off"] > 0
+    assert "cut-off" in soak.message
+    assert statuses(report)["health"] == "pass"
+
+
 @pytest.mark.timeout(60)
 def test_hang_behind_green_health_fails_in_bounded_time(fake_engine: Start) -> None:
     engine = fake_engine("hang", "--max-model-len", str(CONTEXT))

@@ -204,10 +204,12 @@ def _judge(
     outcomes: list[StreamOutcome], duration: float, baselines: dict[int, Completion], watch: HealthWatch,
     after: list[str],
 ) -> CheckResult:
-    errors = [o for o in outcomes if o.error is not None]
+    # A stream that ends without a finish reason was cut off: it counts as a failed request, so mark it
+    # before the errors are collected.
     cut = [o for o in outcomes if o.done is not None and o.done.finish_reason is None]
     for o in cut:
         o.error, o.kind = "stream ended without a finish_reason (cut off)", "cut-off"
+    errors = [o for o in outcomes if o.error is not None]
     base_tokens = [b.output_tokens for b in baselines.values()]
     base_stopped = all(b.finish_reason == "stop" for b in baselines.values())
     runaways: list[dict[str, Any]] = []
@@ -259,6 +261,8 @@ def _judge(
         problems.append(f"{len(runaways)}/{len(outcomes)} outputs ran away under batching (request {r['request']}: "
                         f"{r['output_tokens']} tokens, finish {r['finish_reason']}, solo baseline "
                         f"{r['baseline_tokens']})")
+    if not figures["completed"] and not problems:  # defensive: a soak with nothing finished proves nothing
+        problems.append(f"none of the {len(outcomes)} requests completed")
     if problems:
         return CheckResult("soak", "fail", "; ".join(problems), figures)
     message = (f"{figures['completed']}/{len(outcomes)} streams at concurrency {concurrency} on a "
