@@ -223,8 +223,9 @@ def render_units(
         if pv < QUADLET_FIRST:
             raise RenderError(
                 f"podman {fmt(pv)} has no quadlet generator (quadlet arrived in podman {fmt(QUADLET_FIRST)})",
-                fix="install a newer quadlet binary as the systemd generator (.ci/get-quadlet.sh fetches 5.4.2) "
-                    "and pass its version, e.g. --quadlet-version 5.4",
+                fix="upgrade podman to 4.4 or newer (5.0+ for Notify=healthy); or install a newer quadlet binary as "
+                    "systemd's podman generator (this project's .ci/get-quadlet.sh takes 5.4.2 from Debian trixie): "
+                    "`up` then finds it, and `rigctl render --quadlet-version 5.4` renders for it",
             )
         quadlet_version = pv
     qv = quadlet_version
