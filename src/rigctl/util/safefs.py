@@ -1,0 +1,323 @@
+"""Bounded, link-safe file access: the one place rigctl reads an input file or writes one of its own.
+
+rigctl runs as root and reads files other users can write (unit files in their homes, deployment
+records, caches, inventories). So every read here is of a regular file (a FIFO never blocks, a
+device is refused) and stops at a size limit; every write goes to a fresh temporary file created
+with O_EXCL|O_NOFOLLOW inside an open directory, then renamed over its name in that same directory,
+so neither the file, its temporary nor its backup is ever written through a symbolic link, and
+nothing lands outside the directory the caller opened.
+
+Refusals are ``InvalidInputError`` (exit 3) with one ``path: why`` line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rigctl.errors import InvalidInputError
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+# Limits by kind of file. Generous for real files of each kind, far below what hurts.
+UNIT_LIMIT = 1 * MiB  # a quadlet/systemd unit or drop-in (real ones are a few KiB)
+RECIPE_LIMIT = 1 * MiB  # a recipe or overlay YAML
+RECORD_LIMIT = 4 * MiB  # rigctl's own JSON state: deployment records, licences, sha256 cache
+INVENTORY_LIMIT = 16 * MiB  # a captured host-facts document or hosts file
+
+_KIND = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+}
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def refuse(path: str | os.PathLike[str], why: str, fix: str | None = None) -> InvalidInputError:
+    return InvalidInputError([f"{path}: {why}"], fix=fix)
+
+
+def kind_of(mode: int) -> str:
+    return _KIND.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def format_size(n: int) -> str:
+    return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n / KiB:.0f} KiB" if n >= KiB else f"{n} bytes"
+
+
+@dataclass(frozen=True)
+class ReadFile:
+    data: bytes
+    st: os.stat_result
+
+    def text(self, path: str | os.PathLike[str]) -> str:
+        return decode(self.data, path)
+
+
+def decode(data: bytes, path: str | os.PathLike[str]) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise refuse(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def _read_fd(fd: int, path: str | os.PathLike[str], limit: int) -> ReadFile:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise refuse(path, f"{kind_of(st.st_mode)}, not a regular file; rigctl reads only regular files")
+    if st.st_size > limit:
+        raise refuse(path, f"{format_size(st.st_size)}, more than the {format_size(limit)} rigctl reads from such a file")
+    chunks: list[bytes] = []
+    got = 0
+    while got <= limit:
+        chunk = os.read(fd, min(1 * MiB, limit + 1 - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    if got > limit:  # grew while being read, or a file whose size stat does not tell (/proc)
+        raise refuse(path, f"more than the {format_size(limit)} rigctl reads from such a file")
+    return ReadFile(b"".join(chunks), st)
+
+
+def open_error(path: str | os.PathLike[str], exc: OSError, *, nofollow: bool) -> InvalidInputError:
+    if nofollow and exc.errno == errno.ELOOP:
+        return refuse(path, "a symbolic link; rigctl does not follow links here")
+    return refuse(path, f"cannot read: {exc.strerror or exc}")
+
+
+def read_file(path: str | os.PathLike[str], *, limit: int, nofollow: bool = False, dir_fd: int | None = None,
+              missing_ok: bool = False) -> ReadFile | None:
+    """The bytes of a regular file, at most ``limit`` of them. A FIFO, a device, a directory or (with
+    ``nofollow``) a symbolic link is refused without blocking; a missing file is None when
+    ``missing_ok``, else refused."""
+    flags = _READ_FLAGS | (os.O_NOFOLLOW if nofollow else 0)
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise refuse(path, "no such file") from None
+    except OSError as exc:
+        raise open_error(path, exc, nofollow=nofollow) from None
+    try:
+        return _read_fd(fd, path, limit)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike[str], *, limit: int, nofollow: bool = False) -> str:
+    got = read_file(path, limit=limit, nofollow=nofollow)
+    assert got is not None
+    return got.text(path)
+
+
+def read_text_or_none(path: str | os.PathLike[str], *, limit: int) -> str | None:
+    """A missing file is None; anything else that cannot be read is refused."""
+    got = read_file(path, limit=limit, missing_ok=True)
+    return None if got is None else got.text(path)
+
+
+def check_name(name: str) -> str:
+    """One path component: no separator, no NUL, not ``.`` or ``..``, at most 255 bytes."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name or len(name.encode()) > 255:
+        raise refuse(repr(name), "not a plain file name")
+    return name
+
+
+class SafeDir:
+    """An open directory. Names given to its methods are single components, opened relative to the
+    directory's descriptor without following links, so every read and write stays inside it."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+
+    # --- opening ------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, anchor: str | os.PathLike[str], parts: Sequence[str] = (), *, create: bool = False,
+             mode: int = 0o755) -> SafeDir:
+        """Open ``anchor`` (trusted as given, links included), then walk ``parts`` below it without
+        following any link. ``create`` makes missing directories (the anchor's parents included)."""
+        anchor = os.fspath(anchor)
+        if create:
+            os.makedirs(anchor, mode=mode, exist_ok=True)
+        try:
+            fd = os.open(anchor, _DIR_FLAGS)
+        except OSError as exc:
+            raise refuse(anchor, f"cannot open the directory: {exc.strerror or exc}") from None
+        here = cls(fd, anchor)
+        try:
+            for part in parts:
+                nxt = here.subdir(part, create=create, mode=mode)
+                here.close()
+                here = nxt
+        except BaseException:
+            here.close()
+            raise
+        return here
+
+    @classmethod
+    def at(cls, path: str | os.PathLike[str], *, create: bool = False, mode: int = 0o755) -> SafeDir:
+        """A directory of rigctl's own (its state, unit or lock directory), trusted as given."""
+        return cls.open(path, create=create, mode=mode)
+
+    def subdir(self, name: str, *, create: bool = False, mode: int = 0o755) -> SafeDir:
+        check_name(name)
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, mode, dir_fd=self.fd)
+        try:
+            fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=self.fd)
+        except OSError as exc:
+            where = os.path.join(self.path, name)
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                st = self.lstat(name)
+                raise refuse(where, f"{kind_of(st.st_mode) if st else 'gone'}, not a directory rigctl can enter") from None
+            raise refuse(where, f"cannot open the directory: {exc.strerror or exc}") from None
+        return SafeDir(fd, os.path.join(self.path, name))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> SafeDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def stat(self) -> os.stat_result:
+        return os.fstat(self.fd)
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        try:
+            return os.stat(check_name(name), dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def names(self) -> list[str]:
+        return sorted(os.listdir(self.fd))
+
+    def read(self, name: str, *, limit: int, missing_ok: bool = False) -> ReadFile | None:
+        return read_file(check_name(name), limit=limit, nofollow=True, dir_fd=self.fd, missing_ok=missing_ok)
+
+    def read_text(self, name: str, *, limit: int) -> str | None:
+        """The text of ``name`` (None when missing); a link, FIFO or oversized file is refused."""
+        try:
+            got = self.read(name, limit=limit, missing_ok=True)
+        except InvalidInputError as exc:
+            raise refuse(os.path.join(self.path, name), exc.problems[0].split(": ", 1)[-1]) from None
+        return None if got is None else got.text(os.path.join(self.path, name))
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def _create(self, name: str, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
+        """Create ``name`` exclusively (never opening anything already there, a link included)."""
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=self.fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if owner is not None and os.geteuid() == 0:
+                os.fchown(fd, *owner)
+            os.fchmod(fd, mode & 0o7777)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=self.fd)
+            raise
+        os.close(fd)
+
+    def create_exclusive(self, name: str, data: bytes, *, mode: int = 0o644,
+                         owner: tuple[int, int] | None = None) -> None:
+        self._create(check_name(name), data, mode, owner)
+
+    def stage(self, name: str, data: bytes, *, mode: int = 0o644, owner: tuple[int, int] | None = None) -> str:
+        """Write ``data`` to a fresh hidden temporary beside ``name``; returns the temporary's name, for
+        ``commit``. The quadlet generator and systemd ignore it (it ends in neither unit suffix)."""
+        check_name(name)
+        for _ in range(16):
+            tmp = f".{name[:200]}.{secrets.token_hex(6)}.rigctl-tmp"
+            try:
+                self._create(tmp, data, mode, owner)
+            except FileExistsError:
+                continue
+            return tmp
+        raise refuse(os.path.join(self.path, name), "could not create a temporary file beside it")
+
+    def commit(self, tmp: str, name: str) -> None:
+        """Rename a staged temporary over ``name``: a link sitting at ``name`` is replaced, not followed."""
+        os.replace(tmp, check_name(name), src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def discard(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(check_name(name), dir_fd=self.fd)
+
+    def sync(self) -> None:
+        os.fsync(self.fd)
+
+    def write_atomic(self, name: str, data: bytes, *, mode: int = 0o644,
+                     owner: tuple[int, int] | None = None) -> None:
+        tmp = self.stage(name, data, mode=mode, owner=owner)
+        try:
+            self.commit(tmp, name)
+        except BaseException:
+            self.discard(tmp)
+            raise
+        self.sync()
+
+    def backup(self, name: str, data: bytes, *, mode: int, owner: tuple[int, int] | None = None,
+               most: int = 100) -> str:
+        """Keep ``data`` as ``name.bak`` — or, when that exists (a file or a link), the first free
+        ``name.bak.N``: an earlier backup is never overwritten. Returns the backup's name."""
+        for n in range(most):
+            candidate = f"{name}.bak" if n == 0 else f"{name}.bak.{n}"
+            try:
+                self._create(check_name(candidate), data, mode, owner)
+            except FileExistsError:
+                continue
+            return candidate
+        raise refuse(os.path.join(self.path, name), f"{most} backups already sit beside it; remove old ones first")
+
+    def remove(self, name: str) -> bool:
+        """Unlink ``name`` in this directory (a link is removed, never its target)."""
+        try:
+            os.unlink(check_name(name), dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def own_dir(path: str | os.PathLike[str], *, mode: int = 0o755) -> Iterator[SafeDir]:
+    """One of rigctl's own directories (created when missing), open for the duration."""
+    handle = SafeDir.at(path, create=True, mode=mode)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def write_own(path: str | os.PathLike[str], data: str | bytes, *, mode: int = 0o644) -> None:
+    """Atomically replace a file in one of rigctl's own directories (created when missing)."""
+    target = Path(path)
+    with own_dir(target.parent) as d:
+        d.write_atomic(target.name, data.encode() if isinstance(data, str) else data, mode=mode)
