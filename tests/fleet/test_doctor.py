@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from rigctl.cli.app import app
 from rigctl.fleet.checkup import doctor
-from rigctl.fleet.discover import collect, local_facts, path_roots, write_atomic
+from rigctl.fleet.discover import Rewrite, collect, local_facts, local_snapshot, path_roots, rewrite
 from rigctl.fleet.doctor import CdiSpec, DoctorFacts, UnitFile, audit, plan_fixes, serving_units
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
 
@@ -24,9 +24,7 @@ NO_HOST = DoctorFacts()
 
 def load(name: str) -> UnitFile:
     roots = path_roots([str(UNITS)])
-    from rigctl.fleet.discover import local_snapshot
-
-    units = collect(local_snapshot(roots), roots)
+    units = collect(local_snapshot(roots).files, roots)
     return next(u for u in units if Path(u.path).name == name)
 
 
@@ -64,9 +62,7 @@ def test_fixture_findings(name: str, expected: set[str]) -> None:
 
 def test_plain_service_without_container_or_engine_is_not_a_serving_unit() -> None:
     roots = path_roots([str(UNITS)])
-    from rigctl.fleet.discover import local_snapshot
-
-    names = {Path(u.path).name for u in serving_units(collect(local_snapshot(roots), roots))}
+    names = {Path(u.path).name for u in serving_units(collect(local_snapshot(roots).files, roots))}
     assert "backup.service" not in names
     assert {"container-qwen.service", "vllm-baremetal.service", "llama-server.service"} <= names
 
@@ -234,15 +230,17 @@ def test_every_fixture_fix_reaudits_without_the_fixed_ids(name: str) -> None:
         assert not remaining & set(plan.fixed), f"{name}: {remaining & set(plan.fixed)} survived --fix"
 
 
-def test_write_atomic_keeps_backup_and_mode(tmp_path: Path) -> None:
+def test_rewrite_keeps_backup_and_mode(tmp_path: Path) -> None:
     target = tmp_path / "a.container"
     target.write_text("old\n")
     target.chmod(0o640)
-    backup = write_atomic(str(target), "new\n")
+    snap = local_snapshot(path_roots([str(tmp_path)]))
+    backups = rewrite([Rewrite(str(target), "old\n", "new\n")], snap)
     assert target.read_text() == "new\n"
-    assert Path(backup).read_text() == "old\n"
+    assert Path(backups[str(target)]).read_text() == "old\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert stat.S_IMODE(Path(backups[str(target)]).stat().st_mode) == 0o640
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith("tmp")]
 
 
 # --- the command -------------------------------------------------------------------------------------

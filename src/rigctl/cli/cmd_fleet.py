@@ -62,19 +62,23 @@ def _doctor_view(report: DoctorReport) -> Any:
         )
         if not report.units:
             out.write(f"  no serving units under: {', '.join(report.roots)}\n")
+        for skip in report.skipped:
+            out.write(f"  not read: {skip.path}: {skip.reason}\n")
         _write_findings(out, [f.to_dict() for f in report.findings])
         if not report.fix_requested:
             if any(f.autofix for f in report.findings):
                 out.write("\n`rigctl doctor --fix` rewrites rigctl-managed units and prints a patch for the others.\n")
             return
+        if report.fix_error:
+            out.write(f"\n--fix changed nothing (all fixes or none): {report.fix_error}\n")
         for applied in report.applied:
             out.write(f"\nfixed {applied.unit} ({', '.join(applied.fixed)}); backup: {', '.join(applied.backups)}\n")
             out.write(applied.patch)
         if report.applied:
             out.write("\napply with: systemctl [--user] daemon-reload && systemctl [--user] restart <unit>\n")
         for plan in report.patches:
-            out.write(f"\nnot managed by rigctl, left untouched: {plan.unit.path}; proposed patch "
-                      f"({', '.join(plan.fixed)}):\n")
+            why = report.refused.get(plan.unit.path, "not applied")
+            out.write(f"\nleft untouched: {plan.unit.path} ({why}); proposed patch ({', '.join(plan.fixed)}):\n")
             out.write(plan.patch())
         remaining = [f for f in report.final if f.fails]
         out.write(f"\nafter --fix: {len(remaining)} failing finding(s) remain\n")

@@ -3,18 +3,24 @@ rigctl-managed units and prepare patches for the others. Returns a DoctorReport;
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rigctl.errors import InvalidInputError, UsageError
 from rigctl.fleet.discover import (
+    Rewrite,
     Root,
+    Skipped,
+    Snapshot,
     collect,
+    fix_refusal,
     local_facts,
     local_roots,
     local_snapshot,
     path_roots,
-    write_atomic,
+    rewrite,
 )
 from rigctl.fleet.doctor import DoctorFacts, FixPlan, UnitFile, UnitFinding, audit, plan_fixes, serving_units
 
@@ -36,8 +42,11 @@ class DoctorReport:
     findings: list[UnitFinding]
     fix_requested: bool = False
     applied: list[AppliedFix] = field(default_factory=list)
-    patches: list[FixPlan] = field(default_factory=list)  # proposed for units rigctl does not manage
+    patches: list[FixPlan] = field(default_factory=list)  # proposed, not applied (see ``refused``)
     remaining: list[UnitFinding] | None = None  # findings after the fixes were applied
+    skipped: list[Skipped] = field(default_factory=list)  # files doctor did not read, and why
+    refused: dict[str, str] = field(default_factory=dict)  # unit -> why --fix left it to a patch
+    fix_error: str | None = None  # the fixes were not applied at all (all or none), and why
 
     @property
     def final(self) -> list[UnitFinding]:
@@ -45,7 +54,7 @@ class DoctorReport:
 
     @property
     def ok(self) -> bool:
-        return not any(f.fails for f in self.final)
+        return self.fix_error is None and not any(f.fails for f in self.final)
 
     def counts(self) -> dict[str, int]:
         out = {"fail": 0, "warn": 0, "info": 0}
@@ -61,11 +70,17 @@ class DoctorReport:
             "cdi_specs": [s.path for s in self.facts.cdi_specs],
             "findings": [f.to_dict() for f in self.findings],
             "counts": self.counts(),
+            "skipped": [s.to_dict() for s in self.skipped],
         }
         if self.fix_requested:
             data["fix"] = {
                 "applied": [a.__dict__ for a in self.applied],
-                "patches": [{"unit": p.unit.path, "fixed": list(p.fixed), "patch": p.patch()} for p in self.patches],
+                "patches": [
+                    {"unit": p.unit.path, "fixed": list(p.fixed), "patch": p.patch(),
+                     "why": self.refused.get(p.unit.path)}
+                    for p in self.patches
+                ],
+                "error": self.fix_error,
                 "remaining": [f.to_dict() for f in self.final],
             }
         return data
@@ -73,27 +88,65 @@ class DoctorReport:
 
 def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: DoctorFacts | None = None,
            roots: Sequence[Root] | None = None) -> DoctorReport:
+    for path in paths or ():
+        if not os.path.lexists(path):
+            raise UsageError(f"--path {path}: no such file or directory")
     chosen = list(roots) if roots is not None else (path_roots(paths) if paths else local_roots())
-    units = collect(local_snapshot(chosen), chosen)
+    snap = local_snapshot(chosen)
+    units = collect(snap.files, chosen)
     serving = serving_units(units)
     host = facts if facts is not None else local_facts(serving)
     findings = audit(serving, host)
-    report = DoctorReport([r.path for r in chosen], [u.path for u in serving], host, findings)
+    report = DoctorReport([r.path for r in chosen], [u.path for u in serving], host, findings, skipped=snap.skipped)
     if fix:
-        apply_fixes(report, serving, host)
+        apply_fixes(report, serving, host, snap)
     return report
 
 
-def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFacts) -> None:
+def _refusal(plan: FixPlan, snap: Snapshot) -> str | None:
+    """Why a planned fix stays a patch: not rigctl's unit, or a file --fix may not write, or a drop-in
+    shared with other users' units."""
+    if not plan.managed:
+        return "not managed by rigctl (no Label=rigctl.managed=true in the unit file itself)"
+    realm = snap.found[plan.unit.path].root.realm if plan.unit.path in snap.found else None
+    for change in plan.changes:
+        why = fix_refusal(change.path, snap)
+        if why:
+            return why if change.path == plan.unit.path else f"{change.path}: {why}"
+        if snap.found[change.path].root.realm != realm:
+            return f"{change.path}: applies to other users' units as well; --fix edits only the unit's own files"
+    return None
+
+
+def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFacts, snap: Snapshot) -> None:
+    """Rewrite every fixable managed unit, all of them or none; the others get a patch and a reason."""
     report.fix_requested = True
-    after: dict[str, UnitFile] = {u.path: u for u in units}
+    chosen: list[FixPlan] = []
+    planned: dict[str, tuple[str, str]] = {}  # path -> (unit, new text): a drop-in two units share
     for plan in plan_fixes(units, host):
-        if not plan.managed:
+        why = _refusal(plan, snap)
+        clash = [c.path for c in plan.changes if c.path in planned and planned[c.path][1] != c.after]
+        if not why and clash:
+            why = f"{clash[0]}: the fix of {planned[clash[0]][0]} changes it differently; run --fix again after it"
+        if why:
             report.patches.append(plan)
-            continue
-        backups = [write_atomic(c.path, c.after) for c in plan.changes]
-        report.applied.append(AppliedFix(
-            plan.unit.path, [c.path for c in plan.changes], backups, list(plan.fixed), plan.patch()
-        ))
+            report.refused[plan.unit.path] = why
+        else:
+            chosen.append(plan)
+            planned.update({c.path: (plan.unit.path, c.after) for c in plan.changes})
+    after: dict[str, UnitFile] = {u.path: u for u in units}
+    unique = {c.path: c for plan in chosen for c in plan.changes}  # a shared drop-in is written once
+    changes = [Rewrite(c.path, c.before, c.after) for c in unique.values()]
+    try:
+        backups = rewrite(changes, snap) if changes else {}
+    except InvalidInputError as exc:
+        report.fix_error = exc.message
+        report.remaining = audit(list(after.values()), host)
+        return
+    for plan in chosen:
+        files = [c.path for c in plan.changes]
+        report.applied.append(
+            AppliedFix(plan.unit.path, files, [backups[f] for f in files], list(plan.fixed), plan.patch())
+        )
         after[plan.unit.path] = plan.fixed_unit()
     report.remaining = audit(list(after.values()), host)

@@ -13,16 +13,20 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
+import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from rigctl.deploy.install import sigint_deferred
+from rigctl.errors import InvalidInputError
 from rigctl.fleet.doctor import CdiSpec, DoctorFacts, DropIn, UnitFile
 from rigctl.fleet.serving import describe
 from rigctl.fleet.units import parse
+from rigctl.util import safefs
 from rigctl.util.proc import run
+from rigctl.util.safefs import SafeDir
 
 RootKind = Literal["quadlet", "systemd", "path"]
 Scope = Literal["system", "user", "path"]
@@ -39,9 +43,25 @@ SERVICE_HINT = re.compile(
 
 @dataclass(frozen=True)
 class Root:
+    """A directory quadlet or systemd reads units from.
+
+    ``realm`` says whose units these are: "" for directories every user of the scope shares (the
+    system directories, /etc/containers/systemd/users), else the home (or ``--path``) they belong to;
+    drop-ins apply only within one realm and the shared one, as quadlet never merges across users.
+    ``anchor`` is the directory trusted as given; the rest of ``path`` below it is walked without
+    following links (another user's home, where ``.config`` could be a link to /etc)."""
+
     path: str
     kind: RootKind
     scope: Scope
+    realm: str = ""
+    anchor: str | None = None
+
+    def parts(self) -> tuple[str, ...]:
+        """The components of ``path`` below ``anchor``."""
+        if self.anchor is None or self.anchor == self.path:
+            return ()
+        return tuple(PurePosixPath(self.path).relative_to(self.anchor).parts)
 
 
 def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Sequence[str] = ()) -> list[Root]:
@@ -53,26 +73,32 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
         Root("/usr/local/lib/systemd/system", "systemd", "system"),
         Root("/usr/lib/systemd/system", "systemd", "system"),
         Root("/lib/systemd/system", "systemd", "system"),
-        Root(f"{home}/.config/containers/systemd", "quadlet", "user"),
+        Root(f"{home}/.config/containers/systemd", "quadlet", "user", home),
     ]
     if runtime_dir:
-        roots.append(Root(f"{runtime_dir}/containers/systemd", "quadlet", "user"))
+        roots.append(Root(f"{runtime_dir}/containers/systemd", "quadlet", "user", home))
     roots += [
-        Root(f"/etc/containers/systemd/users/{uid}", "quadlet", "user"),
+        Root(f"/etc/containers/systemd/users/{uid}", "quadlet", "user", home),
         Root("/etc/containers/systemd/users", "quadlet", "user"),
-        Root(f"{home}/.config/systemd/user", "systemd", "user"),
+        Root(f"{home}/.config/systemd/user", "systemd", "user", home),
         Root("/etc/systemd/user", "systemd", "user"),
         Root("/usr/lib/systemd/user", "systemd", "user"),
     ]
-    for other in other_homes:  # as root, other users' units are audited too
-        if other.rstrip("/") != home.rstrip("/"):
-            roots.append(Root(f"{other}/.config/containers/systemd", "quadlet", "user"))
-            roots.append(Root(f"{other}/.config/systemd/user", "systemd", "user"))
+    for given in other_homes:  # as root, other users' units are audited too, each user on their own
+        other = given.rstrip("/")
+        if other != home.rstrip("/"):
+            roots.append(Root(f"{other}/.config/containers/systemd", "quadlet", "user", other, anchor=other))
+            roots.append(Root(f"{other}/.config/systemd/user", "systemd", "user", other, anchor=other))
     return roots
 
 
 def path_roots(paths: Iterable[str]) -> list[Root]:
-    return [Root(str(Path(p).absolute()), "path", "path") for p in paths]
+    """``--path`` arguments: each a realm of its own, trusted as given (a file or a directory)."""
+    roots = []
+    for p in paths:
+        path = str(Path(p).absolute())
+        roots.append(Root(path, "path", "path", path))
+    return roots
 
 
 def _under(path: str, root: str) -> bool:
@@ -116,7 +142,7 @@ def _dropins(tree: Mapping[str, str], roots: Sequence[Root], dirnames: Sequence[
 
 def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
     units: list[UnitFile] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for root in roots:
         for path in sorted(tree):
             if not _unit_in_root(path, root, roots):
@@ -125,12 +151,13 @@ def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
             name = PurePosixPath(path).name
             if not text.strip():
                 continue  # empty or masked (a link to /dev/null reads as empty)
-            if root.kind != "path" and (root.scope, name) in seen:
+            if root.kind != "path" and (root.scope, root.realm, name) in seen:
                 continue  # shadowed by a higher-priority directory
             if name.endswith(".service") and not SERVICE_HINT.search(text):
                 continue
-            seen.add((root.scope, name))
-            same_scope = [r for r in roots if r.scope == root.scope]
+            seen.add((root.scope, root.realm, name))
+            # drop-ins from this unit's own realm and the shared directories, never another user's
+            same_scope = [r for r in roots if r.scope == root.scope and r.realm in (root.realm, "")]
             if name.endswith(".container"):
                 service = _service_name(path, text)
                 dirnames = ["container.d", f"{name}.d", "service.d", f"{service}.d"]
@@ -150,44 +177,156 @@ def _service_name(path: str, text: str) -> str:
 # --- local snapshot ----------------------------------------------------------------------------------
 
 
-def _read(path: Path) -> str | None:
-    try:
-        if path.is_symlink() and os.path.realpath(path) == "/dev/null":
-            return ""
-        return path.read_text(encoding="utf-8", errors="replace")
-    except (OSError, ValueError):
-        return None
+@dataclass(frozen=True)
+class Found:
+    """Where a file of a local snapshot was read: enough to find it again, without following links,
+    and to tell whether rigctl may rewrite it."""
+
+    root: Root
+    rel: tuple[str, ...]  # directories below the root, then the file's name
+    st: os.stat_result  # of the directory entry itself (lstat)
+    owner: int  # uid of the realm's owner: the root directory's (or the anchor's) owner
+
+    @property
+    def link(self) -> bool:
+        return stat.S_ISLNK(self.st.st_mode)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass
+class Snapshot:
+    """Unit, drop-in and CDI texts read from this host: {path: text}, with where each came from and
+    what was left unread, and why."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    found: dict[str, Found] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+_SKIP_DIRS = (".wants", ".requires", ".upholds")
+MAX_DEPTH = 8  # quadlet recurses; nobody nests units deeper than this
+MAX_FILES = 10_000  # per root
 
 
 def _wanted(name: str, parent: str) -> bool:
     return name.endswith((".container", ".service")) or (name.endswith(".conf") and parent.endswith(".d"))
 
 
-def local_snapshot(roots: Sequence[Root]) -> dict[str, str]:
-    tree: dict[str, str] = {}
-    for root in roots:
-        base = Path(root.path)
-        if base.is_file():
-            text = _read(base)
-            if text is not None:
-                tree[str(base)] = text
+def _masked(d: SafeDir, name: str) -> bool:
+    with contextlib.suppress(OSError):
+        return os.readlink(name, dir_fd=d.fd) == "/dev/null"
+    return False
+
+
+def _read_entry(d: SafeDir, name: str, st: os.stat_result, owner: int, path: str) -> str:
+    """The text of one directory entry. A link is followed only to a file the realm's owner owns (or
+    when the realm is the caller's own): root reading a user's directory must not become a way to
+    read root's files. Anything else unreadable is refused (InvalidInputError) with the reason."""
+    if stat.S_ISLNK(st.st_mode):
+        if _masked(d, name):
+            return ""
+        got = safefs.read_file(name, limit=safefs.UNIT_LIMIT, dir_fd=d.fd)
+        assert got is not None
+        if owner != os.geteuid() and got.st.st_uid != owner:
+            raise safefs.refuse(path, f"a link to a file owned by uid {got.st.st_uid}, not by uid {owner} "
+                                      "who owns this directory: not followed")
+        return got.text(path)
+    got = safefs.read_file(name, limit=safefs.UNIT_LIMIT, nofollow=True, dir_fd=d.fd)
+    assert got is not None
+    return got.text(path)
+
+
+@dataclass
+class _Walk:
+    root: Root
+    owner: int
+    snap: Snapshot
+    budget: int = MAX_FILES
+
+
+def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
+    snap, owner, root = w.snap, w.owner, w.root
+    for name in d.names():
+        path = os.path.join(d.path, name)
+        st = d.lstat(name)
+        if st is None:
             continue
-        if not base.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(base):
+        if stat.S_ISDIR(st.st_mode):
             # systemd's *.wants/*.requires hold links to units found elsewhere; skip them
-            dirnames[:] = sorted(d for d in dirnames if not d.endswith((".wants", ".requires", ".upholds")))
-            for filename in filenames:
-                if not _wanted(filename, dirpath):
-                    continue
-                path = Path(dirpath, filename)
-                text = _read(path)
-                if text is None:
-                    continue
-                if filename.endswith(".service") and not SERVICE_HINT.search(text):
-                    continue
-                tree[str(path)] = text
-    return tree
+            if name.endswith(_SKIP_DIRS):
+                continue
+            if len(rel) >= MAX_DEPTH:
+                snap.skipped.append(Skipped(path, f"deeper than {MAX_DEPTH} directories: not read"))
+                continue
+            try:
+                sub = d.subdir(name)
+            except InvalidInputError as exc:
+                snap.skipped.append(Skipped(path, exc.problems[0].split(": ", 1)[-1]))
+                continue
+            with sub:
+                _walk(sub, (*rel, name), w)
+            continue
+        if not _wanted(name, d.path):
+            continue
+        w.budget -= 1
+        if w.budget < 0:
+            snap.skipped.append(Skipped(path, f"more than {MAX_FILES} unit files under {root.path}: not read"))
+            return
+        try:
+            text = _read_entry(d, name, st, owner, path)
+        except InvalidInputError as exc:
+            snap.skipped.append(Skipped(path, exc.problems[0].split(": ", 1)[-1]))
+            continue
+        if name.endswith(".service") and not SERVICE_HINT.search(text):
+            continue
+        snap.files[path] = text
+        snap.found[path] = Found(root, (*rel, name), st, owner)
+
+
+def _snapshot_root(root: Root, snap: Snapshot) -> None:
+    base = Path(root.path)
+    if root.kind == "path" and not base.is_dir():
+        # --path FILE: the file the operator named, read through its parent directory
+        if not os.path.lexists(base):
+            return
+        with contextlib.suppress(InvalidInputError), SafeDir.open(base.parent) as parent:
+            owner = parent.stat().st_uid
+            st = parent.lstat(base.name)
+            if st is None:
+                return
+            try:
+                snap.files[root.path] = _read_entry(parent, base.name, st, owner, root.path)
+            except InvalidInputError as exc:
+                snap.skipped.append(Skipped(root.path, exc.problems[0].split(": ", 1)[-1]))
+                return
+            snap.found[root.path] = Found(Root(str(base.parent), "path", "path", root.realm), (base.name,), st, owner)
+        return
+    if not os.path.lexists(root.path):
+        return
+    anchor = root.anchor or root.path
+    try:
+        opened = SafeDir.open(anchor, root.parts())
+    except InvalidInputError as exc:
+        snap.skipped.append(Skipped(root.path, exc.problems[0].split(": ", 1)[-1]))
+        return
+    with opened:
+        owner = (os.stat(anchor).st_uid if root.anchor else opened.stat().st_uid)
+        _walk(opened, (), _Walk(root, owner, snap))
+
+
+def local_snapshot(roots: Sequence[Root]) -> Snapshot:
+    snap = Snapshot()
+    for root in roots:
+        _snapshot_root(root, snap)
+    return snap
 
 
 def local_roots() -> list[Root]:
@@ -231,17 +370,23 @@ def read_cdi_specs(dirs: Sequence[str] = CDI_DIRS) -> tuple[CdiSpec, ...]:
             continue
         for path in sorted(base.iterdir()):
             if path.suffix in (".yaml", ".yml", ".json"):
-                text = _read(path)
-                if text is not None:
-                    specs.append(CdiSpec(str(path), text))
+                with contextlib.suppress(InvalidInputError):  # a FIFO or a huge file is no spec
+                    specs.append(CdiSpec(str(path), safefs.read_text(path, limit=safefs.UNIT_LIMIT)))
     return tuple(specs)
 
 
+# An image reference as podman writes one; anything else (an option, a NUL, a space) is never passed on.
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}")
+
+
 def unpinned_images(units: Sequence[UnitFile]) -> list[str]:
+    """Unpinned image references of podman-run units that look like image references: a value from a
+    unit file reaches podman only when it cannot be read as an option."""
     images: list[str] = []
     for unit in units:
         spec = describe(unit.kind, unit.merged())
-        if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman"):
+        if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \
+                and IMAGE_REF.fullmatch(spec.image):
             images.append(spec.image)
     return sorted(set(images))
 
@@ -252,7 +397,9 @@ def local_image_digests(images: Sequence[str]) -> dict[str, str]:
     if not images or shutil.which("podman") is None:
         return digests
     for image in images:
-        done = run(["podman", "image", "inspect", "--format", "{{.Digest}}", image], timeout=20)
+        if not IMAGE_REF.fullmatch(image):
+            continue
+        done = run(["podman", "image", "inspect", "--format", "{{.Digest}}", "--", image], timeout=20)
         digest = done.stdout.strip()
         if done.ok and re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
             digests[image] = digest
@@ -261,7 +408,10 @@ def local_image_digests(images: Sequence[str]) -> dict[str, str]:
 
 def local_facts(units: Sequence[UnitFile], *, driver_file: str = DRIVER_VERSION_FILE,
                 cdi_dirs: Sequence[str] = CDI_DIRS) -> DoctorFacts:
-    text = _read(Path(driver_file))
+    try:
+        text = safefs.read_text_or_none(driver_file, limit=64 * safefs.KiB)
+    except InvalidInputError:
+        text = None
     version = driver_from_proc(text) if text else None
     source = driver_file if version else None
     if version is None:
@@ -276,29 +426,85 @@ def local_facts(units: Sequence[UnitFile], *, driver_file: str = DRIVER_VERSION_
 # --- writing -----------------------------------------------------------------------------------------
 
 
-def write_atomic(path: str, text: str) -> str:
-    """Replace a file atomically (temp file in the same directory, fsync, rename), keeping the old one
-    as ``PATH.bak``. Returns the backup's path. Links are followed: the file they point to is replaced."""
-    target = Path(os.path.realpath(path))
-    info = target.stat()
-    backup = target.with_name(target.name + ".bak")
-    shutil.copy2(target, backup)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+def fix_refusal(path: str, snap: Snapshot) -> str | None:
+    """Why ``doctor --fix`` must not rewrite ``path`` (None: it may). Only a regular file read from
+    this host, not a link, owned by the owner of the directory it was found in."""
+    found = snap.found.get(path)
+    if found is None:
+        return "not a file doctor read from a directory on this host"
+    if found.link:
+        return "a symbolic link: --fix never writes through a link (fix the file it points to, or replace the link)"
+    if found.st.st_uid != found.owner:
+        where = found.root.anchor or found.root.path
+        return (f"owned by uid {found.st.st_uid}, not by uid {found.owner} who owns {where}: "
+                "--fix rewrites only files owned by the owner of their directory")
+    return None
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    path: str
+    before: str
+    after: str
+
+
+def _open_parent(found: Found) -> SafeDir:
+    root = found.root
+    return SafeDir.open(root.anchor or root.path, (*root.parts(), *found.rel[:-1]))
+
+
+def rewrite(changes: Sequence[Rewrite], snap: Snapshot) -> dict[str, str]:
+    """Apply every change or none. Each file is found again without following links and must still be
+    the entry (device, inode) that was audited, with the same text; its old text is kept as a new
+    ``NAME.bak`` (or ``.bak.N``: an earlier backup is never overwritten), created exclusively with the
+    file's mode and owner; the new text is staged beside it and all are renamed in at once, with Ctrl-C
+    held. Returns {path: backup path}. Raises InvalidInputError, having changed nothing, when a file
+    moved, changed or cannot be written."""
+    opened: list[tuple[Rewrite, SafeDir, Found]] = []
+    backups: list[tuple[SafeDir, str]] = []
+    staged: list[tuple[SafeDir, str, str]] = []  # (dir, temporary, name)
+    done: list[tuple[Rewrite, SafeDir, Found]] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, info.st_mode & 0o7777)
-        with contextlib.suppress(PermissionError):  # not root: the file stays ours, as it was
-            os.chown(tmp, info.st_uid, info.st_gid)
-        os.replace(tmp, target)
+        for change in changes:
+            refusal = fix_refusal(change.path, snap)
+            if refusal:
+                raise safefs.refuse(change.path, refusal)
+            found = snap.found[change.path]
+            d = _open_parent(found)
+            opened.append((change, d, found))
+            name = found.rel[-1]
+            st = d.lstat(name)
+            if st is None or (st.st_dev, st.st_ino) != (found.st.st_dev, found.st.st_ino) \
+                    or not stat.S_ISREG(st.st_mode) or st.st_uid != found.owner:
+                raise safefs.refuse(change.path, "replaced since doctor read it: nothing was changed; run doctor again")
+            if d.read_text(name, limit=safefs.UNIT_LIMIT) != change.before:
+                raise safefs.refuse(change.path, "edited since doctor read it: nothing was changed; run doctor again")
+        for change, d, found in opened:
+            owner = (found.st.st_uid, found.st.st_gid)
+            name = found.rel[-1]
+            backups.append((d, d.backup(name, change.before.encode(), mode=found.st.st_mode, owner=owner)))
+            staged.append((d, d.stage(name, change.after.encode(), mode=found.st.st_mode, owner=owner), name))
+        with sigint_deferred():
+            try:
+                for (d, tmp, name), item in zip(staged, opened, strict=True):
+                    d.commit(tmp, name)
+                    done.append(item)
+            except BaseException:
+                for change, d, found in done:  # put back what was already renamed in
+                    d.write_atomic(found.rel[-1], change.before.encode(), mode=found.st.st_mode,
+                                   owner=(found.st.st_uid, found.st.st_gid))
+                done.clear()
+                raise
+            for _, d, _ in opened:
+                d.sync()
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for d, tmp, _ in staged:
+            d.discard(tmp)
+        if not done:
+            for d, backup in backups:
+                d.discard(backup)
         raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename itself must survive a crash
     finally:
-        os.close(dir_fd)
-    return str(backup)
+        for _, d, _ in opened:
+            d.close()
+    return {change.path: os.path.join(d.path, b) for (change, _, _), (d, b) in zip(opened, backups, strict=True)}

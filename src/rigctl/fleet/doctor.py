@@ -143,10 +143,7 @@ class Context:
     merged: MergedUnit
     spec: ServingSpec
     facts: DoctorFacts
-
-    @property
-    def managed(self) -> bool:
-        return self.spec.labels.get(MANAGED_LABEL, "").lower() == "true"
+    managed: bool  # see ``is_managed``
 
     def finding(
         self, check: Check, message: str, fix: str, *, entry: Entry | None = None,
@@ -536,8 +533,15 @@ def _contexts(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Conte
             broken.append(_crash(unit.path, "parse", exc))
             continue
         if spec is not None:
-            contexts.append(Context(unit, merged, spec, facts))
+            contexts.append(Context(unit, merged, spec, facts, is_managed(unit)))
     return contexts, broken
+
+
+def is_managed(unit: UnitFile) -> bool:
+    """rigctl's label, read from the unit file alone: a drop-in (anyone's, from any directory that
+    applies to the unit) cannot make a unit rigctl's and so open it to ``--fix``."""
+    own = describe(unit.kind, MergedUnit.of(parse(unit.path, unit.text)))
+    return own is not None and own.labels.get(MANAGED_LABEL, "").lower() == "true"
 
 
 def _crash(unit: str, what: str, exc: BaseException) -> UnitFinding:

@@ -1,0 +1,430 @@
+"""`doctor --fix` run as root must never be a way in (issue #10, items 1, 2, 4, 5 and 10).
+
+Every test builds real files, links, FIFOs and directories owned by other uids in tmp_path, runs the
+real doctor (as a library call or as a separate `python -m rigctl` process, bounded in time) and
+checks what is on disk afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rigctl.fleet.checkup import doctor
+from rigctl.fleet.discover import (
+    Rewrite,
+    Root,
+    collect,
+    default_roots,
+    local_snapshot,
+    path_roots,
+    rewrite,
+    unpinned_images,
+)
+from rigctl.fleet.doctor import DoctorFacts, audit
+from rigctl.util.safefs import InvalidInputError
+
+PIN = "docker.io/x/y@sha256:" + "0" * 64
+MANAGED = f"[Container]\nImage={PIN}\nLabel=rigctl.managed=true\n[Service]\nRestart=no\n"
+UNMANAGED = f"[Container]\nImage={PIN}\n[Service]\nRestart=no\n"
+NO_HOST = DoctorFacts()
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make files owned by other users")
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The real command in its own process: a hang shows as a timeout, not a stuck test run."""
+    return subprocess.run([sys.executable, "-m", "rigctl", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def secret(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir(exist_ok=True)
+    target = outside / "authorized_keys"
+    target.write_text("secret\n")
+    target.chmod(0o600)
+    return target
+
+
+def fix(units: Path) -> dict[str, object]:
+    done = cli("doctor", "--fix", "--json", "--path", str(units))
+    assert done.returncode in (0, 1), done.stderr
+    data: dict[str, object] = json.loads(done.stdout)
+    return data
+
+
+# --- 1. the backup is never written through a link, and never overwritten ------------------------------
+
+
+@pytest.mark.parametrize("shape", ["to-file", "dangling", "to-directory", "relative", "chain"])
+def test_bak_link_is_never_followed(tmp_path: Path, shape: str) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "b.container").write_text(MANAGED)
+    target = secret(tmp_path)
+    bak = units / "b.container.bak"
+    if shape == "to-file":
+        bak.symlink_to(target)
+    elif shape == "dangling":
+        bak.symlink_to(tmp_path / "outside" / "created-by-root")
+    elif shape == "to-directory":
+        bak.symlink_to(tmp_path / "outside")
+    elif shape == "relative":
+        bak.symlink_to(Path("..") / "outside" / "authorized_keys")
+    else:
+        (units / "hop").symlink_to(target)
+        bak.symlink_to(units / "hop")
+    before = {p.name: (p.read_bytes(), p.stat().st_mode) for p in (tmp_path / "outside").iterdir()}
+
+    data = fix(units)
+
+    after = {p.name: (p.read_bytes(), p.stat().st_mode) for p in (tmp_path / "outside").iterdir()}
+    assert after == before, "a file outside the unit directory changed"
+    assert bak.is_symlink(), "the planted link itself must stay as it was"
+    assert "Restart=always" in (units / "b.container").read_text()
+    (applied,) = data["fix"]["applied"]  # type: ignore[index]
+    assert applied["backups"] == [str(units / "b.container.bak.1")]
+    assert (units / "b.container.bak.1").read_text() == MANAGED
+
+
+def test_second_fix_keeps_the_first_backup(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    unit = units / "b.container"
+    unit.write_text(MANAGED)
+    fix(units)
+    first_fixed = unit.read_text()
+    unit.write_text(first_fixed.replace("Restart=always", "Restart=on-failure"))
+    fix(units)
+    assert (units / "b.container.bak").read_text() == MANAGED  # the original survives
+    assert "Restart=on-failure" in (units / "b.container.bak.1").read_text()
+    assert "Restart=always" in unit.read_text()
+
+
+def test_backup_keeps_mode_and_no_temporary_is_left(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    unit = units / "b.container"
+    unit.write_text(MANAGED)
+    unit.chmod(0o600)
+    fix(units)
+    assert (unit.stat().st_mode & 0o777, (units / "b.container.bak").stat().st_mode & 0o777) == (0o600, 0o600)
+    assert sorted(p.name for p in units.iterdir()) == ["b.container", "b.container.bak"]
+
+
+# --- 2. --path DIR is a boundary, and each user is on their own ----------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["absolute", "relative", "through-dir-link"])
+def test_unit_that_is_a_link_is_audited_but_never_rewritten(tmp_path: Path, shape: str) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    real = outside / "real.container"
+    real.write_text(MANAGED)
+    link = units / "b.container"
+    if shape == "absolute":
+        link.symlink_to(real)
+    elif shape == "relative":
+        link.symlink_to(Path("..") / "outside" / "real.container")
+    else:
+        (units / "hop").symlink_to(outside)
+        link.symlink_to(units / "hop" / "real.container")
+
+    data = fix(units)
+
+    assert real.read_text() == MANAGED
+    assert sorted(p.name for p in outside.iterdir()) == ["real.container"], "a .bak appeared beside the target"
+    assert link.is_symlink()
+    assert data["fix"]["applied"] == []  # type: ignore[index]
+    (patch,) = data["fix"]["patches"]  # type: ignore[index]
+    assert "symbolic link" in patch["why"] and "+Restart=always" in patch["patch"]
+    assert {f["id"] for f in data["findings"]} == {"restart-not-always"}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("where", ["container.d", "b.container.d", "service.d", "b.service.d"])
+def test_dropin_label_does_not_make_a_unit_managed(tmp_path: Path, where: str) -> None:
+    units = tmp_path / "units"
+    (units / where).mkdir(parents=True)
+    (units / "b.container").write_text(UNMANAGED)
+    (units / where / "10-mine.conf").write_text("[Container]\nLabel=rigctl.managed=true\n")
+    data = fix(units)
+    assert (units / "b.container").read_text() == UNMANAGED
+    (patch,) = data["fix"]["patches"]  # type: ignore[index]
+    assert "not managed by rigctl" in patch["why"]
+
+
+@pytest.mark.parametrize("how", ["dropin-link", "dropin-dir-link"])
+def test_dropin_outside_the_directory_is_not_rewritten(tmp_path: Path, how: str) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "b.container").write_text(MANAGED.replace("Restart=no\n", ""))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    weak = outside / "10-weak.conf"
+    weak.write_text("[Service]\nRestart=no\n")
+    if how == "dropin-link":
+        (units / "b.container.d").mkdir()
+        (units / "b.container.d" / "10-weak.conf").symlink_to(weak)
+    else:
+        (units / "b.container.d").symlink_to(outside)
+    fix(units)
+    assert weak.read_text() == "[Service]\nRestart=no\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["10-weak.conf"]
+
+
+def test_subdirectory_link_is_not_walked(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c.container").write_text(MANAGED)
+    (units / "sub").symlink_to(outside)
+    data = fix(units)
+    assert data["units"] == []
+    assert (outside / "c.container").read_text() == MANAGED
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("owner", [12345, 0])
+def test_file_not_owned_by_the_directory_owner_is_only_patched(tmp_path: Path, owner: int) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    os.chown(units, 23456, 23456)  # the directory is "alice's"
+    unit = units / "b.container"
+    unit.write_text(MANAGED)
+    os.chown(unit, owner, owner)
+    data = fix(units)
+    assert unit.read_text() == MANAGED
+    assert not (units / "b.container.bak").exists()
+    (patch,) = data["fix"]["patches"]  # type: ignore[index]
+    assert f"owned by uid {owner}, not by uid 23456" in patch["why"]
+
+
+@ROOT_ONLY
+def test_root_fix_writes_as_the_owner_of_the_file(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    os.chown(units, 23456, 23457)
+    unit = units / "b.container"
+    unit.write_text(MANAGED)
+    os.chown(unit, 23456, 23457)
+    unit.chmod(0o640)
+    fix(units)
+    for path in (unit, units / "b.container.bak"):
+        st = path.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (23456, 23457, 0o640), path
+
+
+def _home(base: Path, name: str, uid: int) -> Path:
+    home = base / name
+    quadlets = home / ".config" / "containers" / "systemd"
+    quadlets.mkdir(parents=True)
+    for p in (home, home / ".config", home / ".config" / "containers", quadlets):
+        os.chown(p, uid, uid)
+    return home
+
+
+def _own(path: Path, uid: int) -> None:
+    os.chown(path, uid, uid)
+
+
+@ROOT_ONLY
+def test_root_over_homes_keeps_each_users_dropins_to_themselves(tmp_path: Path) -> None:
+    alice = _home(tmp_path / "home", "alice", 1501)
+    bob = _home(tmp_path / "home", "bob", 1502)
+    a_dir = alice / ".config/containers/systemd"
+    b_dir = bob / ".config/containers/systemd"
+    (a_dir / "container.d").mkdir()
+    (a_dir / "container.d" / "50-evil.conf").write_text("[Service]\nRestart=no\nExecStartPre=/bin/touch /tmp/pwn\n")
+    (b_dir / "web.container").write_text(MANAGED.replace("Restart=no", "Restart=always"))
+    for p in (a_dir / "container.d", a_dir / "container.d" / "50-evil.conf", b_dir / "web.container"):
+        _own(p, 1501 if "alice" in str(p) else 1502)
+    roots = [r for r in default_roots(str(tmp_path / "root"), None, 0, [str(alice), str(bob)])
+             if r.path.startswith(str(tmp_path))]
+    units = collect(local_snapshot(roots).files, roots)
+    (web,) = units
+    assert web.dropins == (), "alice's drop-in was applied to bob's unit"
+    assert audit(units, NO_HOST) == []
+
+
+@ROOT_ONLY
+def test_root_over_homes_does_not_follow_a_users_config_link(tmp_path: Path) -> None:
+    system = tmp_path / "etc-containers-systemd"  # root's own directory
+    system.mkdir()
+    (system / "root.container").write_text(MANAGED)
+    home = tmp_path / "home" / "mallory"
+    (home / ".config" / "containers").mkdir(parents=True)
+    (home / ".config" / "containers" / "systemd").symlink_to(system)
+    for p in (home, home / ".config", home / ".config" / "containers"):
+        _own(p, 1503)
+    roots = [r for r in default_roots(str(tmp_path / "root"), None, 0, [str(home)])
+             if r.path.startswith(str(tmp_path))]
+    report = doctor(fix=True, facts=NO_HOST, roots=roots)
+    assert (system / "root.container").read_text() == MANAGED
+    assert report.units == []
+    assert any("symbolic link" in s.reason for s in report.skipped), report.skipped
+
+
+@ROOT_ONLY
+def test_root_over_homes_does_not_read_root_files_through_a_users_link(tmp_path: Path) -> None:
+    home = _home(tmp_path / "home", "mallory", 1504)
+    quadlets = home / ".config/containers/systemd"
+    private = tmp_path / "root-only.container"
+    private.write_text(MANAGED.replace(PIN, "docker.io/secret/name:tag"))
+    private.chmod(0o600)
+    (quadlets / "x.container").symlink_to(private)
+    roots = [r for r in default_roots(str(tmp_path / "root"), None, 0, [str(home)])
+             if r.path.startswith(str(tmp_path))]
+    report = doctor(fix=True, facts=NO_HOST, roots=roots)
+    assert report.units == []
+    assert "secret" not in json.dumps(report.to_dict())
+    (skip,) = report.skipped
+    assert "owned by uid 0, not by uid 1504" in skip.reason
+
+
+# --- all or nothing ------------------------------------------------------------------------------------
+
+
+def test_fixes_are_all_or_nothing_when_a_file_changes_under_doctor(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    for name in ("a.container", "b.container"):
+        (units / name).write_text(MANAGED)
+    snap = local_snapshot(path_roots([str(units)]))
+    (units / "b.container").write_text(MANAGED + "# edited meanwhile\n")
+    changes = [Rewrite(str(units / n), MANAGED, MANAGED.replace("no", "always")) for n in ("a.container", "b.container")]
+    with pytest.raises(InvalidInputError, match="edited since doctor read it"):
+        rewrite(changes, snap)
+    assert (units / "a.container").read_text() == MANAGED
+    assert sorted(p.name for p in units.iterdir()) == ["a.container", "b.container"]
+
+
+def test_fixes_are_all_or_nothing_when_a_file_is_swapped_for_a_link(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    for name in ("a.container", "b.container"):
+        (units / name).write_text(MANAGED)
+    target = secret(tmp_path)
+    snap = local_snapshot(path_roots([str(units)]))
+    (units / "b.container").unlink()
+    (units / "b.container").symlink_to(target)
+    changes = [Rewrite(str(units / n), MANAGED, "x\n") for n in ("a.container", "b.container")]
+    with pytest.raises(InvalidInputError, match="replaced since doctor read it"):
+        rewrite(changes, snap)
+    assert target.read_text() == "secret\n"
+    assert (units / "a.container").read_text() == MANAGED
+
+
+def test_refused_unit_does_not_stop_the_fixable_ones_and_says_why(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "good.container").write_text(MANAGED)
+    real = tmp_path / "elsewhere.container"
+    real.write_text(MANAGED)
+    (units / "linked.container").symlink_to(real)
+    done = cli("doctor", "--fix", "--path", str(units))
+    assert "Restart=always" in (units / "good.container").read_text()
+    assert real.read_text() == MANAGED
+    assert f"left untouched: {units / 'linked.container'} (a symbolic link" in done.stdout
+
+
+# --- 4. values from unit files never become podman options ---------------------------------------------
+
+
+@pytest.mark.parametrize("image", ["--root={d}", "-v", "--storage-driver=vfs", "--log-level=debug {d}",
+                                   "a\x00--root={d}", "$(touch {d})", "x y"])
+def test_image_value_never_reaches_podman_as_an_option(tmp_path: Path, image: str) -> None:
+    made = tmp_path / "storage"
+    units = tmp_path / "units"
+    units.mkdir()
+    value = image.format(d=made)
+    (units / "u.container").write_text(f"[Container]\nImage={value}\nLabel=rigctl.managed=true\n[Service]\nRestart=always\n")
+    done = cli("doctor", "--fix", "--json", "--path", str(units))
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert {f["id"] for f in data["findings"]} == {"image-not-pinned"}
+    assert not made.exists(), "podman was handed the unit's text as an option"
+
+
+def test_unpinned_images_only_passes_image_references() -> None:
+    def unit(image: str) -> str:
+        return f"[Container]\nImage={image}\n"
+    from rigctl.fleet.doctor import UnitFile
+
+    units = [UnitFile(f"/u/{i}.container", unit(img)) for i, img in
+             enumerate(["--root=/x", "-q", "docker.io/lib/python:3.12", "quay.io/a/b", "a b", "ok\u2028x"])]
+    assert unpinned_images(units) == ["docker.io/lib/python:3.12", "quay.io/a/b"]
+
+
+# --- 5. every read is bounded and of a regular file ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dev-urandom", "huge", "not-utf8", "fifo-dropin", "dir"])
+def test_unreadable_units_are_skipped_with_a_reason(tmp_path: Path, kind: str) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "good.container").write_text(MANAGED.replace("Restart=no", "Restart=always"))
+    bad = units / "bad.container"
+    expect = {
+        "fifo": "a FIFO", "dev-zero": "a character device", "dev-urandom": "a character device",
+        "huge": "more than the 1.0 MiB", "not-utf8": "not UTF-8", "fifo-dropin": "a FIFO", "dir": None,
+    }[kind]
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "dev-zero":
+        bad.symlink_to("/dev/zero")
+    elif kind == "dev-urandom":
+        bad.symlink_to("/dev/urandom")
+    elif kind == "huge":
+        bad.write_text("[Container]\n" + "Environment=A=" + "x" * (2 << 20) + "\n")
+    elif kind == "not-utf8":
+        bad.write_bytes(b"[Container]\nImage=\xff\xfe\n")
+    elif kind == "fifo-dropin":
+        (units / "good.container.d").mkdir()
+        bad = units / "good.container.d" / "10.conf"
+        os.mkfifo(bad)
+    else:
+        bad.mkdir()
+    done = cli("doctor", "--json", "--path", str(units), timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    assert str(units / "good.container") in data["units"]
+    if expect is None:  # a directory named like a unit is walked, not read
+        assert data["skipped"] == []
+    else:
+        (skip,) = data["skipped"]
+        assert skip["path"] == str(bad) and expect in skip["reason"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_path_naming_a_fifo_or_device_does_not_hang(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "x.container"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    done = cli("doctor", "--json", "--path", str(path), timeout=30)
+    data = json.loads(done.stdout)
+    assert done.returncode == 0 and data["units"] == []
+    assert data["skipped"][0]["path"] == str(path)
+
+
+def test_missing_path_is_a_usage_error() -> None:
+    done = cli("doctor", "--json", "--path", "/nonexistent/rigctl-units")
+    assert done.returncode == 2
+    assert "no such file or directory" in json.loads(done.stdout)["error"]["message"]
+
+
+def test_root_type_carries_realm_and_anchor() -> None:
+    roots = default_roots("/root", None, 0, ["/home/alice"])
+    alice = [r for r in roots if r.realm == "/home/alice"]
+    assert {r.anchor for r in alice} == {"/home/alice"}
+    assert alice[0].parts() == (".config", "containers", "systemd")
+    assert Root("/etc/containers/systemd", "quadlet", "system").parts() == ()
