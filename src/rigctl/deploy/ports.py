@@ -2,6 +2,8 @@
 
 systemd and podman are driven through their CLIs (via ``rigctl.util.proc.run``): both are present
 wherever rigctl deploys, their output formats are stable, and a CLI call needs no socket service.
+Every unit, container or image name is passed after ``--``: names come from recipes and deployment
+records, which are files, and a file's text must never be read as an option.
 Tests use the real adapters against the testbed; only NVML has a fake (there is no GPU here).
 """
 
@@ -118,29 +120,29 @@ class SystemctlCli:
             raise CommandError(done.describe())
 
     def start(self, unit: str) -> None:
-        done = self._run("start", "--no-block", unit)
+        done = self._run("start", "--no-block", "--", unit)
         if not done.ok:
             raise CommandError(done.describe())
 
     def restart(self, unit: str) -> None:
-        done = self._run("restart", "--no-block", unit)
+        done = self._run("restart", "--no-block", "--", unit)
         if not done.ok:
             raise CommandError(done.describe())
 
     def stop(self, unit: str, *, wait: bool, timeout: float) -> None:
-        args = ("stop", unit) if wait else ("stop", "--no-block", unit)
+        args = ("stop", "--", unit) if wait else ("stop", "--no-block", "--", unit)
         done = self._run(*args, timeout=timeout)
         if not done.ok and "not loaded" not in done.stderr:
             raise CommandError(done.describe())
 
     def reset_failed(self, unit: str) -> None:
-        self._run("reset-failed", unit)  # fails harmlessly when the unit is not failed
+        self._run("reset-failed", "--", unit)  # fails harmlessly when the unit is not failed
 
     def show(self, unit: str) -> UnitState:
-        done = self._run("show", unit, "-p", ",".join(UNIT_PROPS), timeout=10.0)
+        done = self._run("show", "-p", ",".join(UNIT_PROPS), "--", unit, timeout=10.0)
         if not done.ok:
             raise CommandError(done.describe())
-        props = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+        props = dict(line.split("=", 1) for line in done.stdout.split("\n") if "=" in line)
         return UnitState.from_props(props)
 
 
@@ -210,7 +212,7 @@ class PodmanCli:
         return done.stdout.strip()
 
     def container(self, name: str) -> ContainerInfo | None:
-        done = run([self.binary, "container", "inspect", name], timeout=30.0)
+        done = run([self.binary, "container", "inspect", "--", name], timeout=30.0)
         if not done.ok:
             return None
         try:
@@ -239,17 +241,17 @@ class PodmanCli:
             argv += ["--tail", str(tail)]
         if since is not None:
             argv += ["--since", since]
-        done = run([*argv, name], timeout=60.0)
+        done = run([*argv, "--", name], timeout=60.0)
         if not done.ok:
             return []
         # podman logs writes the container's stdout to stdout and its stderr to stderr; keep both
         return (done.stdout + done.stderr).splitlines()
 
     def follow(self, name: str) -> LineStream:
-        return _ProcLines([self.binary, "logs", "-f", name])
+        return _ProcLines([self.binary, "logs", "-f", "--", name])
 
     def image_digest(self, ref: str) -> str | None:
-        done = run([self.binary, "image", "inspect", "--format", "{{.Digest}}", ref], timeout=30.0)
+        done = run([self.binary, "image", "inspect", "--format", "{{.Digest}}", "--", ref], timeout=30.0)
         return (done.stdout.strip() or None) if done.ok else None
 
 
@@ -261,7 +263,7 @@ def journal_available() -> bool:
 
 
 def journal_lines(unit: str, scope: Scope, *, since: str | None = None, tail: int | None = None) -> list[str]:
-    argv = ["journalctl", "--no-pager", "-o", "cat", *(["--user"] if scope is Scope.USER else []), "-u", unit]
+    argv = ["journalctl", "--no-pager", "-o", "cat", *(["--user"] if scope is Scope.USER else []), f"--unit={unit}"]
     if since:
         argv += ["--since", since]
     if tail:
