@@ -23,7 +23,7 @@ from rigctl.deploy.install import sigint_deferred
 from rigctl.errors import InvalidInputError
 from rigctl.fleet.doctor import CdiSpec, DoctorFacts, DropIn, UnitFile
 from rigctl.fleet.serving import describe
-from rigctl.fleet.units import parse
+from rigctl.fleet.units import UnitParseError, parse
 from rigctl.util import safefs
 from rigctl.util.proc import run
 from rigctl.util.safefs import SafeDir
@@ -168,7 +168,11 @@ def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
 
 
 def _service_name(path: str, text: str) -> str:
-    for entry in parse(path, text).entries:
+    try:
+        entries = parse(path, text).entries
+    except UnitParseError:
+        entries = ()  # the audit reports the unit as unreadable; its drop-ins are still gathered by name
+    for entry in entries:
         if entry.section == "Container" and entry.key == "ServiceName" and entry.value:
             return entry.value if entry.value.endswith(".service") else entry.value + ".service"
     return PurePosixPath(path).stem + ".service"
@@ -384,7 +388,10 @@ def unpinned_images(units: Sequence[UnitFile]) -> list[str]:
     unit file reaches podman only when it cannot be read as an option."""
     images: list[str] = []
     for unit in units:
-        spec = describe(unit.kind, unit.merged())
+        try:
+            spec = describe(unit.kind, unit.merged())
+        except UnitParseError:
+            continue  # an unreadable unit is audit()'s finding; it has no image to pin
         if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \
                 and IMAGE_REF.fullmatch(spec.image):
             images.append(spec.image)

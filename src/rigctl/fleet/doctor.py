@@ -30,7 +30,11 @@ from rigctl.fleet.serving import (
 from rigctl.fleet.units import (
     Entry,
     MergedUnit,
+    UnitParseError,
     format_seconds,
+    join_lines,
+    lines_with_ends,
+    one_line,
     option_pattern,
     parse,
     parse_timespan,
@@ -194,18 +198,21 @@ def _remove_option(section: str, key: str, option: str) -> Edit:
 
 def _replace_word(entry: Entry, old: str, new: str) -> Edit:
     """Replace one whole word inside an assignment (re-parsed, so earlier edits don't shift it)."""
-    pattern = re.compile(r"(?<![^\s=\"'])" + re.escape(old) + r"(?![^\s\"'\\])")
+    # word edges are systemd's WHITESPACE, never \s (which also matches U+2028, U+3000 ...)
+    pattern = re.compile(r"(?<![^ \t\n\r=\"'])" + re.escape(old) + r"(?![^ \t\n\r\"'\\])")
+    replacement = one_line(new)
 
     def apply(texts: dict[str, str]) -> None:
         text = texts[entry.file]
         parsed = parse(entry.file, text)
         for current in parsed.entries:
             if current.section == entry.section and current.key == entry.key and old in current.value:
-                lines = text.splitlines()
+                lines = list(parsed.lines)  # split at "\n" only, like every reader of the unit
                 raw = "\n".join(lines[current.first : current.last + 1])
                 key, eq, rest = raw.partition("=")
-                lines[current.first : current.last + 1] = (key + eq + pattern.sub(new, rest, count=1)).split("\n")
-                texts[entry.file] = "\n".join(lines) + "\n"
+                rest = pattern.sub(lambda _: replacement, rest, count=1)  # taken literally, no \1 escapes
+                lines[current.first : current.last + 1] = (key + eq + rest).split("\n")
+                texts[entry.file] = join_lines(lines)
                 return
     return apply
 
@@ -529,6 +536,12 @@ def _contexts(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Conte
         try:
             merged = unit.merged()
             spec = describe(unit.kind, merged)
+        except UnitParseError as exc:  # its readers disagree on it or refuse it: reported, never guessed
+            broken.append(UnitFinding(
+                unit=unit.path, id="unit-unreadable", severity="fail", message=str(exc),
+                fix="rewrite the file with one assignment per line and plain spaces and tabs",
+            ))
+            continue
         except Exception as exc:  # a unit doctor cannot read is reported, never hides the others
             broken.append(_crash(unit.path, "parse", exc))
             continue
@@ -566,9 +579,10 @@ def _hits(ctx: Context) -> list[Hit]:
 
 def serving_units(units: Sequence[UnitFile]) -> list[UnitFile]:
     """The units doctor recognizes as serving something (every .container; .service files that run a
-    container or a known engine)."""
-    contexts, _ = _contexts(units, DoctorFacts())
-    return [c.unit for c in contexts]
+    container or a known engine), and those it cannot read: audit() reports them, they never vanish."""
+    contexts, broken = _contexts(units, DoctorFacts())
+    keep = {c.unit.path for c in contexts} | {f.unit for f in broken}
+    return [u for u in units if u.path in keep]
 
 
 def audit(units: Sequence[UnitFile], host: DoctorFacts) -> list[UnitFinding]:
@@ -590,7 +604,7 @@ class FileChange:
 
     def diff(self) -> str:
         return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+            lines_with_ends(self.before), lines_with_ends(self.after),  # "\n" only, never splitlines()
             fromfile=f"a{self.path}" if self.path.startswith("/") else f"a/{self.path}",
             tofile=f"b{self.path}" if self.path.startswith("/") else f"b/{self.path}",
         ))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
 
-from rigctl.fleet.units import Entry, MergedUnit, split_words
+from rigctl.fleet.units import WHITESPACE, Entry, MergedUnit, split_words
 
 UnitKind = Literal["container", "service"]
 Runner = Literal["quadlet", "podman", "docker", "engine"]
@@ -256,7 +256,7 @@ def _describe_container(unit: MergedUnit) -> ServingSpec:
     shm_key = unit.value("Container", "ShmSize")
     shm_sources = (("ShmSize=",) if shm_key else ()) + (("--shm-size",) if args.shm_size else ())
     image_entry = unit.last("Container", "Image")
-    image = image_entry.value.strip() if image_entry else None
+    image = image_entry.value.strip(WHITESPACE) if image_entry else None  # systemd's, not str.strip()
     return ServingSpec(
         runner="quadlet",
         image=image,

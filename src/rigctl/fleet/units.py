@@ -1,11 +1,21 @@
 """systemd / quadlet unit files: parsing, word splitting, time spans, and line-level edits.
 
-Both quadlet and systemd read the same INI dialect: ``#``/``;`` comment lines, ``[Section]`` headers,
-``Key=Value`` with a trailing backslash continuing the line (the backslash becomes a space, and comment
-lines inside a continuation are skipped), repeated keys (list keys append, an empty assignment resets
-the list; scalar keys: the last one wins), and drop-ins ``NAME.d/*.conf`` applied after the main file
-in file-name order. Values are not unquoted here; each key decides how to split its value
-(``split_words`` follows systemd's quoting rules).
+Both quadlet and systemd read an INI dialect: ``#``/``;`` comment lines, ``[Section]`` headers,
+``Key=Value`` with a trailing backslash continuing the line (comment lines inside a continuation are
+skipped), repeated keys (list keys append, an empty assignment resets the list; scalar keys: the last
+one wins), and drop-ins ``NAME.d/*.conf`` applied after the main file in file-name order. Values are
+not unquoted here; each key decides how to split its value (``split_words`` follows systemd's quoting
+rules, which quadlet copies).
+
+The two readers differ in details that decide which keys a file holds, so each file is read the way its
+real reader reads it (``quadlet_reads``): quadlet source files (``.container`` ... and their drop-ins)
+the way quadlet 5.x does (``pkg/systemd/parser/unitfile.go``), everything else the way systemd does
+(``src/shared/conf-parser.c``). What both agree on, and what every parse and edit here relies on
+(``unit_lines``): a line ends at ``"\\n"`` and nowhere else. ``str.splitlines()`` would also end lines
+at U+0085, U+2028, VT, FF, FS/GS/RS ..., which neither reader does: a value holding such a character
+would turn into extra keys here while the real unit has none, and an edit would write them back as
+real lines. Likewise whitespace is systemd's ``WHITESPACE`` (" \\t\\n\\r"), never Python's Unicode-aware
+``str.strip()`` / ``str.isspace()`` / ``\\s``.
 
 Nothing here touches the filesystem: callers hand in text and get text back.
 """
@@ -16,6 +26,76 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+# systemd's WHITESPACE; quadlet splits words on the same four characters (WhitespaceSeparators)
+WHITESPACE = " \t\n\r"
+# Go's unicode.IsSpace (the Unicode White_Space property): quadlet trims every line of a quadlet file
+# with strings.TrimSpace, so "\u3000Restart=no" is a Restart= line to quadlet (and to the .service it
+# writes) though systemd would read the key "\u3000Restart". Spelled out, not taken from Python.
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+# quadlet trims the key before '=' and the value after it byte by byte with unicode.IsSpace: in valid
+# UTF-8 only these ASCII bytes can match there (0x85/0xA0 are continuation bytes, never a whole key end
+# that spells an ASCII key)
+_QUADLET_KEY_SPACE = "\t\n\v\f\r "
+# the files quadlet reads (and their drop-in directories NAME.d / TYPE.d); systemd reads the rest
+QUADLET_SUFFIXES = frozenset({".container", ".volume", ".network", ".kube", ".pod", ".image", ".build", ".artifact"})
+_BOM = "\ufeff"
+
+# --- lines -------------------------------------------------------------------------------------------
+
+
+class UnitParseError(ValueError):
+    """The file cannot be read without guessing: its real readers disagree on it, or quadlet refuses it."""
+
+
+# systemd ends a line at "\n", "\r", "\r\n" and NUL (fileio.c read_line); quadlet at "\n" only, keeping
+# "\r" and NUL as characters of the line -- and copies them into the .service it writes, where systemd
+# then splits there. A bare CR or a NUL therefore hides keys from one reader or the other whichever way
+# it is read, so such a file is refused (reported) rather than guessed at. "\r\n" is fine: both end the
+# line there (quadlet trims the CR as whitespace).
+_AMBIGUOUS_EOL = re.compile(r"\x00|\r(?!\n|\Z)")
+
+
+def unit_lines(text: str) -> list[str]:
+    """The physical lines of a unit file: split at "\\n" only (a trailing CR of "\\r\\n" stays on its
+    line, and both readers strip it). Every parse and edit in this module goes through here."""
+    bad = _AMBIGUOUS_EOL.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        what = "a NUL byte" if bad.group() == "\x00" else "a carriage return not followed by a newline"
+        raise UnitParseError(
+            f"line {line} holds {what}: systemd ends a line there and quadlet does not, "
+            "so the keys of this file depend on who reads it"
+        )
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line opens no new one
+    return lines
+
+
+def lines_with_ends(text: str) -> list[str]:
+    """The physical lines with their "\n" kept (the last one may have none): for diffs."""
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
+
+
+def join_lines(lines: Sequence[str]) -> str:
+    """The inverse of ``unit_lines``: every line ends with "\\n"."""
+    return "".join(line + "\n" for line in lines)
+
+
+def quadlet_reads(path: str) -> bool:
+    """Whether quadlet (not systemd) reads this file: a quadlet source file, or a drop-in in
+    ``NAME.container.d/`` or ``container.d/`` (and the other quadlet types)."""
+    p = PurePosixPath(path)
+    if p.suffix in QUADLET_SUFFIXES:
+        return True
+    parent = p.parent.name
+    if p.suffix != ".conf" or not parent.endswith(".d"):
+        return False
+    base = parent[: -len(".d")]
+    return (PurePosixPath(base).suffix or "." + base) in QUADLET_SUFFIXES
+
 
 # --- parsing -----------------------------------------------------------------------------------------
 
@@ -42,41 +122,126 @@ class ParsedFile:
 
 
 def parse(path: str, text: str) -> ParsedFile:
-    lines = tuple(text.splitlines())
-    entries: list[Entry] = []
-    sections: list[tuple[str, int]] = []
-    section = ""
-    i = 0
-    while i < len(lines):
-        raw = lines[i].strip()
-        if not raw or raw[0] in "#;":
-            i += 1
-            continue
-        if raw.startswith("[") and raw.endswith("]"):
-            section = raw[1:-1].strip()
-            sections.append((section, i))
-            i += 1
-            continue
-        first = i
-        logical = raw
-        while logical.endswith("\\") and i + 1 < len(lines):
-            logical = logical[:-1] + " "
-            i += 1
-            nxt = lines[i].strip()
-            # systemd skips comment lines inside a continuation rather than ending it
-            while nxt[:1] in ("#", ";") and i + 1 < len(lines):
-                i += 1
-                nxt = lines[i].strip()
-            if nxt[:1] in ("#", ";"):
-                break
-            logical += nxt
-        if logical.endswith("\\"):
-            logical = logical[:-1]
-        key, sep, value = logical.partition("=")
-        if sep and section:
-            entries.append(Entry(path, section, key.strip(), value.strip(), first, i))
-        i += 1
-    return ParsedFile(path, lines, tuple(entries), tuple(sections))
+    """Every section header and assignment of one file, read the way its real reader reads it.
+    Raises UnitParseError for a file its readers disagree on or its reader refuses. Linear in the
+    size of the text (continuations are collected in a list and joined once)."""
+    try:
+        lines = unit_lines(text)
+    except UnitParseError as exc:
+        raise UnitParseError(f"{path}: {exc}") from None
+    reader = _QuadletReader(path) if quadlet_reads(path) else _SystemdReader(path)
+    reader.read(lines)
+    return ParsedFile(path, tuple(lines), tuple(reader.entries), tuple(reader.sections))
+
+
+class _Reader:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.section: str | None = None
+        self.entries: list[Entry] = []
+        self.sections: list[tuple[str, int]] = []
+
+    def read(self, lines: list[str]) -> None:
+        raise NotImplementedError
+
+    def refuse(self, index: int, why: str) -> UnitParseError:
+        return UnitParseError(f"{self.path}: line {index + 1}: {why}")
+
+
+class _SystemdReader(_Reader):
+    """systemd's config_parse(): comment lines (after leading WHITESPACE) are skipped everywhere, also
+    inside a continuation; a line continues when it ends in an odd run of backslashes, the last one
+    becoming a space; anything else (a blank line too) ends the logical line; a continuation still open
+    at the end of the file is parsed."""
+
+    def read(self, lines: list[str]) -> None:
+        pending: list[str] = []
+        first = last = 0
+        for i, physical in enumerate(lines):
+            raw = physical.removesuffix("\r")  # "\r\n" ends the line (unit_lines let no other CR through)
+            if i == 0:
+                raw = raw.removeprefix(_BOM)
+            if raw.lstrip(WHITESPACE)[:1] in ("#", ";"):
+                continue
+            if not pending:
+                first = i
+            last = i
+            if (len(raw) - len(raw.rstrip("\\"))) % 2:
+                pending.append(raw[:-1] + " ")
+                continue
+            pending.append(raw)
+            self.logical("".join(pending), first, last)
+            pending = []
+        if pending:
+            self.logical("".join(pending), first, last)
+
+    def logical(self, text: str, first: int, last: int) -> None:
+        line = text.strip(WHITESPACE)
+        if not line:
+            return
+        if line[0] == "[":
+            if line[-1] != "]":
+                raise self.refuse(first, f"invalid section header {line!r}: systemd refuses to load the unit")
+            self.section = line[1:-1]
+            self.sections.append((self.section, first))
+            return
+        key, sep, value = line.partition("=")
+        if sep and self.section is not None:  # systemd ignores a line without '=' or outside a section
+            self.entries.append(
+                Entry(self.path, self.section, key.strip(WHITESPACE), value.strip(WHITESPACE), first, last)
+            )
+
+
+class _QuadletReader(_Reader):
+    """quadlet's UnitFile.Parse(): every line is trimmed with Go's TrimSpace (Unicode White_Space);
+    blank and comment lines are skipped, also inside a continuation (so a blank line does not end one,
+    unlike systemd); a trailing backslash is removed (no space put in its place) and the next line
+    appended; a continuation still open at the end of the file is dropped. A line that is not a group,
+    a key or a comment, a key before any group, or a bad group name makes quadlet refuse the file."""
+
+    def read(self, lines: list[str]) -> None:
+        pending: list[str] = []
+        first = 0
+        end = len(lines) - 1
+        for i, raw in enumerate(lines):
+            line = raw.strip(GO_SPACE)
+            if not line or line[0] in "#;":
+                continue
+            if not pending:
+                first = i
+            if line.endswith("\\"):
+                line = line[:-1]
+                if i != end:
+                    pending.append(line)
+                    continue
+            pending.append(line)
+            self.logical("".join(pending), first, i)
+            pending = []
+
+    def logical(self, line: str, first: int, last: int) -> None:
+        close = line.find("]")
+        if line[:1] == "[" and close != -1 and not line[close + 1 :].strip(" \t"):
+            name = line[1:close]
+            if not name or "[" in name or any(_is_control(c) for c in name):
+                raise self.refuse(first, f"invalid group name {name!r}: quadlet refuses the file")
+            self.section = name
+            self.sections.append((name, first))
+            return
+        eq = line.find("=")
+        if eq <= 0:
+            raise self.refuse(first, f"{line[:80]!r} is not a key, a group or a comment: quadlet refuses the file")
+        if self.section is None:
+            raise self.refuse(first, "a key before any [Group]: quadlet refuses the file")
+        key = line[:eq].rstrip(_QUADLET_KEY_SPACE)
+        if not key:
+            raise self.refuse(first, "an empty key name: quadlet refuses the file")
+        value = line[eq + 1 :].lstrip(_QUADLET_KEY_SPACE)
+        self.entries.append(Entry(self.path, self.section, key, value, first, last))
+
+
+def _is_control(ch: str) -> bool:
+    """Go's unicode.IsControl: C0, DEL and C1."""
+    return ch <= "\x1f" or "\x7f" <= ch <= "\x9f"
 
 
 @dataclass(frozen=True)
@@ -124,10 +289,11 @@ class MergedUnit:
 # --- quoting -----------------------------------------------------------------------------------------
 
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "s": " "}
+_UNESCAPES = {v: "\\" + k for k, v in _ESCAPES.items() if k != "s"}
 
 
 def split_words(value: str) -> list[str]:
-    """Split like systemd's extract_first_word(UNQUOTE|CUNESCAPE): whitespace separates words, single
+    """Split like systemd's extract_first_word(UNQUOTE|CUNESCAPE): WHITESPACE separates words, single
     or double quotes group (and may sit inside a word), backslash escapes the next character."""
     words: list[str] = []
     current: list[str] = []
@@ -150,7 +316,7 @@ def split_words(value: str) -> list[str]:
         elif ch in "'\"":
             quote = ch
             in_word = True
-        elif ch.isspace():
+        elif ch in WHITESPACE:
             if in_word:
                 words.append("".join(current))
                 current = []
@@ -164,11 +330,20 @@ def split_words(value: str) -> list[str]:
     return words
 
 
+_NEEDS_QUOTES = re.compile(r"[ \t\n\r'\"\\]")
+_C0 = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def quote_word(word: str) -> str:
-    """The inverse of split_words for one word: quote only when needed."""
-    if word and not re.search(r"[\s'\"\\]", word):
+    """The inverse of split_words for one word: quote only when needed. Control characters are
+    written as C escapes (a raw newline would end the line); NUL cannot be carried at all."""
+    if "\x00" in word:
+        raise ValueError(f"{word!r}: a NUL cannot be carried in a unit file")
+    if word and not _NEEDS_QUOTES.search(word) and not _C0.search(word):
         return word
-    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    escaped = word.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = _C0.sub(lambda m: _UNESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), escaped)
+    return f'"{escaped}"'
 
 
 # --- time spans --------------------------------------------------------------------------------------
@@ -183,14 +358,15 @@ _UNITS = {
     "M": 2629800.0, "month": 2629800.0, "months": 2629800.0,
     "y": 31557600.0, "year": 31557600.0, "years": 31557600.0,
 }
-_SPAN_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)")
+# ASCII digits and systemd's WHITESPACE only (Python's \d and \s would also take "٣" or U+3000)
+_SPAN_PART = re.compile(r"[ \t\n\r]*([0-9]+(?:\.[0-9]+)?)[ \t\n\r]*([A-Za-z]*)")
 
 
 def parse_timespan(value: str) -> float | None:
     """systemd time span in seconds: ``90``, ``5min``, ``1h 30min``, ``infinity``. ``0`` and
     ``infinity`` both mean "no timeout" for TimeoutStartSec and come back as math.inf. None when
     the value does not parse (systemd would ignore the assignment)."""
-    text = value.strip()
+    text = value.strip(WHITESPACE)
     if text == "infinity":
         return math.inf
     total = 0.0
@@ -204,7 +380,7 @@ def parse_timespan(value: str) -> float | None:
             return None
         total += float(number) * _UNITS.get(unit or "s", 1.0)
         pos = match.end()
-        while pos < len(text) and text[pos].isspace():
+        while pos < len(text) and text[pos] in WHITESPACE:
             pos += 1
     if not text:
         return None
@@ -220,52 +396,59 @@ def format_seconds(seconds: float) -> str:
 
 
 # --- edits -------------------------------------------------------------------------------------------
+# Every edit splits with unit_lines and joins with join_lines, so lines it does not touch come back
+# byte for byte (U+2028 and friends included) and it never adds a line break a reader would not see.
+
+_LINE_END = re.compile(r"[\n\r\x00]")
 
 
-def _ensure_newline(text: str) -> str:
-    return text if text.endswith("\n") or not text else text + "\n"
+def one_line(line: str) -> str:
+    """A line an edit writes must stay one line for every reader (no LF, CR or NUL)."""
+    if _LINE_END.search(line):
+        raise ValueError(f"{line!r} would be more than one line of a unit file")
+    return line
 
 
 def replace_entry(text: str, path: str, entry: Entry, new_line: str | None) -> str:
     """Replace the physical lines of ``entry`` with ``new_line`` (None deletes them)."""
-    lines = text.splitlines()
-    replacement = [] if new_line is None else [new_line]
-    lines[entry.first : entry.last + 1] = replacement
-    return _ensure_newline("\n".join(lines) + "\n")
+    lines = unit_lines(text)
+    lines[entry.first : entry.last + 1] = [] if new_line is None else [one_line(new_line)]
+    return join_lines(lines)
 
 
 def set_key(text: str, path: str, section: str, key: str, value: str, *, after: str | None = None) -> str:
     """Set a scalar key: rewrite its last assignment in this file, or add it right after the key
     ``after`` when present, else at the end of the section (creating the section before [Install]
     when the file has none)."""
+    assignment = one_line(f"{key}={value}")
     parsed = parse(path, text)
     mine = [e for e in parsed.entries if e.section == section and e.key == key]
     if mine:
-        return replace_entry(text, path, mine[-1], f"{key}={value}")
-    lines = text.splitlines()
+        return replace_entry(text, path, mine[-1], assignment)
+    lines = list(parsed.lines)
     anchor = [e for e in parsed.entries if e.section == section and e.key == after] if after else []
     if anchor:
-        lines[anchor[-1].last + 1 : anchor[-1].last + 1] = [f"{key}={value}"]
-        return _ensure_newline("\n".join(lines) + "\n")
+        lines[anchor[-1].last + 1 : anchor[-1].last + 1] = [assignment]
+        return join_lines(lines)
     headers = [(name, idx) for name, idx in parsed.sections if name == section]
     if headers:
         _, start = headers[-1]
         later = [idx for _, idx in parsed.sections if idx > start]
         end = later[0] if later else len(lines)
         insert_at = end
-        while insert_at - 1 > start and not lines[insert_at - 1].strip():
+        while insert_at - 1 > start and not lines[insert_at - 1].strip(WHITESPACE):
             insert_at -= 1  # keep the blank line that separates sections after the new key
-        lines[insert_at:insert_at] = [f"{key}={value}"]
+        lines[insert_at:insert_at] = [assignment]
     else:
         install = [idx for name, idx in parsed.sections if name == "Install"]
-        block = [f"[{section}]", f"{key}={value}", ""]
+        block = [one_line(f"[{section}]"), assignment, ""]
         if install:
             lines[install[0] : install[0]] = block
         else:
-            if lines and lines[-1].strip():
+            if lines and lines[-1].strip(WHITESPACE):
                 lines.append("")
             lines.extend(block[:-1])
-    return _ensure_newline("\n".join(lines) + "\n")
+    return join_lines(lines)
 
 
 def remove_entries(text: str, path: str, section: str, key: str) -> str:
@@ -275,13 +458,18 @@ def remove_entries(text: str, path: str, section: str, key: str) -> str:
     return text
 
 
+# systemd's WHITESPACE, and a continuation (backslash, newline) between words of a raw command line
+_WS = r"[ \t\n\r]"
+_NOT_WS = r"[^ \t\n\r]"
+
+
 def option_pattern(option: str, takes_value: bool = True) -> re.Pattern[str]:
     """A podman option with its value inside a raw command line: ``--opt=v``, ``--opt v``,
     ``--opt "v w"``. Continuation backslashes and line breaks count as whitespace."""
-    ws = r"(?:\s|\\\n)+"
-    value = r"(?:=|" + ws + r")(?:\"[^\"]*\"|'[^']*'|[^\s\\]+)" if takes_value else ""
+    ws = rf"(?:{_WS}|\\\n)+"
+    value = r"(?:=|" + ws + r")(?:\"[^\"]*\"|'[^']*'|[^ \t\n\r\\]+)" if takes_value else ""
     # the option may follow whitespace or the `Key=` of the assignment itself
-    return re.compile(r"(?<![^\s=])" + re.escape(option) + value + r"(?![^\s\\])")
+    return re.compile(r"(?<![^ \t\n\r=])" + re.escape(option) + value + r"(?![^ \t\n\r\\])")
 
 
 def remove_option(text: str, path: str, section: str, keys: Iterable[str], option: str) -> str:
@@ -292,32 +480,32 @@ def remove_option(text: str, path: str, section: str, keys: Iterable[str], optio
     parsed = parse(path, text)
     wanted = set(keys)
     for entry in reversed([e for e in parsed.entries if e.section == section and e.key in wanted]):
-        raw = "\n".join(text.splitlines()[entry.first : entry.last + 1])
+        lines = unit_lines(text)
+        raw = "\n".join(lines[entry.first : entry.last + 1])
         new = pattern.sub("", raw)
         new = bare.sub("", new)
         if new == raw:
             continue
         # tidy: whitespace runs left behind, and continued lines that now hold nothing
-        new_lines = [re.sub(r"(?<=\S)[ \t]{2,}", " ", ln).rstrip() for ln in new.split("\n")]
-        new_lines = [ln for ln in new_lines if ln.strip() not in ("\\",)]
+        new_lines = [re.sub(rf"(?<={_NOT_WS})[ \t]{{2,}}", " ", ln).rstrip(WHITESPACE) for ln in new.split("\n")]
+        new_lines = [ln for ln in new_lines if ln.strip(WHITESPACE) != "\\"]
         if new_lines and new_lines[-1].endswith("\\"):
-            new_lines[-1] = new_lines[-1][:-1].rstrip()
+            new_lines[-1] = new_lines[-1][:-1].rstrip(WHITESPACE)
         joined = re.sub(r"^([^=]*=)[ \t]+", r"\1", "\n".join(new_lines))
         _, _, v = joined.partition("=")
-        if not v.strip():
+        if not v.strip(WHITESPACE):
             text = replace_entry(text, path, entry, None)
         else:
-            lines = text.splitlines()
             lines[entry.first : entry.last + 1] = joined.split("\n")
-            text = _ensure_newline("\n".join(lines) + "\n")
+            text = join_lines(lines)
     return text
 
 
 def replace_in_entry(text: str, path: str, entry: Entry, old: str, new: str) -> str:
     """Replace the first occurrence of ``old`` inside the raw lines of ``entry``."""
-    lines = text.splitlines()
+    lines = unit_lines(text)
     raw = "\n".join(lines[entry.first : entry.last + 1])
     if old not in raw:
         return text
-    lines[entry.first : entry.last + 1] = raw.replace(old, new, 1).split("\n")
-    return _ensure_newline("\n".join(lines) + "\n")
+    lines[entry.first : entry.last + 1] = raw.replace(old, one_line(new), 1).split("\n")
+    return join_lines(lines)
