@@ -4,7 +4,7 @@ output and an exit code. Command modules register on ``app``; none of them print
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, TextIO
 
 import typer
 
@@ -53,19 +53,17 @@ def finish(command: str, as_json: bool, produce: Callable[[], Outcome]) -> NoRet
 
 
 def _strip_host_options(argv: list[str]) -> list[str]:
-    """argv without the root's --host/--hosts options (in either `--opt V` or `--opt=V` form)."""
+    """argv without the root's --host/--hosts options (in either `--opt V` or `--opt=V` form). Only the
+    words before the command are the root's: a later `--hosts` belongs to the command (fleet)."""
     out: list[str] = []
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-            continue
+    words = iter(argv)
+    for word in words:
         if word in {"--host", "--hosts"}:
-            skip = True
-            continue
-        if word.startswith(("--host=", "--hosts=")):
-            continue
-        out.append(word)
+            next(words, None)
+        elif not word.startswith(("--host=", "--hosts=")):
+            out.append(word)
+            if not word.startswith("-"):  # the command: the rest is its own
+                out += words
     return out
 
 
@@ -83,7 +81,6 @@ def root(
     """Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification."""
     if host is None:
         return
-    import os
     import sys
 
     argv = _strip_host_options(sys.argv[1:])
@@ -92,18 +89,27 @@ def root(
 
     def produce_remote() -> Outcome:
         from rigctl.fleet.inventory import load_inventory
-        from rigctl.fleet.remote import remote_argv, run_remote_rigctl
+        from rigctl.fleet.remote import RemoteAnswerError, run_remote_rigctl, stream_remote_rigctl
 
         target = load_inventory(hosts_file).get(host)
-        if not as_json:  # let the remote text and exit status straight through
-            sys.stdout.flush()
-            ssh_argv = remote_argv(target, argv)
-            os.execvp(ssh_argv[0], ssh_argv)
+        if not as_json:  # the remote text comes through as it is printed, control sequences made visible
+            code = stream_remote_rigctl(target, argv, out=_write_to(sys.stdout), err=_write_to(sys.stderr))
+            return Outcome(command, code == ExitCode.OK, exit_code=code)
         remote = run_remote_rigctl(target, argv)
-        document = remote.document or {}
-        payload = {k: v for k, v in document.items() if k not in {"rigctl", "command", "ok"}}
+        if remote.problem is not None:
+            raise RemoteAnswerError(remote.failure(target, " ".join(argv)),
+                                    fix=f"run it on {host} by hand to see what it prints; check `rigctl:` "
+                                        "for the host in the inventory")
+        payload = {k: v for k, v in (remote.document or {}).items() if k not in {"rigctl", "command", "ok"}}
         payload["host"] = host
-        return Outcome(command, bool(document.get("ok")), payload, exit_code=ExitCode(remote.rc)
-                       if remote.rc in {int(c) for c in ExitCode} else ExitCode.INTERNAL)
+        return Outcome(command, remote.ok, payload, exit_code=remote.exit_code)
 
     finish(command, as_json, produce_remote)
+
+
+def _write_to(stream: TextIO) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        stream.write(text)
+        stream.flush()
+
+    return write

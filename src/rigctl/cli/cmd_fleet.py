@@ -38,18 +38,23 @@ _MARK = {"fail": "FAIL", "warn": "WARN", "info": "info"}
 
 
 def _write_findings(out: TextIO, findings: list[dict[str, Any]], indent: str = "") -> None:
+    """Findings grouped by unit. Their text comes from unit files and other hosts: printed through
+    ``shown`` so no control sequence in it reaches the terminal."""
+    from rigctl.fleet.remote import shown
+
     by_unit: dict[str, list[dict[str, Any]]] = {}
     for f in findings:
-        by_unit.setdefault(f["unit"], []).append(f)
+        by_unit.setdefault(str(f.get("unit")), []).append(f)
     for unit, items in by_unit.items():
-        out.write(f"{indent}{unit}\n")
+        out.write(shown(f"{indent}{unit}\n"))
         for f in items:
             where = ""
             if f.get("line"):
                 where = f"  ({'' if f.get('where') in (None, unit) else str(f['where']) + ':'}line {f['line']})"
-            out.write(f"{indent}  {_MARK.get(f['severity'], f['severity'])} {f['id']}{where}\n")
-            out.write(f"{indent}       {f['message']}\n")
-            out.write(f"{indent}       fix: {f['fix']}\n")
+            severity = str(f.get("severity"))
+            out.write(shown(f"{indent}  {_MARK.get(severity, severity)} {f.get('id')}{where}\n"))
+            out.write(shown(f"{indent}       {f.get('message')}\n"))
+            out.write(shown(f"{indent}       fix: {f.get('fix')}\n"))
 
 
 def _doctor_view(report: DoctorReport) -> Any:
@@ -113,15 +118,17 @@ app.add_typer(fleet_app, name="fleet")
 
 def _fleet_view(result: FleetResult) -> Any:
     def view(out: TextIO) -> None:
+        from rigctl.fleet.remote import shown  # every line below may hold what a host answered
+
         out.write(f"rigctl fleet {result.command}: {len(result.hosts)} host(s), "
                   f"{sum(1 for h in result.hosts if h.ok)} ok, {result.elapsed_s:.1f}s\n")
         for host in result.hosts:
             state = "ok" if host.ok else ("UNREACHABLE" if not host.reachable else "FAIL")
             out.write(f"\n== {host.name} ({host.destination}) {state} via {host.via} in {host.elapsed_s:.1f}s\n")
             if host.error:
-                out.write(f"   {host.error}\n")
+                out.write(shown(f"   {host.error}\n"))
             for line in host.summary:
-                out.write(f"   {line}\n")
+                out.write(shown(f"   {line}\n"))
             if host.findings:
                 _write_findings(out, host.findings, indent="   ")
 

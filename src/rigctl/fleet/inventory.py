@@ -33,6 +33,9 @@ HostName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
 Destination = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\[\]:@%+-]+$", min_length=1)]
 OptionName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]*$")]
 OptionValue = Annotated[str, Field(pattern=r"^[^\n\r\x00]*$")]
+# A path or program name: one word on the remote (or local) command line, quoted where it is used
+# (ssh.remote_command), so only control characters are refused: a NUL cannot be passed to ssh at all.
+Word = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class _Strict(BaseModel):
@@ -42,9 +45,9 @@ class _Strict(BaseModel):
 class Defaults(_Strict):
     user: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_.-]*$")
     port: int | None = Field(default=None, ge=1, le=65535)
-    identity_file: str | None = None
+    identity_file: Word | None = None
     ssh_options: dict[OptionName, OptionValue] = Field(default_factory=dict)
-    rigctl: str = Field(default="rigctl", description="how to run rigctl on the host (a command or path)")
+    rigctl: Word = Field(default="rigctl", description="rigctl's name or path on the host: one word, run as is")
 
 
 class Host(_Strict):
@@ -53,9 +56,9 @@ class Host(_Strict):
     tags: list[HostName] = Field(default_factory=list)
     user: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_.-]*$")
     port: int | None = Field(default=None, ge=1, le=65535)
-    identity_file: str | None = None
+    identity_file: Word | None = None
     ssh_options: dict[OptionName, OptionValue] = Field(default_factory=dict)
-    rigctl: str | None = None
+    rigctl: Word | None = None  # one word, never shell syntax: `sudo rigctl` is a program named so
 
     @model_validator(mode="after")
     def _no_option_destination(self) -> Host:

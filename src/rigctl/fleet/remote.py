@@ -8,6 +8,11 @@ audits them here with the same core. ``preflight`` and ``swap`` need rigctl on t
 Hosts run in a bounded thread pool, one result per host, in inventory order. A host that cannot be
 reached, times out, or answers nonsense becomes a result with ``reachable``/``error`` set; it never
 stops or hides the others.
+
+What a host answers is hostile input: ssh.capture bounds and decodes it, ``parse_answer`` is the one
+place a remote rigctl's answer is judged (exactly one JSON envelope whose ``ok`` agrees with the exit
+status), remote findings are checked one by one (a malformed one becomes a failing finding of its own),
+and ``shown`` makes terminal control sequences in remote text visible before a person sees it.
 """
 
 from __future__ import annotations
@@ -19,13 +24,28 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from rigctl.errors import RigctlError, UsageError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rigctl.cli.output import SCHEMA_VERSION, printable
+from rigctl.errors import CommandError, RigctlError, UsageError
+from rigctl.exitcodes import ExitCode
 from rigctl.fleet.discover import CDI_DIRS, DRIVER_VERSION_FILE, SERVICE_HINT, collect, default_roots, driver_from_proc
 from rigctl.fleet.doctor import CdiSpec, DoctorFacts, audit, serving_units
 from rigctl.fleet.inventory import Host
-from rigctl.fleet.ssh import OpenSsh, Transport, unreachable
+from rigctl.fleet.ssh import (
+    NOT_FOUND,
+    SSH_UNREACHABLE,
+    TIMED_OUT,
+    OpenSsh,
+    Transport,
+    output_cut,
+    remote_command,
+    stream,
+    unreachable,
+)
+from rigctl.recipe.load import format_validation_error
 from rigctl.util.proc import Completed
 
 COMMANDS = ("status", "doctor", "preflight", "swap")
@@ -84,52 +104,168 @@ def _destination(host: Host) -> str:
 def _unreachable(result: HostResult, done: Completed) -> HostResult:
     result.reachable = False
     detail = (done.stderr or done.stdout).strip().splitlines()
-    result.error = f"unreachable: {detail[-1] if detail else f'ssh exited {done.rc}'}"
+    result.error = f"unreachable: {_tail(detail[-1]) if detail else f'ssh exited {done.rc}'}"
     return result
+
+
+# --- remote text shown to a person ---------------------------------------------------------------------
+
+def shown(text: str) -> str:
+    """``text`` (from another host) safe to print on this terminal: every control character shown
+    escaped (ESC -> ``\\x1b``) by the shared ``cli.output.printable``, except the newlines and tabs
+    that lay out several lines of text."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    return "\n".join("\t".join(printable(part, None) for part in line.split("\t")) for line in lines)
+
+
+def _tail(text: str, limit: int = 300) -> str:
+    """The end of some remote text, for an error message (control characters made visible)."""
+    text = text.strip()
+    return shown(text if len(text) <= limit else "..." + text[-limit:])
 
 
 # --- remote rigctl (also the `rigctl --host NAME <command>` mechanism) -------------------------------
 
 
+class RemoteAnswerError(RigctlError):
+    """A remote rigctl answered something that cannot be taken as an answer: bad input, exit 3."""
+
+    exit_code = ExitCode.INVALID_INPUT
+    code = "remote-answer"
+
+
+_EXIT_CODES = frozenset(int(c) for c in ExitCode)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python would accept NaN/Infinity; our JSON output could not
+
+
+def _one_value(text: str) -> tuple[Any, str | None]:
+    """``text`` as exactly one JSON value, or why it is not one."""
+    body = text.strip()
+    if not body:
+        return None, "it printed nothing on stdout"
+    try:
+        value, end = json.JSONDecoder(parse_constant=_refuse_constant).raw_decode(body)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so is a 5000-digit number
+        return None, f"its output is not JSON ({str(exc)[:120] or type(exc).__name__})"
+    if body[end:].strip():
+        return None, "its output is more than one JSON value (or JSON followed by other text)"
+    return value, None
+
+
+Answer = tuple[dict[str, Any] | None, str | None]  # (the document when there is one, what is wrong or None)
+
+
+def parse_answer(stdout: str, rc: int, *, command: str, cut: str | None = None) -> Answer:
+    """THE judge of a remote rigctl's answer to ``rigctl COMMAND ... --json`` that exited ``rc``
+    (``command``: its first word).
+
+    Returns the document and None when stdout is exactly one envelope ``{"rigctl": "1", "command":
+    COMMAND..., "ok": bool, ...}`` whose ``ok`` agrees with ``rc`` (ok exactly when rc is 0) and ``rc``
+    is a rigctl exit code; otherwise what is wrong (and the document, when there is one)."""
+    if cut is not None:
+        return None, cut
+    document, problem = _one_value(stdout)
+    if problem is not None:
+        return None, problem
+    if not isinstance(document, dict):
+        return None, f"its output is a JSON {type(document).__name__}, not an object"
+    version, said, ok = document.get("rigctl"), document.get("command"), document.get("ok")
+    if version != SCHEMA_VERSION:
+        return document, f'it is not a rigctl envelope ("rigctl" is {_brief(version)}, not "{SCHEMA_VERSION}")'
+    if not isinstance(said, str) or said.split(" ", 1)[0] != command:  # "fleet status" answers "fleet"
+        return document, f'its envelope is for command {_brief(said)}, not {command!r}'
+    if not isinstance(ok, bool):
+        return document, f'its envelope\'s "ok" is {_brief(ok)}, not true or false'
+    if ok != (rc == 0):
+        return document, f"it exited {rc} but its envelope says ok:{str(ok).lower()}"
+    if rc not in _EXIT_CODES:
+        return document, f"it exited {rc}, which is not a rigctl exit code"
+    return document, None
+
+
 @dataclass(frozen=True)
 class RemoteRigctl:
     rc: int
-    document: dict[str, Any] | None  # the remote command's JSON envelope
+    document: dict[str, Any] | None  # the remote command's JSON envelope (when it printed one object)
+    problem: str | None  # why the answer cannot be taken as is (parse_answer); None: it can
     stderr: str
     done: Completed
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and self.rc == 0
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """The remote exit status when the answer is understood and agrees with it; else INVALID_INPUT."""
+        return ExitCode(self.rc) if self.problem is None else RemoteAnswerError.exit_code
+
+    def failure(self, host: Host, label: str) -> str:
+        return _answer_failure(host, label, self.problem, self.stderr)
+
+
+def _answer_failure(host: Host, label: str, problem: str | None, stderr: str) -> str:
+    """One line for an answer that cannot be used, with the end of the remote stderr."""
+    detail = _tail(stderr)
+    return (f"the answer of `rigctl {label}` on {host.name} cannot be used: {problem}"
+            + (f" (stderr: {detail})" if detail else ""))
+
+
+def _program(host: Host) -> str:
+    return host.rigctl or "rigctl"
+
+
+def _command_word(argv: Sequence[str]) -> str:
+    return next((w for w in argv if not w.startswith("-")), "?")
+
+
+def _check_reached(host: Host, rc: int, stderr: str) -> None:
+    """Raise when ssh could not reach the host (255, or our timeout) or the program is not there (127)."""
+    if rc in (SSH_UNREACHABLE, TIMED_OUT):
+        raise CommandError(f"{host.name} ({_destination(host)}) is unreachable: {_tail(stderr)}",
+                           fix="check `ssh` to it by hand; rigctl uses BatchMode (keys only, no prompts)")
+    if rc == NOT_FOUND:
+        raise CommandError(f"rigctl is not installed on {host.name} ({_brief(_program(host))}: command not found)",
+                           fix="install rigctl there, or set `rigctl:` for the host in the inventory")
 
 
 def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport | None = None,
                       timeout: float = 600.0) -> RemoteRigctl:
-    """Run ``rigctl ARGV --json`` on ``host`` and return its exit status and JSON document.
+    """Run ``rigctl ARGV --json`` on ``host`` and return its exit status and JSON document, judged by
+    ``parse_answer`` (``problem`` says what is wrong with an answer that cannot be used).
 
-    Raises RigctlError when the host cannot be reached or rigctl is not installed there; a remote
+    Raises CommandError when the host cannot be reached or rigctl is not installed there; a remote
     command that ran and failed is a normal result (its rc and document say how)."""
     ssh = transport or OpenSsh.default()
-    program = host.rigctl or "rigctl"
     words = [*argv] if "--json" in argv else [*argv, "--json"]
-    command = f"{program} {shlex.join(words)}"
-    done = ssh.run(host, command, timeout=timeout)
-    if unreachable(done):
-        raise RigctlError(f"{host.name} ({_destination(host)}) is unreachable: {done.stderr.strip()}",
-                          fix="check `ssh` to it by hand; rigctl uses BatchMode (keys only, no prompts)")
-    if done.rc == 127:
-        raise RigctlError(f"rigctl is not installed on {host.name} (`{program}`: command not found)",
-                          fix="install rigctl there, or set `rigctl:` for the host in the inventory")
-    try:
-        document = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        document = None
-    if not isinstance(document, dict):
-        document = None
-    return RemoteRigctl(done.rc, document, done.stderr, done)
+    done = ssh.run(host, remote_command([_program(host), *words]), timeout=timeout)
+    _check_reached(host, done.rc, done.stderr)
+    document, problem = parse_answer(done.stdout, done.rc, command=_command_word(argv), cut=output_cut(done))
+    return RemoteRigctl(done.rc, document, problem, done.stderr, done)
 
 
-def remote_argv(host: Host, argv: Sequence[str], *, transport: OpenSsh | None = None) -> list[str]:
-    """The ssh command line that runs ``rigctl ARGV`` on ``host`` as is (text output, the remote exit
-    status): for ``rigctl --host NAME <command>`` in text mode, exec it and let the output through."""
+def stream_remote_rigctl(host: Host, argv: Sequence[str], *, out: Callable[[str], None],
+                         err: Callable[[str], None], transport: OpenSsh | None = None) -> ExitCode:
+    """``rigctl ARGV`` on ``host`` in text mode: its stdout and stderr handed to ``out``/``err`` as they
+    come, control sequences made visible (``shown``); returns its exit status. Raises CommandError when
+    the host cannot be reached or rigctl is missing there, RemoteAnswerError for an exit status rigctl
+    never uses."""
     ssh = transport or OpenSsh.default()
-    return ssh.argv(host, f"{host.rigctl or 'rigctl'} {shlex.join(argv)}")
+    rc = stream(ssh.argv(host, remote_command([_program(host), *argv])),
+                out=lambda text: out(shown(text)), err=lambda text: err(shown(text)))
+    _check_reached(host, rc, "(see ssh's message above)")
+    if rc not in _EXIT_CODES:
+        raise RemoteAnswerError(f"the remote `rigctl {_command_word(argv)}` on {host.name} exited {rc}, "
+                                "which is not a rigctl exit code")
+    return ExitCode(rc)
 
 
 # --- status ------------------------------------------------------------------------------------------
@@ -177,21 +313,23 @@ def _containers(section: str) -> tuple[list[dict[str, Any]], str | None]:
         return [], "podman is not installed"
     if rc.strip() != "0":
         return [], f"podman ps failed: {body.strip()[-300:]}"
-    try:
-        raw = json.loads(body or "[]")
-    except json.JSONDecodeError:
-        return [], "podman ps answered something that is not JSON"
+    raw, problem = _one_value(body or "[]")
+    if problem is not None or not isinstance(raw, list):
+        return [], "podman ps answered something that is not a JSON list"
     rows = []
-    for item in raw if isinstance(raw, list) else []:
-        names = item.get("Names") or []
-        labels = item.get("Labels") or {}
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        names, labels = item.get("Names"), item.get("Labels")
+        names = names if isinstance(names, list) and names else [str(item.get("Id", ""))[:12]]
+        labels = labels if isinstance(labels, dict) else {}
         rows.append({
-            "name": names[0] if names else item.get("Id", "")[:12],
-            "image": item.get("Image", ""),
-            "state": item.get("State", ""),
-            "status": item.get("Status", ""),
+            "name": str(names[0]),
+            "image": str(item.get("Image", "")),
+            "state": str(item.get("State", "")),
+            "status": str(item.get("Status", "")),
             "managed": str(labels.get("rigctl.managed", "")).lower() == "true",
-            "recipe": labels.get("rigctl.recipe"),
+            "recipe": str(labels["rigctl.recipe"]) if "rigctl.recipe" in labels else None,
         })
     return rows, None
 
@@ -247,8 +385,8 @@ def _doctor_script(boundary: str, program: str) -> str:
     hint = SERVICE_HINT.pattern
     cdi = " ".join(f"{d}/*.yaml {d}/*.yml {d}/*.json" for d in CDI_DIRS)
     return "\n".join([
-        f"if command -v {shlex.quote(program)} >/dev/null 2>&1; then echo '{b} via rigctl'; "
-        f"{shlex.quote(program)} doctor --json; echo; echo '{b} rc'\"$?\"; exit 0; fi",
+        f"if {remote_command(['command', '-v', program])} >/dev/null 2>&1; then echo '{b} via rigctl'; "
+        f"{remote_command([program, 'doctor', '--json'])}; rc=$?; echo; echo '{b} rc '\"$rc\"; exit 0; fi",
         f"echo '{b} via ssh'",
         f"echo '{b} meta home'; echo \"$HOME\"",
         f"echo '{b} meta uid'; id -u",
@@ -275,30 +413,104 @@ def _snapshot_files(sections: dict[str, str]) -> dict[str, str]:
     return files
 
 
+class _RemoteFinding(BaseModel):
+    """One finding of a remote ``rigctl doctor --json`` (fleet.doctor.UnitFinding.to_dict), checked
+    strictly: a remote host's answer is never trusted to have the shape the views rely on."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    unit: str
+    id: str
+    severity: Literal["fail", "warn", "info"]
+    message: str
+    fix: str = ""
+    where: str | None = None
+    line: int | None = Field(default=None, ge=1)
+    managed: bool = False
+    autofix: bool = False
+
+
+class _RemoteError(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    message: str
+
+
+class _RemoteDoctor(BaseModel):
+    """The rest of a remote doctor document; findings are checked one by one (``_findings``)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    findings: list[Any] = Field(default_factory=list)
+    units: list[str] = Field(default_factory=list)
+    driver_version: str | None = None
+    counts: dict[str, int] | None = None
+    error: _RemoteError | None = None
+
+
+def _malformed(host: Host, what: str, problems: Sequence[str]) -> dict[str, Any]:
+    """A failing finding standing for something the remote host answered that has the wrong shape."""
+    return {
+        "unit": f"(answer of {host.name})", "id": "remote-malformed-answer", "severity": "fail",
+        "message": f"remote answered a malformed {what}: {'; '.join(problems)[:500]}",
+        "fix": f"check the rigctl installed on {host.name} (`rigctl:` in the hosts file): it must be a "
+               "rigctl whose `doctor --json` matches this one's",
+        "where": None, "line": None, "managed": False, "autofix": False,
+    }
+
+
+def _findings(host: Host, raw: list[Any]) -> list[dict[str, Any]]:
+    """Each remote finding checked; a malformed one becomes a failing finding of its own, in its place."""
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(_RemoteFinding.model_validate(item).model_dump())
+        except ValidationError as exc:
+            out.append(_malformed(host, f"finding (#{i + 1})", format_validation_error(f"findings.{i}", exc)))
+    return out
+
+
+def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], stderr: str) -> None:
+    """Fill ``result`` from what the remote ``rigctl doctor --json`` answered (in ``sections``)."""
+    result.via = "rigctl"
+    rc_key = next((k for k in sections if k.startswith("rc ")), "rc ?")
+    rc_text = rc_key[len("rc ") :]
+    rc = int(rc_text) if rc_text.isdigit() else -1
+    document, problem = parse_answer(sections.get("via rigctl", ""), rc, command="doctor")
+    if problem is None and rc_key == "rc ?":
+        problem = "it did not finish"
+    if problem is not None:
+        result.error = _answer_failure(host, "doctor --json", problem, stderr)
+        return
+    assert document is not None  # parse_answer returns one when there is no problem
+    try:
+        report = _RemoteDoctor.model_validate(document)
+    except ValidationError as exc:
+        result.findings = [_malformed(host, "doctor report", format_validation_error("doctor", exc))]
+        return
+    result.findings = _findings(host, report.findings)
+    result.data = {"units": report.units, "driver_version": report.driver_version, "counts": report.counts}
+    if report.error is not None:
+        result.error = report.error.message
+    result.ok = bool(document["ok"]) and not any(f["severity"] == "fail" for f in result.findings)
+
+
 def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
     result = HostResult(host.name, _destination(host))
     boundary = "@@rigctl-" + secrets.token_hex(6)
-    program = host.rigctl or "rigctl"
-    done = ssh.run(host, _doctor_script(boundary, program), timeout=timeout)
+    done = ssh.run(host, _doctor_script(boundary, _program(host)), timeout=timeout)
     if unreachable(done):
         return _unreachable(result, done)
+    cut = output_cut(done)
+    if cut is not None:
+        result.error = f"doctor: {cut}"
+        return result
     sections = _sections(done.stdout, boundary)
     if "via rigctl" in sections:
-        result.via = "rigctl"
-        try:
-            document = json.loads(sections["via rigctl"])
-        except json.JSONDecodeError:
-            result.error = f"remote `{program} doctor --json` did not answer JSON: {done.stderr.strip()[-300:]}"
-            return result
-        findings = document.get("findings", [])
-        result.findings = findings if isinstance(findings, list) else []
-        result.data = {k: document.get(k) for k in ("units", "driver_version", "counts")}
-        if "error" in document:
-            result.error = str(document["error"].get("message"))
-        result.ok = bool(document.get("ok"))
+        _remote_doctor(result, host, sections, done.stderr)
     else:
         if "end" not in sections:
-            result.error = f"doctor snapshot did not finish (exit {done.rc}): {done.stderr.strip()[-300:]}"
+            result.error = f"doctor snapshot did not finish (exit {done.rc}): {_tail(done.stderr)}"
             return result
         files = _snapshot_files(sections)
         meta = {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
@@ -306,7 +518,8 @@ def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
         cdi = tuple(CdiSpec(p, t) for p, t in sorted(files.items()) if p.startswith(tuple(d + "/" for d in CDI_DIRS)))
         for spec in cdi:
             files.pop(spec.path, None)
-        uid = int(meta.get("uid") or -1)
+        uid_text = meta.get("uid", "")
+        uid = int(uid_text) if uid_text.isdigit() else -1
         roots = default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,
                               meta.get("homes", "").split() if uid == 0 else [])
         units = serving_units(collect(files, roots))
@@ -333,16 +546,18 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
     label = " ".join(argv)
     result = HostResult(host.name, _destination(host), via="rigctl")
     try:
-        remote = run_remote_rigctl(host, argv, transport=ssh, timeout=timeout)
+        # "--": a recipe name is never read as an option by the remote rigctl, whatever it starts with
+        remote = run_remote_rigctl(host, [argv[0], "--json", "--", *argv[1:]], transport=ssh, timeout=timeout)
     except RigctlError as err:
         result.reachable = "unreachable" not in err.message
         result.error = err.message
         return result
-    if remote.document is None:
-        result.error = f"remote {argv[0]} exited {remote.rc} without JSON: {remote.stderr.strip()[-300:]}"
+    if remote.document is not None:
+        result.data = remote.document  # kept even when it cannot be used: it shows what the host said
+    if remote.problem is not None or remote.document is None:
+        result.error = remote.failure(host, label)
         return result
-    result.data = remote.document
-    result.ok = remote.rc == 0 and bool(remote.document.get("ok"))
+    result.ok = remote.ok
     error = remote.document.get("error")
     if isinstance(error, dict):
         result.error = str(error.get("message"))

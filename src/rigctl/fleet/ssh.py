@@ -5,15 +5,24 @@ Every call runs ``ssh`` non-interactively (BatchMode: a missing key fails at onc
 a password), with a connect timeout, keep-alives that notice a dead peer, and a control socket in a
 private directory. ssh exits 255 when it could not reach or log in to the host; any other status is the
 remote command's own.
+
+What comes back is the remote host's to choose, so it is read in one place (``capture``): at most
+``OUTPUT_LIMIT`` bytes per stream (more cuts the command off and says so), decoded as UTF-8 with
+undecodable bytes replaced. Every remote command line is built by ``remote_command``, which quotes
+every word, so nothing of ours (or of the hosts file) is ever read by the remote shell as syntax.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
+import selectors
 import shlex
 import stat
+import subprocess
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,8 +30,12 @@ from typing import Protocol
 from rigctl.errors import RigctlError
 from rigctl.fleet.inventory import Host
 from rigctl.util.proc import Completed, run
+from rigctl.util.safefs import MiB, format_size
 
 SSH_UNREACHABLE = 255
+TIMED_OUT = 124  # like util.proc.run and timeout(1)
+NOT_FOUND = 127
+OUTPUT_LIMIT = 16 * MiB  # per stream; a real answer (a doctor snapshot, an inventory) is far smaller
 
 
 class Transport(Protocol):
@@ -92,7 +105,7 @@ class OpenSsh:
         return [*argv, "--", host.ssh, command]
 
     def run(self, host: Host, command: str, *, timeout: float) -> Completed:
-        return run(self.argv(host, command), timeout=timeout)
+        return capture(self.argv(host, command), timeout=timeout)
 
     def close_all(self) -> None:
         """Close every shared connection whose socket lives in our control directory."""
@@ -103,13 +116,117 @@ class OpenSsh:
     def close(self, host: Host) -> None:
         """Ask the shared connection's master to exit (ControlPersist would otherwise keep it a while)."""
         argv = self.argv(host, "true")
-        run([*argv[:-2], "-O", "exit", host.ssh], timeout=10)
+        run([*argv[:-3], "-O", "exit", "--", host.ssh], timeout=10)  # [:-3]: without "--", host, command
 
 
-def remote_command(argv: Sequence[str]) -> str:
-    """One argv as a command line for the remote login shell."""
-    return shlex.join(argv)
+@dataclass(frozen=True)
+class Captured(Completed):
+    """A finished ssh call; ``cut``: a stream went past ``OUTPUT_LIMIT`` and the call was stopped there."""
+
+    cut: bool = False
+
+
+def output_cut(done: Completed) -> str | None:
+    """Why ``done``'s output is incomplete, or None."""
+    if isinstance(done, Captured) and done.cut:
+        return f"the output went past {format_size(OUTPUT_LIMIT)}; it was cut off there and the command stopped"
+    return None
+
+
+def capture(argv: Sequence[str], *, timeout: float, limit: int = OUTPUT_LIMIT) -> Captured:
+    """Run ``argv`` with stdin closed; read stdout and stderr together, at most ``limit`` bytes each.
+
+    Past the limit, or past ``timeout`` seconds, the process is killed (rc 124 for the timeout, like
+    util.proc.run). Bytes that are not UTF-8 become U+FFFD: remote output never raises here."""
+    args = tuple(argv)
+    try:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError as exc:
+        return Captured(args, NOT_FOUND, "", f"{args[0]}: not found ({exc.strerror})")
+    kept: list[list[bytes]] = [[], []]
+    sizes = [0, 0]
+
+    def keep(stream: int, data: bytes) -> bool:
+        kept[stream].append(data[: max(0, limit - sizes[stream])])
+        sizes[stream] += len(data)
+        return sizes[stream] <= limit
+
+    finished = _pump(proc, keep, deadline=time.monotonic() + timeout)
+    out, err = (b"".join(k).decode("utf-8", errors="replace") for k in kept)
+    if finished is None:
+        return Captured(args, TIMED_OUT, out, f"timed out after {timeout}s")
+    return Captured(args, proc.returncode, out, err, cut=not finished)
+
+
+def stream(argv: Sequence[str], *, out: Callable[[str], None], err: Callable[[str], None]) -> int:
+    """Run ``argv`` (stdin inherited) and hand its stdout and stderr over as they come, as text (bytes that
+    are not UTF-8 become U+FFFD); return its exit status. For output a person watches, so no limit."""
+    try:
+        proc = subprocess.Popen(tuple(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError as exc:
+        err(f"{argv[0]}: not found ({exc.strerror})\n")
+        return NOT_FOUND
+    decoders = [codecs.getincrementaldecoder("utf-8")(errors="replace") for _ in range(2)]
+    sinks = (out, err)
+
+    def hand_over(which: int, data: bytes) -> bool:
+        text = decoders[which].decode(data, final=not data)
+        if text:
+            sinks[which](text)
+        return True
+
+    _pump(proc, hand_over, deadline=None)
+    return proc.returncode
+
+
+def _pump(proc: subprocess.Popen[bytes], take: Callable[[int, bytes], bool], *, deadline: float | None) -> bool | None:
+    """Read ``proc``'s stdout (0) and stderr (1) as they come and give each chunk to ``take`` (an empty
+    chunk: that stream ended), until both end. ``take`` returning False, the deadline passing, or an
+    exception here kills the process. Always reaps it. True: both streams ended; False: ``take``
+    stopped it; None: the deadline passed."""
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    which = {proc.stdout.fileno(): 0, proc.stderr.fileno(): 1}
+    outcome: bool | None = True
+    ended = False
+    try:
+        with selectors.DefaultSelector() as sel:
+            for pipe in (proc.stdout, proc.stderr):
+                sel.register(pipe, selectors.EVENT_READ)
+            while sel.get_map() and outcome:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    outcome = None
+                    break
+                for key, _ in sel.select(timeout=left):
+                    data = os.read(key.fd, 1 << 16)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                    if not take(which[key.fd], data):
+                        outcome = False
+                        break
+        if outcome:  # both streams ended; the process may linger a moment (or, past the deadline, too long)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                outcome = None
+        ended = outcome is True
+    finally:
+        if not ended:  # cut off, out of time, or interrupted (Ctrl-C) here: stop it
+            proc.kill()
+        proc.stdout.close()
+        proc.stderr.close()
+        proc.wait()
+    return outcome
+
+
+def remote_command(words: Sequence[str]) -> str:
+    """THE way a remote command line is made: every word quoted for the remote login shell, so a word
+    (the hosts file's ``rigctl:`` program, a recipe name, a path, an option) is always one word and
+    never shell syntax (`;`, `$(...)`, spaces, globs)."""
+    return shlex.join(words)
 
 
 def unreachable(done: Completed) -> bool:
-    return done.rc in (SSH_UNREACHABLE, 124)
+    return done.rc in (SSH_UNREACHABLE, TIMED_OUT)
