@@ -40,5 +40,7 @@ def has_key(quadlet: Version, key: str) -> bool:
 
 def find_version(text: str | None) -> Version | None:
     """The first MAJOR.MINOR in ``text`` (``podman version 4.3.1`` -> (4, 3)), or None."""
-    match = re.search(r"(\d+)\.(\d+)", text or "")
+    # whole numbers of at most 6 digits: the text may come from another box, and int() refuses (or
+    # crawls through) thousands of digits
+    match = re.search(r"(?<!\d)(\d{1,6})\.(\d{1,6})(?!\d)", text or "")
     return (int(match.group(1)), int(match.group(2))) if match else None

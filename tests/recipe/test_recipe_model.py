@@ -173,17 +173,19 @@ def test_set_values_are_yaml() -> None:
     assert parse_set("a=") == (["a"], "")
 
 
-def test_user_recipes_come_after_bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_recipes_override_bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     user = tmp_path / "rigctl" / "recipes"
     user.mkdir(parents=True)
     mine = base() | {"name": "mine"}
     (user / "mine.yaml").write_text(yaml.safe_dump(mine))
-    (user / "glm53-flash.yaml").write_text("name: shadowed\n")  # bundled wins
+    (user / "glm53-flash.yaml").write_text(yaml.safe_dump(base() | {"description": "my copy"}))  # user wins
     assert load("mine").source.origin == "user"
-    assert load("glm53-flash").source.origin == "bundled"
+    mine_too = load("glm53-flash")
+    assert mine_too.source.origin == "user" and mine_too.recipe.description == "my copy"
+    assert mine_too.source.overrides == bundled_recipes_dir() / "glm53-flash.yaml"
     names = {name: origin for name, _, origin in list_recipe_files()}
-    assert names["mine"] == "user" and names["glm53-flash"] == "bundled"
+    assert names["mine"] == "user" and names["glm53-flash"] == "user"
 
 
 def test_unknown_recipe_lists_where_it_looked() -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
-from rigctl.cli.output import Outcome
+from rigctl.cli.output import LINE_LIMIT, Outcome, printable
 
 if TYPE_CHECKING:
     from rigctl.deploy.ports import Scope
@@ -103,9 +103,9 @@ def _dry_run(recipe: Recipe, scope: Scope, *, force: tuple[str, ...], gpus: tupl
                   + (f" with quadlet {plan.to_dict()['quadlet_version']}" if plan.quadlet_version else "") + "\n")
         if plan.report.choice.gpus:
             for g in plan.report.choice.gpus:
-                out.write(f"  would use GPU {g.index}: {g.name} ({g.uuid})\n")
+                out.write(f"  would use GPU {g.index}: {printable(g.name)} ({printable(g.uuid)})\n")
         for reason in plan.report.choice.problems:
-            out.write(f"  layout: {reason}\n")
+            out.write(f"  layout: {printable(reason, LINE_LIMIT)}\n")
         if plan.rendered is not None:
             for f in plan.rendered.files:
                 out.write(f"\n# {'would install' if plan.ok else 'would be installed once preflight passes'}: "
@@ -113,9 +113,9 @@ def _dry_run(recipe: Recipe, scope: Scope, *, force: tuple[str, ...], gpus: tupl
             for note in plan.rendered.notes:
                 out.write(f"# render note ({note.kind}): {note.message}\n")
         if plan.render_error:
-            out.write(f"\ncannot render the unit: {plan.render_error}\n")
+            out.write(f"\ncannot render the unit: {printable(plan.render_error, LINE_LIMIT)}\n")
         for line in plan.notes:
-            out.write(f"\n{line}\n")
+            out.write(f"\n{printable(line, LINE_LIMIT)}\n")
         out.write("\ndry run: nothing was installed or started\n")
 
     return Outcome("up", plan.ok, plan.to_dict(), view=view)
@@ -180,14 +180,15 @@ def _up_view(out: TextIO, r: UpResult) -> None:
     _findings_view(out, [f for f in r.preflight if f.get("severity") == "warn"])
     w = r.wait
     if w is not None and w.status != "ready":
-        out.write(f"{r.recipe}: {w.status.upper()} after {w.elapsed_s:.1f}s in phase '{w.phase}': {w.detail}\n")
+        out.write(f"{r.recipe}: {w.status.upper()} after {w.elapsed_s:.1f}s in phase '{w.phase}': "
+                  f"{printable(w.detail, LINE_LIMIT)}\n")
         out.write(f"  unit {r.unit} ({r.scope}); " + (
             "stopped so it does not restart-loop; the unit file stays installed\n" if r.stopped_after_failure
             else "left to systemd\n"))
         if w.tail:
             out.write("  last output:\n")
             for line in w.tail[-15:]:
-                out.write(f"    | {line}\n")
+                out.write(f"    | {printable(line, LINE_LIMIT)}\n")
         _signatures_view(out, r.signatures)
         if not r.signatures:
             out.write("  no known crash signature of this recipe matched; see `rigctl logs " + r.recipe + "`\n")
@@ -213,7 +214,7 @@ def _up_view(out: TextIO, r: UpResult) -> None:
 
 def _signatures_view(out: TextIO, signatures: list[Any]) -> None:
     for s in signatures:
-        out.write(f"  known crash signature '{s.id}': {s.line}\n")
+        out.write(f"  known crash signature '{s.id}': {printable(s.line, LINE_LIMIT)}\n")
         out.write(f"    meaning: {s.meaning}\n    remedy:  {s.remedy}\n")
         if s.link:
             out.write(f"    see:     {s.link}\n")
@@ -253,7 +254,8 @@ def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOp
             if not services:
                 out.write("no rigctl-managed services on this host\n")
                 return
-            for s in services:
+            for service in services:  # records and unit files are read from disk: their strings shown escaped
+                s: dict[str, Any] = {k: printable(x) if isinstance(x, str) else x for k, x in service.items()}
                 uptime = "-" if s["uptime_s"] is None else _duration(s["uptime_s"])
                 gpu_mem = "n/a" if s["gpu_memory_mib"] is None else f"{s['gpu_memory_mib']} MiB"
                 out.write(f"{s['unit']} ({s['scope']})  {s['active']}/{s['sub']}  health {s['health']}\n")
@@ -266,8 +268,9 @@ def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOp
                               "down; use Restart=always\n")
                 if s["last_failure"]:
                     lf = s["last_failure"]
-                    out.write(f"  last failed warmup: {lf.get('status')}: {lf.get('detail')}"
-                              f" (signatures: {', '.join(lf.get('signatures') or []) or 'none'})\n")
+                    out.write(f"  last failed warmup: {printable(lf.get('status'))}: "
+                              f"{printable(lf.get('detail'), LINE_LIMIT)} (signatures: "
+                              f"{printable(', '.join(map(str, lf.get('signatures') or [])) or 'none')})\n")
 
         return Outcome("status", True, {"services": services}, view=view)
 
@@ -364,10 +367,11 @@ def _print_lines(out: TextIO, lines: list[Any], *, summary: bool = False) -> Non
         elif ln.source != source and source == "last-failure":
             out.write("--- current container ---\n")
         source = ln.source
+        line = printable(ln.text, None)  # the engine's output: its escape sequences are shown, not obeyed
         if ln.signature is None:
-            out.write(ln.text + "\n")
+            out.write(line + "\n")
             continue
-        text = f"\x1b[1;31m{ln.text}\x1b[0m" if color else f">> {ln.text}"
+        text = f"\x1b[1;31m{line}\x1b[0m" if color else f">> {line}"
         out.write(f"{text}\n   [{ln.signature.id}] {ln.signature.meaning}\n   remedy: {ln.signature.remedy}\n")
     out.flush()
     if summary and not lines:

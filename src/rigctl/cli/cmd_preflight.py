@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
-from rigctl.cli.output import Outcome
+from rigctl.cli.output import LINE_LIMIT, Outcome
+from rigctl.cli.output import for_rich as v
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,39 +41,42 @@ def _facts_view(facts: HostFacts) -> Callable[[TextIO], None]:
         from rich.console import Console
         from rich.table import Table
 
-        console = Console(file=out, soft_wrap=False, width=140)
+        # every value below comes from NVML, the host or a captured file: shown through ``for_rich`` (``v``)
+        console = Console(file=out, soft_wrap=False, width=140, emoji=False, highlight=False)
         inv = facts.gpu
         if inv.available:
-            console.print(f"NVIDIA driver {inv.driver_version}, CUDA {inv.cuda_version}, NVML {inv.nvml_version}")
+            console.print(f"NVIDIA driver {v(inv.driver_version)}, CUDA {v(inv.cuda_version)}, "
+                          f"NVML {v(inv.nvml_version)}")
         else:
-            console.print(f"GPUs: none visible ({inv.error})")
+            console.print(f"GPUs: none visible ({v(inv.error)})")
         if inv.devices:
             t = Table("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid", box=None)
             for g in inv.devices:
                 used = "-" if g.memory_used_mib is None else f"{g.memory_used_mib:,}"
                 procs = f" ({len(g.processes)} procs)" if g.processes else ""
                 power = "-" if g.power.current_mw is None else f"{g.power.current_mw / 1000:g}"
-                t.add_row(str(g.index), g.name, g.pci_device_hex or "-", f"{g.memory_total_mib or 0:,}",
-                          used + procs, g.compute_capability or "-", power,
-                          "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-", g.uuid)
+                t.add_row(str(g.index), v(g.name), v(g.pci_device_hex or "-"), f"{g.memory_total_mib or 0:,}",
+                          used + procs, v(g.compute_capability or "-"), power,
+                          "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-", v(g.uuid))
             console.print(t)
         for p in inv.pairs:
-            console.print(f"GPU {p.a}<->{p.b}: P2P {p.p2p_text}, {p.topology_text}")
+            console.print(f"GPU {p.a}<->{p.b}: P2P {v(p.p2p_text)}, {v(p.topology_text)}")
         console.print(f"/dev/shm: {(facts.shm.total_bytes or 0) / 2**30:.1f} GiB")
         pod = facts.podman
-        console.print(f"podman: {pod.version if pod.installed else 'not installed'}"
-                      f"{' (API ' + str(pod.api_socket) + ')' if pod.api_ok else ''}, {len(pod.images)} image(s), "
-                      f"quadlet: {pod.quadlet or 'none'}")
-        console.print(f"CDI specs: {', '.join(s.path for s in facts.cdi.specs) or 'none'}")
+        console.print(f"podman: {v(pod.version) if pod.installed else 'not installed'}"
+                      f"{' (API ' + v(pod.api_socket) + ')' if pod.api_ok else ''}, {len(pod.images)} image(s), "
+                      f"quadlet: {v(pod.quadlet or 'none')}")
+        console.print(f"CDI specs: {', '.join(v(s.path) for s in facts.cdi.specs) or 'none'}")
         sd = facts.systemd
         console.print(f"systemd: system manager {'yes' if sd.system_manager else 'no'}, user manager "
                       f"{'yes' if sd.user_manager else 'no'}, linger {sd.linger}")
         for probe in facts.paths:
             free = "?" if probe.free_bytes is None else f"{probe.free_bytes / 2**30:,.1f} GiB free"
-            console.print(f"path {probe.path}: {'present' if probe.exists else 'missing'}, {free} on {probe.probed}")
+            console.print(f"path {v(probe.path)}: {'present' if probe.exists else 'missing'}, {free} "
+                          f"on {v(probe.probed)}")
         console.print(f"listening ports: {', '.join(str(x.port) for x in facts.ports.listening) or 'none'}")
         for section, err in facts.probe_errors.items():
-            console.print(f"[red]probe {section} failed: {err}[/red]")
+            console.print(f"[red]probe {v(section)} failed: {v(err, LINE_LIMIT)}[/red]")
 
     return view
 
@@ -102,14 +106,15 @@ def report_view(report: PreflightReport, recipe_name: str) -> Callable[[TextIO],
         from rich.table import Table
         from rich.text import Text
 
-        console = Console(file=out, width=160)
-        table = Table("check", "result", "message", "fix", title=f"preflight {recipe_name}", show_lines=False)
+        # finding messages quote GPU and process names from NVML or an inventory: shown through for_rich
+        console = Console(file=out, width=160, emoji=False, highlight=False)
+        table = Table("check", "result", "message", "fix", title=f"preflight {v(recipe_name)}", show_lines=False)
         for f in report.findings:
             sev = f.severity.value
-            table.add_row(f.id, Text(sev, style=_STYLE[sev]), f.message, f.fix or "")
+            table.add_row(v(f.id), Text(sev, style=_STYLE[sev]), v(f.message, LINE_LIMIT), v(f.fix or "", LINE_LIMIT))
         console.print(table)
         if report.choice.gpus:
-            console.print("GPUs: " + ", ".join(f"{g.index} {g.name} {g.uuid}" for g in report.choice.gpus))
+            console.print("GPUs: " + ", ".join(f"{g.index} {v(g.name)} {v(g.uuid)}" for g in report.choice.gpus))
         counts: dict[str, int] = {}
         for f in report.findings:
             counts[f.severity.value] = counts.get(f.severity.value, 0) + 1

@@ -49,6 +49,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
 
     def produce() -> Outcome:
         import dataclasses
+        import math
 
         from rigctl.errors import UsageError
         from rigctl.verify.client import Endpoint
@@ -56,6 +57,8 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
         from rigctl.verify.runner import parse_checks, run_checks
 
         selected = parse_checks(checks)
+        if timeout is not None and not math.isfinite(timeout):  # nan and inf pass typer's min=1
+            raise UsageError(f"--timeout {timeout}: give a finite number of seconds")
         if recipe is not None:
             from rigctl.recipe.load import load
 
@@ -112,15 +115,21 @@ def _installed_endpoint(name: str, api_key: str | None) -> Any:
 def _view(report: VerifyReport, out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from rigctl.util.text import LINE_LIMIT, printable
 
     console = Console(file=out, highlight=False, soft_wrap=False)
-    table = Table(title=f"verify {report.endpoint.model} at {report.endpoint.base_url}", title_justify="left")
+    # Messages quote the server (error bodies, model names): escaped, and as Text so that rich reads no markup.
+    title = Text(f"verify {printable(report.endpoint.model)} at {printable(report.endpoint.base_url)}")
+    table = Table(title=title, title_justify="left")
     table.add_column("CHECK", no_wrap=True)
     table.add_column("STATUS", no_wrap=True)
     table.add_column("TIME", justify="right", no_wrap=True)
     table.add_column("RESULT")
     for c in report.checks:
-        table.add_row(c.id, f"[{_STYLE[c.status]}]{c.status}[/]", f"{c.duration_s:.1f}s", c.message)
+        table.add_row(c.id, f"[{_STYLE[c.status]}]{c.status}[/]", f"{c.duration_s:.1f}s",
+                      Text(printable(c.message, LINE_LIMIT)))
     console.print(table)
     soak = report.get("soak")
     if soak is not None and soak.figures.get("completed"):

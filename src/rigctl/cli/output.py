@@ -11,8 +11,11 @@ from typing import Any, TextIO
 
 from rigctl.errors import InvalidInputError, RigctlError
 from rigctl.exitcodes import ExitCode
+from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, envelope, printable
 
-SCHEMA_VERSION = "1"  # the "rigctl" key of every JSON document; bump on incompatible changes
+__all__ = [
+    "CELL_LIMIT", "LINE_LIMIT", "SCHEMA_VERSION", "Outcome", "emit", "emit_error", "envelope", "for_rich", "printable",
+]
 
 
 @dataclass
@@ -31,10 +34,6 @@ class Outcome:
         return ExitCode.OK if self.ok else ExitCode.CHECKS_FAILED
 
 
-def envelope(command: str, ok: bool, payload: dict[str, Any]) -> dict[str, Any]:
-    return {"rigctl": SCHEMA_VERSION, "command": command, "ok": ok, **payload}
-
-
 def to_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n"
 
@@ -46,6 +45,14 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset | tuple):
         return list(obj)
     return str(obj)
+
+
+def for_rich(value: object, limit: int | None = CELL_LIMIT) -> str:
+    """``printable``, with rich's markup escaped too: ``[/]`` in a GPU name must not end a style (or
+    raise MarkupError) and ``[link=...]`` must not make a link."""
+    from rich.markup import escape  # noqa: PLC0415 - rich loads only for text views
+
+    return escape(printable(value, limit))
 
 
 def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
@@ -68,10 +75,10 @@ def emit_error(command: str, err: RigctlError, *, as_json: bool) -> int:
         sys.stdout.write(to_json(envelope(command, False, {"error": error})))
         sys.stdout.flush()
     else:
-        lines = err.message.splitlines() or [""]
+        lines = [printable(line, LINE_LIMIT) for line in err.message.splitlines()] or [""]
         sys.stderr.write(f"rigctl {command}: error: {lines[0]}\n")
         for line in lines[1:]:
             sys.stderr.write(f"  {line}\n")
         if err.fix:
-            sys.stderr.write(f"  fix: {err.fix}\n")
+            sys.stderr.write(f"  fix: {printable(err.fix, LINE_LIMIT)}\n")
     return int(err.exit_code)

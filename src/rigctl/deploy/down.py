@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
 from rigctl.deploy.places import locked
 from rigctl.deploy.ports import Clock, GpuMemory, Podman, Systemd
+from rigctl.errors import InvalidInputError
 
 CONTAINER_GONE_WAIT_S = 15.0
 CONTAINER_GONE_POLL_S = 0.2
@@ -29,6 +31,21 @@ def _wait_until_gone(podman: Podman, container: str, clock: Clock) -> bool:
     )
     still_there: bool = retrying(lambda: podman.container(container) is not None)
     return not still_there
+
+
+def _check_own_dir(record: records.DeploymentRecord, unit_dir: Path, where: Path) -> None:
+    """``down --remove`` deletes only in this scope's quadlet directory: a record that says its units
+    are elsewhere is refused before anything is stopped or deleted."""
+    recorded = Path(record.unit_dir)
+    same = os.path.normpath(recorded) == os.path.normpath(unit_dir)
+    if not same and recorded.is_dir() and unit_dir.is_dir():
+        same = os.path.samefile(recorded, unit_dir)
+    if not same:
+        raise InvalidInputError(
+            [f"{where}: the record puts {record.recipe}'s unit files in {record.unit_dir}, not in this scope's "
+             f"quadlet directory {unit_dir}; rigctl removes files only there"],
+            fix="pick the scope it was deployed in (--user/--system), or remove its unit files and this record by hand",
+        )
 
 
 @dataclass
@@ -66,10 +83,15 @@ def down(
     clock: Clock,
     lock_dir: Path | None = None,
 ) -> DownResult:
+    records.check_record_name(recipe_name)  # a name, never a path: it names the lock and the record
     with locked(recipe_name, f"down {recipe_name}", lock_dir):
-        record = records.load_record(state_dir, recipe_name)
+        record = records.load_record(state_dir, recipe_name)  # refused whole when damaged: exit 3
         if record is not None:
             unit, container = record.unit, record.container
+        records.check_unit_name(unit)
+        names = record.unit_files if record else [unit.removesuffix(".service") + ".container"]
+        if remove and record is not None:
+            _check_own_dir(record, unit_dir, records.record_path(state_dir, recipe_name))
         before = systemd.show(unit)
         if before.load == "loaded" or before.active != "inactive":
             systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
@@ -82,7 +104,6 @@ def down(
             gpu_ids=list(record.gpu_ids) if record else [],
         )
         if remove:
-            names = record.unit_files if record else [unit.removesuffix(".service") + ".container"]
             result.removed = [str(p) for p in remove_files(unit_dir, names)]
             if result.removed:
                 systemd.daemon_reload()

@@ -1,10 +1,11 @@
 """Atomic unit installation.
 
-Every file is first written to a temporary name in the quadlet directory itself (same filesystem),
-fsynced, then renamed over its final name, and the directory is fsynced. The quadlet generator only
-reads names ending in a unit suffix, so a half-written temporary file is never picked up. The renames
-of one deployment happen with SIGINT deferred: Ctrl-C leaves either the whole new set or the whole old
-set, never a mixture, and the caller learns which from ``InstallResult``.
+Every file is first written to a fresh temporary name in the quadlet directory itself (``safefs``:
+created O_EXCL|O_NOFOLLOW in the opened directory, fsynced), then renamed over its final name in that
+same directory, and the directory is fsynced: nothing is written through a link or outside it. The
+quadlet generator only reads names ending in a unit suffix, so a half-written temporary file is never
+picked up. The renames of one deployment happen with SIGINT deferred: Ctrl-C leaves either the whole
+new set or the whole old set, never a mixture, and the caller learns which from ``InstallResult``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import tempfile
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+
+from rigctl.errors import InvalidInputError
+from rigctl.util import safefs
 
 
 @dataclass
@@ -31,12 +35,13 @@ class InstallResult:
 
 
 def installed_texts(directory: Path, names: list[str]) -> dict[str, str | None]:
+    """The text of each unit file (None when missing). Bounded, and a link, FIFO or directory at a
+    name is refused: rigctl's unit files are regular files it wrote itself."""
     out: dict[str, str | None] = {}
     for name in names:
-        try:
-            out[name] = (directory / name).read_text()
-        except FileNotFoundError:
-            out[name] = None
+        path = directory / safefs.check_name(name)
+        got = safefs.read_file(path, limit=safefs.UNIT_LIMIT, nofollow=True, missing_ok=True)
+        out[name] = None if got is None else got.text(path)
     return out
 
 
@@ -62,57 +67,64 @@ def sigint_deferred() -> Iterator[list[bool]]:
         raise KeyboardInterrupt
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+def _current_text(d: safefs.SafeDir, name: str) -> str | None:
+    """What sits at ``name`` now, for the "identical: leave it alone" test. A link, oversized or
+    undecodable file is simply not identical (the rename replaces the name, it follows nothing); a
+    directory cannot be replaced and is refused."""
+    st = d.lstat(name)
+    if st is None or stat.S_ISLNK(st.st_mode):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        raise safefs.refuse(os.path.join(d.path, name), "a directory where a unit file belongs; remove it")
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return d.read_text(name, limit=safefs.UNIT_LIMIT)
+    except InvalidInputError:
+        return None
 
 
 def install_files(directory: Path, files: Mapping[str, str]) -> InstallResult:
     """Write ``files`` (name -> text) into ``directory`` atomically; identical files are left alone."""
-    directory.mkdir(parents=True, exist_ok=True)
     result = InstallResult(directory)
-    current = installed_texts(directory, list(files))
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for name, text in files.items():
-            target = directory / name
-            if current[name] == text:
-                result.unchanged.append(target)
-                continue
-            fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".rigctl-tmp", dir=directory)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp_name, 0o644)
-            staged.append((Path(tmp_name), target))
-        with sigint_deferred():
-            for tmp, target in staged:
-                os.replace(tmp, target)
-                result.written.append(target)
-            _fsync_dir(directory)
-    finally:
-        for tmp, _ in staged:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+    with safefs.own_dir(directory) as d:
+        staged: list[tuple[str, str]] = []  # (temporary, name)
+        try:
+            for name, text in files.items():
+                if _current_text(d, safefs.check_name(name)) == text:
+                    result.unchanged.append(directory / name)
+                    continue
+                staged.append((d.stage(name, text.encode(), mode=0o644), name))
+            with sigint_deferred():
+                for tmp, name in staged:
+                    d.commit(tmp, name)
+                    result.written.append(directory / name)
+                d.sync()
+        finally:
+            for tmp, _ in staged:
+                d.discard(tmp)  # gone already once committed
     return result
 
 
 def remove_files(directory: Path, names: list[str]) -> list[Path]:
+    """Unlink each name in ``directory`` (a link is removed, never its target). Every name is checked
+    first, so one that is not a plain file name, or a directory, removes nothing at all."""
+    for name in names:
+        safefs.check_name(name)
+    try:
+        d = safefs.SafeDir.at(directory)
+    except InvalidInputError:
+        if not directory.exists():
+            return []
+        raise
     removed = []
-    with sigint_deferred():
+    with d:
         for name in names:
-            path = directory / name
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                removed.append(path)
-        if removed:
-            _fsync_dir(directory)
+            st = d.lstat(name)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                raise safefs.refuse(os.path.join(d.path, name), "a directory, not a unit file; nothing was removed")
+        with sigint_deferred():
+            for name in names:
+                if d.remove(name):
+                    removed.append(directory / name)
+            if removed:
+                d.sync()
     return removed
-
-
-def write_atomic(path: Path, text: str) -> None:
-    install_files(path.parent, {path.name: text})

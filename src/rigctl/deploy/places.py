@@ -7,12 +7,14 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from rigctl.deploy.ports import Scope
 from rigctl.errors import DeployError, UsageError
 from rigctl.render.units import install_dir
+from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 
 
 def resolve_scope(user: bool, system: bool) -> Scope:
@@ -57,16 +59,33 @@ def lock_dir() -> Path:
 class ServiceLock:
     """An exclusive ``flock`` on ``<lock dir>/<service>.lock``, held for a whole command. The kernel
     drops it when the process dies, so a crashed rigctl never leaves a stale lock behind. The file
-    carries the holder's pid and command, for the message the next contender sees."""
+    carries the holder's pid and command, for the message the next contender sees.
+
+    ``service`` is one plain file name and the file is opened inside the opened lock directory without
+    following a link: the lock is truncated and written, so a planted link must never lead elsewhere."""
 
     def __init__(self, service: str, command: str, directory: Path | None = None) -> None:
-        self.path = (directory or lock_dir()) / f"{service}.lock"
+        self.name = f"{check_name(service)}.lock"
+        self.directory = directory or lock_dir()
+        self.path = self.directory / self.name
         self.command = command
         self._fd: int | None = None
 
+    def _open(self) -> int:
+        with own_dir(self.directory) as d:
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+            try:
+                fd = os.open(self.name, flags, 0o644, dir_fd=d.fd)
+            except OSError as exc:
+                raise open_error(self.path, exc, nofollow=True) from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise refuse(self.path, f"{kind_of(st.st_mode)}, not a lock file", fix=f"remove {self.path}")
+        return fd
+
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

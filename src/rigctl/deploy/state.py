@@ -3,19 +3,57 @@
 The unit file says how to run the engine; the record says what rigctl knows beyond it: the endpoint,
 the served name, the GPUs chosen, where the unit files are, and the last output of a failed warmup
 (quadlet containers run with ``--rm``, so without a journal that output exists nowhere else).
+
+A record is trusted for nothing it could point elsewhere with: ``down --remove`` deletes the unit files
+it names, so its recipe, unit and file names are checked to be plain names of this deployment, and
+its unit directory an absolute path. A record that fails is refused whole (exit 3), naming the file.
+A name given on the command line is a record name or nothing: never a path.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rigctl.deploy.install import write_atomic
+from pydantic import TypeAdapter, ValidationError
+
 from rigctl.deploy.ports import Scope
+from rigctl.errors import InvalidInputError
+from rigctl.recipe.catalog import clip, recipe_name_problem
+from rigctl.util import safefs
+from rigctl.util.jsonfile import JsonFileError, parse_json
 
 RECORD_VERSION = 1
+SUFFIX = ".json"
+
+# podman's container-name rule; a unit is "<container>.service" and its files "<container>.<suffix>"
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def is_record_name(name: str) -> bool:
+    """Whether ``name`` can name a deployment: the recipe-name rule (which makes it one plain file name)."""
+    return recipe_name_problem(name) is None
+
+
+def check_record_name(name: str) -> str:
+    if (problem := recipe_name_problem(name)) is not None:
+        raise InvalidInputError(
+            [f"not a deployment name: {problem}"],
+            fix="give the recipe's name (`rigctl status` lists deployments) or the path of its recipe YAML",
+        )
+    return name
+
+
+def check_unit_name(unit: str) -> str:
+    """A systemd service rigctl may stop: ``<container>.service``, the container a plain name."""
+    stem = unit.removesuffix(".service")
+    if stem == unit or not _PLAIN.fullmatch(stem):
+        raise InvalidInputError([f"{clip(unit)}: not a rigctl service name (<container>.service)"])
+    return unit
 
 
 @dataclass
@@ -41,45 +79,114 @@ class DeploymentRecord:
         data["scope"] = str(self.scope)
         return json.dumps(data, indent=2) + "\n"
 
-    @classmethod
-    def from_json(cls, text: str) -> DeploymentRecord:
-        data = json.loads(text)
-        data["scope"] = Scope(data["scope"])
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def problems(self) -> list[str]:
+        """Why this record cannot be trusted to name what ``down --remove`` deletes (empty: it can)."""
+        out = []
+        if not is_record_name(self.recipe):
+            out.append(f"recipe {clip(self.recipe)} is not a recipe name")
+        stem = self.unit.removesuffix(".service")
+        if stem == self.unit or not _PLAIN.fullmatch(stem):
+            out.append(f"unit {clip(self.unit)} is not <container>.service")
+        if not _PLAIN.fullmatch(self.container):
+            out.append(f"container {clip(self.container)} is not a container name")
+        for name in self.unit_files:
+            if not _PLAIN.fullmatch(name) or not name.startswith(f"{stem}."):
+                out.append(f"unit file {clip(name)} is not a file of {self.unit} (<container>.<suffix>, no directory)")
+        plain = "\0" not in self.unit_dir and os.path.normpath(self.unit_dir) == self.unit_dir
+        if not plain or not os.path.isabs(self.unit_dir):
+            out.append(f"unit_dir {clip(self.unit_dir)} is not a plain absolute directory")
+        return out
+
+
+_FIELDS: TypeAdapter[DeploymentRecord] = TypeAdapter(DeploymentRecord)
+
+
+def _from_data(data: Any) -> DeploymentRecord:
+    if not isinstance(data, dict):
+        raise ValueError("the top level is not a JSON object")
+    known = set(DeploymentRecord.__dataclass_fields__)
+    try:
+        record = _FIELDS.validate_python({k: v for k, v in data.items() if k in known})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise ValueError(f"{'.'.join(str(x) for x in first['loc']) or '(top level)'}: {first['msg']}") from None
+    if problems := record.problems():
+        raise ValueError("; ".join(problems))
+    return record
+
+
+def _damaged(path: Path, why: str) -> InvalidInputError:
+    return InvalidInputError(
+        [f"{path}: not a sound deployment record: {why}"],
+        fix=f"move {path} aside (rigctl then knows the deployment only from its recipe), or restore it from a backup",
+    )
 
 
 def record_path(directory: Path, recipe: str) -> Path:
-    return directory / f"{recipe}.json"
+    return directory / f"{check_record_name(recipe)}{SUFFIX}"
 
 
 def save(directory: Path, record: DeploymentRecord) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    write_atomic(record_path(directory, record.recipe), record.to_json())
+    if problems := record.problems():
+        raise InvalidInputError([f"deployment record of {clip(record.recipe)}: {p}" for p in problems])
+    with safefs.own_dir(directory) as d:
+        d.write_atomic(f"{record.recipe}{SUFFIX}", record.to_json().encode(), mode=0o644)
+
+
+def _read(path: Path, expect: str) -> DeploymentRecord | None:
+    """The record at ``path`` (None when missing); a link, FIFO, huge, non-UTF-8, deep or unsound file
+    is refused with the file named."""
+    try:
+        got = safefs.read_file(path, limit=safefs.RECORD_LIMIT, nofollow=True, missing_ok=True)
+        if got is None:
+            return None
+        record = _from_data(parse_json(got.data, path))
+    except JsonFileError as exc:
+        raise _damaged(path, exc.why) from None
+    except InvalidInputError as exc:
+        raise _damaged(path, exc.problems[0].removeprefix(f"{path}: ")) from None
+    except ValueError as exc:
+        raise _damaged(path, str(exc)) from None
+    if record.recipe != expect:
+        raise _damaged(path, f"it names recipe {clip(record.recipe)}, but it is the record of {expect!r}")
+    return record
 
 
 def load_record(directory: Path, recipe: str) -> DeploymentRecord | None:
-    try:
-        return DeploymentRecord.from_json(record_path(directory, recipe).read_text())
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+    """The record of deployment ``recipe``; None when there is none — and for anything that is not a
+    deployment name (a recipe path, say), which no record can have."""
+    if not is_record_name(recipe):
         return None
+    return _read(record_path(directory, recipe), recipe)
 
 
 def all_records(directory: Path) -> list[DeploymentRecord]:
+    """Every sound record; a damaged one must not hide the others, so it is skipped here (commands on
+    that one deployment name it)."""
     if not directory.is_dir():
         return []
     records = []
-    for path in sorted(directory.glob("*.json")):
+    for name in sorted(os.listdir(directory)):
+        recipe = name.removesuffix(SUFFIX)
+        if recipe == name or not is_record_name(recipe):
+            continue
         try:
-            records.append(DeploymentRecord.from_json(path.read_text()))
-        except (ValueError, KeyError, TypeError):
-            continue  # a damaged record must not hide the others
+            record = _read(directory / name, recipe)
+        except InvalidInputError:
+            continue
+        if record is not None:
+            records.append(record)
     return records
 
 
 def delete(directory: Path, recipe: str) -> bool:
+    """Unlink the record in its directory (a link there is removed, never followed)."""
+    name = f"{check_record_name(recipe)}{SUFFIX}"
     try:
-        record_path(directory, recipe).unlink()
-    except FileNotFoundError:
-        return False
-    return True
+        handle = safefs.SafeDir.at(directory)
+    except InvalidInputError:
+        if not directory.exists():
+            return False
+        raise
+    with handle:
+        return handle.remove(name)

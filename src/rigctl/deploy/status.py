@@ -11,7 +11,8 @@ from typing import Any
 
 from rigctl.deploy import state as records
 from rigctl.deploy.ports import GpuMemory, Podman, Probe, Scope, Systemd
-from rigctl.errors import CommandError
+from rigctl.errors import CommandError, InvalidInputError
+from rigctl.util import safefs
 
 MANAGED_LABEL = "rigctl.managed"
 
@@ -26,19 +27,34 @@ class Managed:
     record: records.DeploymentRecord | None
 
 
+_MANAGED_WORD = re.compile(r"(?:^|[ \t])" + re.escape(MANAGED_LABEL) + r"=true(?:[ \t]|$)")
+
+
 def _label_line(text: str) -> bool:
-    return any(line.strip().startswith("Label=") and MANAGED_LABEL in line for line in text.splitlines())
+    """Whether the unit carries ``Label=rigctl.managed=true`` (systemd's line rule: ``\n`` only, so a
+    U+2028 inside a Description cannot fake the label; ``=false`` is not managed)."""
+    return any(
+        line.strip(" \t").startswith("Label=") and _MANAGED_WORD.search(line.strip(" \t")[len("Label="):])
+        for line in text.split("\n")
+    )
+
+
+def _unit_text(path: Path) -> str | None:
+    """A unit file's text, bounded; None for anything rigctl did not write as a regular file (a link,
+    a FIFO, a huge or undecodable file), which therefore is not one of its services."""
+    try:
+        got = safefs.read_file(path, limit=safefs.UNIT_LIMIT, nofollow=True)
+        return None if got is None else got.text(path)
+    except InvalidInputError:
+        return None
 
 
 def discover(scope: Scope, unit_dir: Path, state_dir: Path) -> list[Managed]:
     found: dict[str, Managed] = {}
     if unit_dir.is_dir():
         for path in sorted(unit_dir.glob("*.container")):
-            try:
-                text = path.read_text()
-            except OSError:
-                continue
-            if _label_line(text):
+            text = _unit_text(path)
+            if text is not None and _label_line(text):
                 unit = path.stem + ".service"
                 found[unit] = Managed(scope, unit, path, None)
     for record in records.all_records(state_dir):
@@ -93,12 +109,7 @@ class ServiceStatus:
 def describe(
     item: Managed, *, systemd: Systemd, podman: Podman, probe: Probe, gpu: GpuMemory
 ) -> ServiceStatus:
-    text = ""
-    if item.unit_file is not None:
-        try:
-            text = item.unit_file.read_text()
-        except OSError:
-            text = ""
+    text = (_unit_text(item.unit_file) if item.unit_file is not None else None) or ""
     record = item.record
     endpoint = record.endpoint if record else None
     if endpoint is None and (m := _PUBLISH.search(text)):

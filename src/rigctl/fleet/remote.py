@@ -28,10 +28,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rigctl.cli.output import SCHEMA_VERSION, printable
 from rigctl.errors import CommandError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.fleet.discover import CDI_DIRS, DRIVER_VERSION_FILE, SERVICE_HINT, collect, default_roots, driver_from_proc
+from rigctl.fleet.discover import (
+    CDI_DIRS,
+    DRIVER_VERSION_FILE,
+    SERVICE_HINT,
+    Skipped,
+    collect,
+    default_roots,
+    driver_from_proc,
+)
 from rigctl.fleet.doctor import CdiSpec, DoctorFacts, audit, serving_units
 from rigctl.fleet.inventory import Host
 from rigctl.fleet.ssh import (
@@ -46,7 +53,9 @@ from rigctl.fleet.ssh import (
     unreachable,
 )
 from rigctl.recipe.load import format_validation_error
+from rigctl.util import safefs
 from rigctl.util.proc import Completed
+from rigctl.util.text import SCHEMA_VERSION, printable
 
 COMMANDS = ("status", "doctor", "preflight", "swap")
 # what each remote-rigctl command needs after its name
@@ -295,7 +304,7 @@ def _sections(text: str, boundary: str) -> dict[str, str]:
     out: dict[str, str] = {}
     current: str | None = None
     lines: list[str] = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # systemd's line rule: unit text travels through here
         if line.startswith(boundary + " "):
             if current is not None:
                 out[current] = "\n".join(lines)
@@ -371,19 +380,28 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
 
 # --- doctor ------------------------------------------------------------------------------------------
 
+# The directories quadlet and systemd read: the system's and this login's own (links followed, as
+# quadlet does), and every other user's under /home (links NOT followed: root must not ship a file a
+# user linked to, e.g. root's own, off the host).
 _SNAPSHOT_DIRS = (
     "/etc/containers/systemd /usr/share/containers/systemd /etc/systemd/system /usr/local/lib/systemd/system "
     "/usr/lib/systemd/system /lib/systemd/system /etc/systemd/user /usr/lib/systemd/user "
     '"$HOME/.config/containers/systemd" "$HOME/.config/systemd/user" '
-    '${XDG_RUNTIME_DIR:+"$XDG_RUNTIME_DIR/containers/systemd"} '
-    "/home/*/.config/containers/systemd /home/*/.config/systemd/user"
+    '${XDG_RUNTIME_DIR:+"$XDG_RUNTIME_DIR/containers/systemd"}'
 )
+_OTHER_HOME_DIRS = "/home/*/.config/containers/systemd /home/*/.config/systemd/user"
 
 
 def _doctor_script(boundary: str, program: str) -> str:
     b = boundary
     hint = SERVICE_HINT.pattern
     cdi = " ".join(f"{d}/*.yaml {d}/*.yml {d}/*.json" for d in CDI_DIRS)
+    find = (
+        "\\( -name '*.wants' -o -name '*.requires' \\) -prune -o -type f "
+        "\\( -name '*.container' -o -name '*.service' -o -path '*.d/*.conf' \\) -print 2>/dev/null"
+    )
+    # each file: at most UNIT_LIMIT + 1 bytes (more means "too large", decided here on this side)
+    ship = f"echo '{b} file '\"$f\"; head -c {safefs.UNIT_LIMIT + 1} -- \"$f\"; echo"
     return "\n".join([
         f"if {remote_command(['command', '-v', program])} >/dev/null 2>&1; then echo '{b} via rigctl'; "
         f"{remote_command([program, 'doctor', '--json'])}; rc=$?; echo; echo '{b} rc '\"$rc\"; exit 0; fi",
@@ -392,25 +410,32 @@ def _doctor_script(boundary: str, program: str) -> str:
         f"echo '{b} meta uid'; id -u",
         f"echo '{b} meta runtime'; echo \"${{XDG_RUNTIME_DIR:-}}\"",
         f"echo '{b} meta homes'; for h in /home/*; do [ -d \"$h\" ] && echo \"$h\"; done",
-        f"for d in {_SNAPSHOT_DIRS}; do [ -d \"$d\" ] && echo \"$d\"; done | "
-        "while IFS= read -r d; do find -L \"$d\" \\( -name '*.wants' -o -name '*.requires' \\) -prune -o -type f "
-        "\\( -name '*.container' -o -name '*.service' -o -path '*.d/*.conf' \\) -print 2>/dev/null; done | "
-        "while IFS= read -r f; do "
+        "{ "
+        f"for d in {_SNAPSHOT_DIRS}; do [ -d \"$d\" ] && find -L \"$d\" {find}; done; "
+        f"for d in {_OTHER_HOME_DIRS}; do [ -d \"$d\" ] && [ ! -L \"$d\" ] && find -P \"$d\" {find}; done; "
+        "} | while IFS= read -r f; do "
         f"case \"$f\" in *.service) grep -q -i -E {shlex.quote(hint)} \"$f\" 2>/dev/null || continue;; esac; "
-        f"echo '{b} file '\"$f\"; cat -- \"$f\"; echo; done",
-        f"for f in {DRIVER_VERSION_FILE} {cdi}; do [ -f \"$f\" ] && "
-        f"{{ echo '{b} file '\"$f\"; cat -- \"$f\"; echo; }}; done",
+        f"{ship}; done",
+        f"for f in {DRIVER_VERSION_FILE} {cdi}; do [ -f \"$f\" ] && {{ {ship}; }}; done",
         f"echo '{b} end'",
     ])
 
 
-def _snapshot_files(sections: dict[str, str]) -> dict[str, str]:
+def _snapshot_files(sections: dict[str, str]) -> tuple[dict[str, str], list[Skipped]]:
+    """The files a snapshot shipped back, and those too large to read (the script sends one byte more
+    than the limit of any file that has more)."""
     files: dict[str, str] = {}
+    skipped: list[Skipped] = []
     for key, body in sections.items():
         if key.startswith("file "):
+            path = key[len("file ") :]
             # the script adds a newline after each file; splitting on lines already dropped it
-            files[key[len("file ") :]] = body
-    return files
+            if len(body.encode()) > safefs.UNIT_LIMIT:
+                skipped.append(Skipped(path, f"more than the {safefs.format_size(safefs.UNIT_LIMIT)} "
+                                             "rigctl reads from such a file"))
+            else:
+                files[path] = body
+    return files, skipped
 
 
 class _RemoteFinding(BaseModel):
@@ -512,7 +537,7 @@ def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
         if "end" not in sections:
             result.error = f"doctor snapshot did not finish (exit {done.rc}): {_tail(done.stderr)}"
             return result
-        files = _snapshot_files(sections)
+        files, skipped = _snapshot_files(sections)
         meta = {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
         driver_text = files.pop(DRIVER_VERSION_FILE, "")
         cdi = tuple(CdiSpec(p, t) for p, t in sorted(files.items()) if p.startswith(tuple(d + "/" for d in CDI_DIRS)))
@@ -528,8 +553,12 @@ def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
                             cdi_specs=cdi)
         found = audit(units, facts)
         result.findings = [f.to_dict() for f in found]
-        result.data = {"units": [u.path for u in units], "driver_version": version}
+        result.data = {"units": [u.path for u in units], "driver_version": version,
+                       "skipped": [s.to_dict() for s in skipped]}
         result.ok = not any(f.fails for f in found)
+        if skipped:
+            result.summary.append(f"{len(skipped)} file(s) not read: " + "; ".join(
+                shown(f"{s.path}: {s.reason}") for s in skipped[:5]))
     fails = sum(1 for f in result.findings if f.get("severity") == "fail")
     warns = sum(1 for f in result.findings if f.get("severity") == "warn")
     units_seen = result.data.get("units") or []

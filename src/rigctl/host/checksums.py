@@ -9,16 +9,22 @@ of an unchanged 180 GB checkpoint costs a stat per shard.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import tempfile
+import re
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rigctl.errors import InvalidInputError
+from rigctl.util.jsonfile import load_json
+from rigctl.util.safefs import RECORD_LIMIT, kind_of, open_error, refuse, write_own
 
 CHUNK = 4 * 1024 * 1024  # large enough that the GIL is released for nearly all the work
 Progress = Callable[[int], None]  # called with a number of bytes just hashed (from worker threads)
@@ -30,10 +36,19 @@ def cache_path() -> Path:
 
 
 def sha256_file(path: Path, progress: Progress | None = None, chunk: int = CHUNK) -> str:
+    """sha256 of a regular file (links followed: HF caches link shards into blobs/). Anything else — a
+    FIFO would block forever, a device never ends — is refused without reading it."""
     digest = hashlib.sha256()
     buf = bytearray(chunk)
     view = memoryview(buf)
-    with path.open("rb", buffering=0) as fh:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise open_error(path, exc, nofollow=False) from None
+    with open(fd, "rb", buffering=0) as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise refuse(path, f"{kind_of(mode)}, not a regular file; rigctl hashes only regular files")
         while True:
             n = fh.readinto(buf)
             if not n:
@@ -52,19 +67,33 @@ class Hashed:
     cached: bool
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _entries(raw: Any) -> dict[str, dict[str, Any]]:
+    """The well-formed entries of a cache document; anything else in it is dropped (hashed again)."""
+    files = raw.get("files") if isinstance(raw, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {
+        path: entry for path, entry in files.items()
+        if isinstance(entry, dict) and type(entry.get("size")) is int and type(entry.get("mtime_ns")) is int
+        and isinstance(entry.get("sha256"), str) and _SHA256.fullmatch(entry["sha256"])
+    }
+
+
 class ChecksumCache:
-    """A JSON map path -> {size, mtime_ns, sha256}. A damaged cache is treated as empty."""
+    """A JSON map path -> {size, mtime_ns, sha256}. A damaged cache — unreadable, a FIFO, too big, not
+    UTF-8, not JSON, too deeply nested, the wrong types — counts as empty: it only costs hashing again."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or cache_path()
         self._lock = threading.Lock()
-        self._data: dict[str, dict[str, Any]] = {}
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-            if isinstance(raw, dict) and isinstance(raw.get("files"), dict):
-                self._data = raw["files"]
-        except (OSError, ValueError):
-            pass  # no cache yet, or unreadable: hash again
+            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True)
+        except InvalidInputError:
+            raw = None
+        self._data: dict[str, dict[str, Any]] = _entries(raw)
 
     def get(self, path: Path, st: os.stat_result) -> str | None:
         entry = self._data.get(str(path))
@@ -78,14 +107,8 @@ class ChecksumCache:
             self._data[str(path)] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
 
     def save(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".sha256.", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": 1, "files": self._data}, fh)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # a cache that cannot be written only costs time next run
+        with contextlib.suppress(OSError, InvalidInputError):  # an unwritable cache only costs time next run
+            write_own(self.path, json.dumps({"version": 1, "files": self._data}), mode=0o644)
 
 
 def hash_files(

@@ -8,14 +8,49 @@ the host themselves. Every probe that could not answer says so inside the docume
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, model_validator
 
 FACTS_SCHEMA = "1"  # the "rigctl" key of the document; bump on incompatible changes
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+
+
+# A captured inventory is input like any other file: every string is bounded (a 100 KB GPU name made
+# preflight's table take 42 s) and every quantity that cannot be negative is refused when it is (a
+# negative "memory used" read as an idle GPU). Identities are refused when too long; free text from
+# probes (errors, process names a local user can choose) is clipped instead, so a live gather never
+# fails on them. Control characters are left to the views, which show them escaped.
+NAME_MAX = 256
+PATH_MAX = 4096
+TEXT_MAX = 2048
+
+
+def _clipper(most: int) -> BeforeValidator:
+    def clip(value: object) -> object:
+        return value[: most - 1] + "…" if isinstance(value, str) and len(value) > most else value
+
+    return BeforeValidator(clip)
+
+
+Name = Annotated[str, Field(max_length=NAME_MAX)]  # names, ids, versions: refused when longer
+LongName = Annotated[str, Field(max_length=PATH_MAX)]  # paths, image references
+Text = Annotated[str, _clipper(TEXT_MAX)]  # an error or message: clipped
+ProcessName = Annotated[str, _clipper(NAME_MAX)]  # chosen by whoever runs the process: clipped
+Count = NonNegativeInt
+GpuUuid = Annotated[str, Field(pattern=r"^((GPU|MIG)-[A-Za-z0-9-]{1,96})?$")]  # "" when NVML could not say
+Port = Annotated[int, Field(ge=0, le=65535)]
+
+
+def _unique(kind: str, values: list[tuple[int, object]]) -> None:
+    seen: dict[object, int] = {}
+    for position, value in values:
+        if value in seen:
+            raise ValueError(f"devices.{position}.{kind} {value!r:.80} is also devices.{seen[value]}'s; "
+                             "each GPU appears once")
+        seen[value] = position
 
 
 class _Fact(BaseModel):
@@ -28,39 +63,39 @@ class _Fact(BaseModel):
 class Unsupported(_Fact):
     """An NVML call that raised for this device: recorded, not fatal."""
 
-    call: str
-    error: str = Field(description="the pynvml exception class, e.g. NVMLError_NotSupported")
-    message: str = ""
+    call: Name
+    error: Name = Field(description="the pynvml exception class, e.g. NVMLError_NotSupported")
+    message: Text = ""
 
 
 class GpuProcess(_Fact):
-    pid: int
-    used_memory_bytes: int | None = None
-    name: str | None = Field(default=None, description="process name via psutil; None when not visible here")
+    pid: Count
+    used_memory_bytes: Count | None = None
+    name: ProcessName | None = Field(default=None, description="process name via psutil; None when not visible here")
     kind: Literal["compute", "graphics"] = "compute"
 
 
 class PowerLimits(_Fact):
     """Milliwatts, as NVML reports them."""
 
-    current_mw: int | None = None
-    enforced_mw: int | None = None
-    default_mw: int | None = None
-    min_mw: int | None = None
-    max_mw: int | None = None
+    current_mw: Count | None = None
+    enforced_mw: Count | None = None
+    default_mw: Count | None = None
+    min_mw: Count | None = None
+    max_mw: Count | None = None
 
 
 class Gpu(_Fact):
-    index: int
-    uuid: str
-    name: str
-    pci_bus_id: str | None = None
-    pci_device_id: int | None = Field(default=None, description="16-bit PCI device id, e.g. 0x2BB1")
-    pci_vendor_id: int | None = None
-    memory_total_bytes: int | None = None
-    memory_free_bytes: int | None = None
-    memory_used_bytes: int | None = None
-    compute_capability: str | None = Field(default=None, description='"major.minor", e.g. "12.0"')
+    index: Count
+    uuid: GpuUuid
+    name: Name
+    pci_bus_id: Name | None = None
+    pci_device_id: Count | None = Field(default=None, description="16-bit PCI device id, e.g. 0x2BB1")
+    pci_vendor_id: Count | None = None
+    memory_total_bytes: Count | None = None
+    memory_free_bytes: Count | None = None
+    memory_used_bytes: Count | None = None
+    compute_capability: Name | None = Field(default=None, description='"major.minor", e.g. "12.0"')
     architecture: int | None = Field(default=None, description="NVML architecture enum (10 = Blackwell)")
     power: PowerLimits = Field(default_factory=PowerLimits)
     persistence_mode: bool | None = None
@@ -68,13 +103,22 @@ class Gpu(_Fact):
     mig_enabled: bool | None = None
     mig_pending: bool | None = None
     compute_mode: int | None = None
-    pcie_generation: int | None = None
-    pcie_generation_max: int | None = None
-    pcie_width: int | None = None
-    pcie_width_max: int | None = None
+    pcie_generation: Count | None = None
+    pcie_generation_max: Count | None = None
+    pcie_width: Count | None = None
+    pcie_width_max: Count | None = None
     numa_node: int | None = None
     processes: list[GpuProcess] = Field(default_factory=list)
     unsupported: list[Unsupported] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _memory_adds_up(self) -> Gpu:
+        total = self.memory_total_bytes
+        for part in ("memory_free_bytes", "memory_used_bytes"):
+            value = getattr(self, part)
+            if total is not None and value is not None and value > total:
+                raise ValueError(f"{part} {value} is more than memory_total_bytes {total}")
+        return self
 
     @property
     def memory_total_mib(self) -> int | None:
@@ -112,8 +156,8 @@ TOPOLOGY_NAMES = {
 class GpuPair(_Fact):
     """P2P read status (nvmlDeviceGetP2PStatus, READ) and the closest common ancestor of two GPUs."""
 
-    a: int
-    b: int
+    a: Count
+    b: Count
     p2p_read: int | None = Field(default=None, description="NVML_P2P_STATUS_*; 0 is OK")
     topology: int | None = Field(default=None, description="NVML_TOPOLOGY_*; smaller is closer")
     unsupported: list[Unsupported] = Field(default_factory=list)
@@ -137,12 +181,19 @@ class GpuPair(_Fact):
 
 class GpuInventory(_Fact):
     available: bool = Field(description="NVML initialised; False means no library or no driver")
-    error: str | None = Field(default=None, description="why NVML is unavailable, e.g. NVMLError_LibraryNotFound")
-    driver_version: str | None = None
-    nvml_version: str | None = None
-    cuda_driver_version: int | None = Field(default=None, description="e.g. 13000 for CUDA 13.0")
-    devices: list[Gpu] = Field(default_factory=list)
+    error: Text | None = Field(default=None, description="why NVML is unavailable, e.g. NVMLError_LibraryNotFound")
+    driver_version: Name | None = None
+    nvml_version: Name | None = None
+    cuda_driver_version: Count | None = Field(default=None, description="e.g. 13000 for CUDA 13.0")
+    devices: list[Gpu] = Field(default_factory=list, max_length=1024)
     pairs: list[GpuPair] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _each_gpu_once(self) -> GpuInventory:
+        """Two devices with one index or one UUID would let a selection or a check see the wrong one."""
+        _unique("index", [(i, g.index) for i, g in enumerate(self.devices)])
+        _unique("uuid", [(i, g.uuid) for i, g in enumerate(self.devices) if g.uuid])  # "": NVML could not say
+        return self
 
     @property
     def cuda_version(self) -> str | None:
@@ -158,8 +209,8 @@ class GpuInventory(_Fact):
 
 
 class FileEntry(_Fact):
-    name: str
-    size: int
+    name: LongName
+    size: Count
     mtime_ns: int
 
 
@@ -167,85 +218,85 @@ class PathProbe(_Fact):
     """A path preflight cares about (a checkpoint directory, a cache): whether it exists, the free space
     of the file system it lives on (or would live on), and for a directory its top-level files."""
 
-    path: str
+    path: LongName
     exists: bool
     is_dir: bool = False
-    probed: str | None = Field(default=None, description="the nearest existing ancestor used for disk space")
-    free_bytes: int | None = None
-    total_bytes: int | None = None
+    probed: LongName | None = Field(default=None, description="the nearest existing ancestor used for disk space")
+    free_bytes: Count | None = None
+    total_bytes: Count | None = None
     files: list[FileEntry] | None = None
     files_truncated: bool = False
-    error: str | None = None
+    error: Text | None = None
 
     def file(self, name: str) -> FileEntry | None:
         return next((f for f in self.files or () if f.name == name), None)
 
 
 class Shm(_Fact):
-    path: str = "/dev/shm"
-    total_bytes: int | None = None
-    free_bytes: int | None = None
-    error: str | None = None
+    path: LongName = "/dev/shm"
+    total_bytes: Count | None = None
+    free_bytes: Count | None = None
+    error: Text | None = None
 
 
 # --- podman, CDI, systemd, ports, licenses ---------------------------------------------------------
 
 
 class PodmanImage(_Fact):
-    id: str
-    digest: str | None = None
-    repo_digests: list[str] = Field(default_factory=list)
-    names: list[str] = Field(default_factory=list)
+    id: Name
+    digest: Name | None = None
+    repo_digests: list[LongName] = Field(default_factory=list)
+    names: list[LongName] = Field(default_factory=list)
 
 
 class Podman(_Fact):
     installed: bool
-    version: str | None = None
-    api_socket: str | None = None
+    version: Name | None = None
+    api_socket: LongName | None = None
     api_ok: bool = False
-    quadlet: str | None = Field(default=None, description="the quadlet generator binary, if one is installed")
+    quadlet: LongName | None = Field(default=None, description="the quadlet generator binary, if one is installed")
     images_via: Literal["api", "cli", "none"] = "none"
     images: list[PodmanImage] = Field(default_factory=list)
-    error: str | None = None
+    error: Text | None = None
 
 
 class CdiSpec(_Fact):
-    path: str
-    kind: str | None = None
-    devices: list[str] = Field(default_factory=list, description="device names: indices, UUIDs, all")
+    path: LongName
+    kind: Name | None = None
+    devices: list[Name] = Field(default_factory=list, description="device names: indices, UUIDs, all")
     mtime_ns: int | None = None
-    driver_versions: list[str] = Field(
+    driver_versions: list[Name] = Field(
         default_factory=list, description="driver versions named inside the spec (library file suffixes)"
     )
-    error: str | None = None
+    error: Text | None = None
 
 
 class Cdi(_Fact):
-    dirs: list[str] = Field(default_factory=list)
+    dirs: list[LongName] = Field(default_factory=list)
     specs: list[CdiSpec] = Field(default_factory=list)
-    driver_library: str | None = Field(default=None, description="libnvidia-ml.so.<driver version> found on disk")
+    driver_library: LongName | None = Field(default=None, description="libnvidia-ml.so.<driver version> found on disk")
     driver_installed_ns: int | None = Field(default=None, description="mtime of that library: the install time")
 
 
 class Systemd(_Fact):
     system_manager: bool
     user_manager: bool
-    user: str | None = None
-    uid: int | None = None
+    user: Name | None = None
+    uid: Count | None = None
     linger: bool | None = None
-    error: str | None = None
+    error: Text | None = None
 
 
 class Listener(_Fact):
-    address: str
-    port: int
-    pid: int | None = None
-    process: str | None = None
+    address: Name
+    port: Port
+    pid: Count | None = None
+    process: ProcessName | None = None
 
 
 class Ports(_Fact):
     listening: list[Listener] = Field(default_factory=list)
-    error: str | None = None
+    error: Text | None = None
 
     def holder(self, port: int, address: str = "127.0.0.1") -> Listener | None:
         """The listener that would collide with publishing ``address:port``."""
@@ -259,10 +310,10 @@ class Ports(_Fact):
 
 
 class LicenseAcceptance(_Fact):
-    id: str
-    accepted_at: str
-    by: str
-    recipe: str | None = None
+    id: Name
+    accepted_at: Name
+    by: Name
+    recipe: Name | None = None
 
 
 # --- the document ----------------------------------------------------------------------------------
@@ -270,9 +321,9 @@ class LicenseAcceptance(_Fact):
 
 class HostFacts(_Fact):
     rigctl: Literal["1"] = "1"  # FACTS_SCHEMA
-    hostname: str = ""
-    captured_at: str = ""
-    cpu_count: int | None = None
+    hostname: Name = ""
+    captured_at: Name = ""
+    cpu_count: Count | None = None
     gpu: GpuInventory
     shm: Shm = Field(default_factory=Shm)
     paths: list[PathProbe] = Field(default_factory=list)
@@ -281,7 +332,7 @@ class HostFacts(_Fact):
     systemd: Systemd = Field(default_factory=lambda: Systemd(system_manager=False, user_manager=False))
     ports: Ports = Field(default_factory=Ports)
     licenses: list[LicenseAcceptance] = Field(default_factory=list)
-    probe_errors: dict[str, str] = Field(
+    probe_errors: dict[LongName, Text] = Field(
         default_factory=dict, description="probes that crashed, by section: the rest of the document is valid"
     )
 

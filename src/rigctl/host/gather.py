@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import os
 import socket
 from collections.abc import Callable, Iterable
@@ -29,9 +28,15 @@ from rigctl.host.facts import (
 )
 from rigctl.host.licenses import read_acceptances
 from rigctl.host.nvml import NvmlLib, probe_gpus
+from rigctl.recipe.catalog import clip
 from rigctl.recipe.model import Recipe, SpecDraft
+from rigctl.util.jsonfile import load_json
+from rigctl.util.safefs import INVENTORY_LIMIT
 
 T = TypeVar("T")
+
+CAPTURE_FIX = "capture it again with this rigctl: `rigctl inventory --json > FILE`"
+MAX_PROBLEMS = 20  # a document with thousands of bad entries needs the first few named, not all
 
 
 def default_cache_dirs() -> list[str]:
@@ -93,6 +98,11 @@ def gather_facts(
     return facts.model_copy(update={"licenses": records, "probe_errors": errors})
 
 
+def _where(loc: tuple[int | str, ...]) -> str:
+    """A validation error's dotted path; keys come from the document, so each is clipped."""
+    return ".".join(clip(x, 60) if isinstance(x, str) and len(x) > 60 else str(x) for x in loc) or "(top level)"
+
+
 def facts_from_json(data: Any, source: str) -> HostFacts:
     """A HostFacts document, or the ``rigctl inventory --json`` envelope around one."""
     if not isinstance(data, dict):
@@ -103,37 +113,37 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
         body.pop("ok", None)
     version = body.get("rigctl")
     if version != FACTS_SCHEMA:
+        shown = clip(version) if isinstance(version, str) else f"{version!r:.80}"
         raise InvalidInputError(
-            [f"{source}: rigctl: inventory schema {version!r} is not supported (this rigctl reads {FACTS_SCHEMA!r})"],
-            fix="capture it again with this rigctl: `rigctl inventory --json > FILE`",
+            [f"{source}: rigctl: inventory schema {shown} is not supported (this rigctl reads {FACTS_SCHEMA!r})"],
+            fix=CAPTURE_FIX,
         )
     try:
         return HostFacts.model_validate(body)
     except ValidationError as exc:
-        problems = [f"{source}: {'.'.join(str(x) for x in e['loc']) or '(top level)'}: {e['msg']}"
-                    for e in exc.errors(include_url=False)]
-        raise InvalidInputError(problems, fix="capture it again: `rigctl inventory --json > FILE`") from None
+        errors = exc.errors(include_url=False)
+        problems = [f"{source}: {_where(e['loc'])}: {e['msg']}" for e in errors[:MAX_PROBLEMS]]
+        if len(errors) > MAX_PROBLEMS:
+            problems.append(f"{source}: ... and {len(errors) - MAX_PROBLEMS:,} more problems")
+        raise InvalidInputError(problems, fix=CAPTURE_FIX) from None
 
 
 def load_inventory(path: str | Path) -> HostFacts:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError([f"{p}: cannot read: {exc.strerror}"]) from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InvalidInputError([f"{p}: not JSON: {exc}"],
-                                fix="capture it with `rigctl inventory --json > FILE`") from None
-    return facts_from_json(data, str(p))
+    """A captured inventory: bounded (a FIFO or /dev/zero is refused, not read), strict UTF-8 JSON of
+    bounded nesting, then the facts model (which refuses impossible values)."""
+    data = load_json(path, limit=INVENTORY_LIMIT, fix=CAPTURE_FIX)
+    return facts_from_json(data, str(path))
 
 
 def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None) -> HostFacts:
     """The facts a recipe's preflight needs: a captured inventory replayed (licence acceptances recorded
     on this machine count too), or this host gathered with the recipe's checkpoint paths probed."""
     if inventory is not None:
-        return load_inventory(inventory).with_licenses(read_acceptances()[0])
+        records, problem = read_acceptances()
+        facts = load_inventory(inventory).with_licenses(records)
+        if problem:  # the license check names it: a damaged record here must not read as "not accepted"
+            facts = facts.model_copy(update={"probe_errors": {**facts.probe_errors, "licenses": problem}})
+        return facts
     paths = [recipe.checkpoint.path]
     if isinstance(recipe.speculative, SpecDraft):
         paths.append(recipe.speculative.draft.path)

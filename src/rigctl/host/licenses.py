@@ -12,13 +12,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
 from rigctl.errors import InvalidInputError
 from rigctl.host.facts import LicenseAcceptance
+from rigctl.recipe.catalog import clip
+from rigctl.util.jsonfile import JsonFileError, load_json
+from rigctl.util.safefs import RECORD_LIMIT, write_own
 
 _RECORDS = TypeAdapter(list[LicenseAcceptance])
 
@@ -29,18 +31,18 @@ def store_path() -> Path:
 
 
 def read_acceptances(path: Path | None = None) -> tuple[list[LicenseAcceptance], str | None]:
-    """(records, problem). A missing file is no records; an unreadable one is no records plus why."""
+    """(records, problem). A missing file is no records; an unreadable or damaged one (a FIFO, huge,
+    not UTF-8, not JSON, too deeply nested, the wrong shape) is no records plus why."""
     path = path or store_path()
     try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        data = load_json(path, limit=RECORD_LIMIT, missing_ok=True)
+    except JsonFileError as exc:
+        return [], f"{path}: not a license record ({exc.why})"
+    if data is None:
         return [], None
-    except OSError as exc:
-        return [], f"{path}: cannot read: {exc.strerror}"
     try:
-        data = json.loads(raw)
         return _RECORDS.validate_python(data.get("accepted", []) if isinstance(data, dict) else data), None
-    except (ValueError, ValidationError) as exc:
+    except ValidationError as exc:
         return [], f"{path}: not a license record ({str(exc).splitlines()[0]})"
 
 
@@ -56,13 +58,13 @@ def accept(license_id: str, *, recipe: str | None = None, path: Path | None = No
             return rec
     who = os.environ.get("SUDO_USER") or os.environ.get("USER") or str(os.geteuid())
     stamp = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
-    rec = LicenseAcceptance(id=license_id, accepted_at=stamp, by=who, recipe=recipe)
+    try:
+        rec = LicenseAcceptance(id=license_id, accepted_at=stamp, by=who, recipe=recipe)
+    except ValidationError as exc:
+        why = exc.errors(include_url=False)[0]["msg"]
+        raise InvalidInputError([f"--accept-license {clip(license_id)}: {why}"]) from None
     records.append(rec)
-    path.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"accepted": [r.model_dump(mode="json") for r in records]}, indent=2) + "\n"
     # write-then-rename: a crash mid-write must not leave a half record (which would read as none)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".licenses.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(body)
-    os.replace(tmp, path)
+    write_own(path, body, mode=0o644)
     return rec

@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from rigctl.errors import InvalidInputError
 from rigctl.host.facts import (
     Cdi,
     CdiSpec,
@@ -29,7 +32,9 @@ from rigctl.host.facts import (
     Systemd,
 )
 from rigctl.util.proc import run
+from rigctl.util.safefs import MiB, read_file
 
+CDI_LIMIT = 4 * MiB  # a CDI spec is tens of KiB even for many GPUs
 MAX_FILES = 20_000  # a checkpoint has hundreds of shards at most; a bigger directory is not one
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -193,22 +198,30 @@ _SO_VERSION = re.compile(r"\.so\.(\d{3}\.\d+(?:\.\d+)?)\b")
 
 
 def _parse_cdi(path: Path) -> CdiSpec:
-    import yaml  # noqa: PLC0415 - lazy: only CDI specs need it
+    from rigctl.recipe.catalog import load_yaml  # noqa: PLC0415 - lazy: only CDI specs need YAML
 
-    try:
-        text = path.read_text(encoding="utf-8")
-        mtime = path.stat().st_mtime_ns
-    except (OSError, UnicodeDecodeError) as exc:
-        return CdiSpec(path=str(path), error=f"cannot read: {exc}")
+    try:  # bounded, regular files only: a FIFO dropped in /var/run/cdi must not hang the inventory
+        got = read_file(path, limit=CDI_LIMIT)
+        assert got is not None
+        text, mtime = got.text(path), got.st.st_mtime_ns
+    except InvalidInputError as exc:
+        return CdiSpec(path=str(path), error=exc.problems[0].removeprefix(f"{path}: "))
     versions = sorted(set(_SO_VERSION.findall(text)))
-    try:
-        data = yaml.safe_load(text)  # JSON specs parse as YAML too
-    except yaml.YAMLError as exc:
-        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions, error=f"not YAML/JSON: {exc}")
+    try:  # JSON specs parse as YAML too; aliases are bounded like a recipe's
+        data = load_yaml(text, path)
+    except InvalidInputError as exc:
+        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions,
+                       error=f"not YAML/JSON: {exc.problems[0].removeprefix(f'{path}: ')}")
+    except RecursionError:
+        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions, error="not YAML/JSON: nested too deep")
     if not isinstance(data, dict):
         return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions, error="top level is not a mapping")
     devices = [str(d.get("name")) for d in data.get("devices") or [] if isinstance(d, dict) and "name" in d]
-    return CdiSpec(path=str(path), kind=data.get("kind"), devices=devices, mtime_ns=mtime, driver_versions=versions)
+    try:
+        return CdiSpec(path=str(path), kind=data.get("kind"), devices=devices, mtime_ns=mtime,
+                       driver_versions=versions)
+    except ValidationError as exc:  # a kind that is not a string, a device name of 10 KB, ...
+        return CdiSpec(path=str(path), mtime_ns=mtime, error=f"not a CDI spec: {exc.errors()[0]['msg']}")
 
 
 def probe_cdi(driver_version: str | None, dirs: Sequence[str] = CDI_DIRS,

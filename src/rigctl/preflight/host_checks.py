@@ -265,6 +265,10 @@ def check_license(ctx: Context) -> Verdict:
         ids = ",".join(lic.id for _, lic in needed)
         detail = "; ".join(f"{what}: {lic.id}" + (f" ({lic.note})" if lic.note else "")
                            + (f" {lic.url}" if lic.url else "") for what, lic in needed)
+        if damaged := ctx.facts.probe_errors.get("licenses"):  # fail closed, but say why
+            return fail(f"license acceptance required: {detail}; the record of acceptances cannot be read: "
+                        f"{damaged}", "repair or remove that file, then accept again with "
+                        f"`rigctl preflight {ctx.recipe.name} --accept-license {ids}`")
         return fail(f"license acceptance required and not recorded: {detail}",
                     f"review the license, then `rigctl preflight {ctx.recipe.name} --accept-license {ids}` "
                     "(recorded in $XDG_STATE_HOME/rigctl/licenses.json)")

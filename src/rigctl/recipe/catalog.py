@@ -1,12 +1,17 @@
 """Where recipes live and how their files are read: no pydantic here, so listing recipes stays fast.
 
-A recipe is named by a path to a YAML file or by its name: the bundled recipes first, then
-``$XDG_CONFIG_HOME/rigctl/recipes/``.
+A recipe is named by a path to a YAML file or by its name: ``$XDG_CONFIG_HOME/rigctl/recipes/`` first,
+then the bundled recipes, so a user's copy of a bundled recipe overrides it (and says so).
+
+Every recipe or overlay file is read through ``rigctl.util.safefs`` (a FIFO, device, directory or
+oversized file is refused without blocking) and parsed by ``YamlLoader``, which bounds what the
+document's aliases expand to.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,14 +19,20 @@ from typing import Any
 import yaml
 
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
+from rigctl.util.safefs import RECIPE_LIMIT, MiB, format_size, read_text
 
 __all__ = [
+    "RECIPE_NAME_MAX",
     "RecipeSource",
     "YamlLoader",
+    "YamlTooBig",
     "bundled_recipes_dir",
+    "clip",
     "list_recipe_files",
-    "list_recipes",
+    "load_yaml",
     "read_yaml_mapping",
+    "recipe_files",
+    "recipe_name_problem",
     "resolve",
     "search_dirs",
     "templates_dir",
@@ -33,10 +44,108 @@ try:  # the C loader is several times faster; fall back where libyaml is absent
 except ImportError:  # pragma: no cover - depends on the platform's PyYAML build
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
+# What one YAML document may expand to once every alias is followed. The file itself is small
+# (RECIPE_LIMIT), but an alias repeats a whole subtree, so a few lines can stand for gigabytes (the
+# "billion laughs"). The parsed objects share memory; what consumes them (validation, JSON, rendered
+# units) does not. A real recipe is a few hundred values, a few KiB of text, six levels deep.
+MAX_NODES = 100_000
+MAX_SCALAR_CHARS = 8 * MiB
+MAX_DEPTH = 64
+MAX_INT_CHARS = 64  # no real value is longer; Python refuses to convert more than 4300 digits
+
+# A recipe name becomes file names (rigctl-NAME.container, its record and lock) and a container name.
+RECIPE_NAME_MAX = 63
+_RECIPE_NAME = re.compile(rf"[a-z0-9][a-z0-9._-]{{0,{RECIPE_NAME_MAX - 1}}}")
+
+
+def recipe_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a recipe or its container, or None when it can."""
+    if len(name) > RECIPE_NAME_MAX:
+        return (f"a name of {len(name)} characters; a recipe or container name is at most {RECIPE_NAME_MAX} "
+                "(it becomes unit, record and container names)")
+    if not _RECIPE_NAME.fullmatch(name):
+        return (f"{name!r} is not a recipe or container name: use lowercase letters, digits, '.', '_' "
+                "and '-', starting with a letter or digit")
+    return None
+
+
+def clip(text: str, most: int = 60) -> str:
+    """``text`` for a message: its repr, cut to about ``most`` characters (a hostile value can be huge)."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text):,} characters)"
+
+
+class YamlTooBig(yaml.YAMLError):
+    """A document whose aliases expand it beyond the bounds above."""
+
+
+def _measure(root: yaml.Node) -> None:
+    """Refuse a document that, with every alias expanded, has more than MAX_NODES values, more than
+    MAX_SCALAR_CHARS of text or more than MAX_DEPTH levels, or that contains itself.
+
+    An alias is the very node its anchor names, so the composed graph is as small as the file: each
+    node is measured once (post-order, an explicit stack, no recursion) and its size counted again
+    every time it is used. Linear in the file, however large the expansion."""
+    size: dict[int, tuple[int, int, int]] = {}  # id(node) -> (values, characters, depth), expanded
+    open_nodes: set[int] = set()  # entered, not finished: the path from the root to here
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if not finished:  # O(1) for a node already measured, however often it is used
+            if key in size:
+                continue
+            if key in open_nodes:
+                raise YamlTooBig(f"line {node.start_mark.line + 1}: an alias refers to a node that contains it; "
+                                 "rigctl refuses recursive documents")
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((kid, False) for kid in _children(node) if id(kid) not in size)
+            continue
+        open_nodes.discard(key)
+        parts = [size[id(kid)] for kid in _children(node)]
+        values = 1 + sum(p[0] for p in parts)
+        chars = sum(p[1] for p in parts) + (len(node.value) if isinstance(node, yaml.ScalarNode) else 0)
+        depth = 1 + max((p[2] for p in parts), default=0)
+        size[key] = (values, chars, depth)
+        where = f"line {node.start_mark.line + 1}: "
+        if values > MAX_NODES:
+            raise YamlTooBig(f"{where}its aliases expand it to more than {MAX_NODES:,} values; "
+                             "rigctl refuses a document that large (an alias bomb?)")
+        if chars > MAX_SCALAR_CHARS:
+            raise YamlTooBig(f"{where}its aliases expand it to more than {format_size(MAX_SCALAR_CHARS)} "
+                             "of text; rigctl refuses a document that large (an alias bomb?)")
+        if depth > MAX_DEPTH:
+            raise YamlTooBig(f"{where}nested more than {MAX_DEPTH} levels deep; rigctl refuses deeper documents")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
 
 class YamlLoader(_BaseLoader):
-    """A safe loader that refuses a key given twice in one mapping: YAML itself keeps the last one
-    silently, so `context_length` written twice would serve whichever came second."""
+    """A safe loader that bounds the expanded document (``_measure``) and refuses a key given twice
+    in one mapping: YAML itself keeps the last one silently, so `context_length` written twice would
+    serve whichever came second. Every ``yaml.load(..., Loader=YamlLoader)`` gets both."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _measure(node)  # before constructing: merge keys (`<<: *base`) copy while being constructed
+        return self.construct_document(node)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        if len(node.value) > MAX_INT_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(node.value)} characters; rigctl reads at most {MAX_INT_CHARS}",
+                node.start_mark,
+            )
+        value: int = super().construct_yaml_int(node)
+        return value
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
@@ -56,6 +165,10 @@ class YamlLoader(_BaseLoader):
                 )
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
+
+
+# the constructor table holds functions, not method names: register the bounded one
+YamlLoader.add_constructor("tag:yaml.org,2002:int", YamlLoader.construct_yaml_int)
 
 
 def _data_dir(name: str) -> Path:
@@ -80,6 +193,7 @@ def user_recipes_dir() -> Path:
 
 
 def search_dirs() -> list[Path]:
+    """Where recipes are looked for (a user's recipe overrides a bundled one of the same name)."""
     return [bundled_recipes_dir(), user_recipes_dir()]
 
 
@@ -91,75 +205,76 @@ class RecipeSource:
     path: Path
     origin: str  # "bundled", "user" or "file"
     overlays: tuple[str, ...] = field(default_factory=tuple)
+    overrides: Path | None = None  # a user recipe's bundled namesake, which it replaces
+
+
+def recipe_files(directory: Path) -> list[tuple[str, Path]]:
+    """(name, path) for every ``*.yaml``/``*.yml`` in ``directory`` (``.yaml`` first when both exist).
+    Whatever sits there is listed, FIFOs and directories included: reading it refuses them."""
+    if not directory.is_dir():
+        return []
+    found: dict[str, Path] = {}
+    for path in sorted(directory.iterdir(), key=lambda p: (p.stem, p.suffix != ".yaml")):
+        if path.suffix in {".yaml", ".yml"}:
+            found.setdefault(path.stem, path)
+    return sorted(found.items())
 
 
 def list_recipe_files() -> list[tuple[str, Path, str]]:
-    """(name, path, origin) for every recipe file; a user recipe shadows a bundled one of the same name."""
-    found: dict[str, tuple[str, Path, str]] = {}
-    for origin, directory in (("bundled", bundled_recipes_dir()), ("user", user_recipes_dir())):
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.glob("*.y*ml")):
-            if path.suffix in {".yaml", ".yml"}:
-                found.setdefault(path.stem, (path.stem, path, origin))
+    """(name, path, origin) for every recipe; a user recipe overrides a bundled one of the same name."""
+    found = {name: (name, path, "bundled") for name, path in recipe_files(bundled_recipes_dir())}
+    found.update({name: (name, path, "user") for name, path in recipe_files(user_recipes_dir())})
     return sorted(found.values())
+
+
+def _named(directory: Path, name: str) -> Path | None:
+    """``directory/NAME.yaml`` (or ``.yml``) when anything is there: a FIFO or dangling link is then
+    refused by the read, not silently skipped in favour of the next directory."""
+    for suffix in (".yaml", ".yml"):
+        path = directory / f"{name}{suffix}"
+        if os.path.lexists(path):
+            return path
+    return None
 
 
 def resolve(name_or_path: str) -> RecipeSource:
     looks_like_path = os.sep in name_or_path or name_or_path.endswith((".yaml", ".yml"))
-    if looks_like_path:
+    if looks_like_path:  # read_yaml_mapping refuses a missing, special or oversized file
         path = Path(name_or_path)
-        if not path.is_file():
-            raise InvalidInputError([f"{name_or_path}: no such file"])
         return RecipeSource(name=path.stem, path=path, origin="file")
-    for origin, directory in (("bundled", bundled_recipes_dir()), ("user", user_recipes_dir())):
-        for suffix in (".yaml", ".yml"):
-            path = directory / f"{name_or_path}{suffix}"
-            if path.is_file():
-                return RecipeSource(name=name_or_path, path=path, origin=origin)
+    problem = recipe_name_problem(name_or_path)
+    if problem is not None:
+        raise InvalidInputError([f"recipe {clip(name_or_path)}: {problem}"],
+                                fix="run `rigctl recipes` to list them, or pass a path to a YAML file")
+    bundled = _named(bundled_recipes_dir(), name_or_path)
+    user = _named(user_recipes_dir(), name_or_path)
+    if user is not None:
+        return RecipeSource(name=name_or_path, path=user, origin="user", overrides=bundled)
+    if bundled is not None:
+        return RecipeSource(name=name_or_path, path=bundled, origin="bundled")
     raise RecipeNotFoundError(name_or_path, [str(d) for d in search_dirs()])
 
 
-def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping, or an InvalidInputError naming the line."""
+def load_yaml(text: str, source: str | os.PathLike[str]) -> Any:
+    """Parse one YAML document with ``YamlLoader``; any defect is an InvalidInputError naming the line."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError([f"{path}: cannot read: {exc.strerror}"]) from None
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError([f"{path}: not UTF-8 text: {exc.reason}"]) from None
-    try:
-        data = yaml.load(text, Loader=YamlLoader)
+        return yaml.load(text, Loader=YamlLoader)
+    except YamlTooBig as exc:
+        raise InvalidInputError([f"{source}: {exc}"]) from None
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
         if mark is not None:
             where = f"line {mark.line + 1}, column {mark.column + 1}: "
         problem = getattr(exc, "problem", None) or str(exc)
-        raise InvalidInputError([f"{path}: {where}malformed YAML: {problem}"]) from None
+        raise InvalidInputError([f"{source}: {where}malformed YAML: {problem}"]) from None
+
+
+def read_yaml_mapping(path: Path, *, limit: int = RECIPE_LIMIT) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping, or an InvalidInputError naming the line. The file is
+    read bounded (``limit``) and only if it is a regular file; it must be UTF-8."""
+    data = load_yaml(read_text(path, limit=limit), path)
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise InvalidInputError([f"{path}: the top level must be a mapping, not {kind}"])
     return data
-
-
-
-
-def list_recipes() -> list[dict[str, Any]]:
-    """A summary row per recipe file, read without full validation (that is `rigctl validate`'s job)."""
-    rows: list[dict[str, Any]] = []
-    for name, path, origin in list_recipe_files():
-        row: dict[str, Any] = {"name": name, "origin": origin, "path": str(path), "description": "",
-                               "gpus": None, "context_length": None}
-        try:
-            data = read_yaml_mapping(path)
-        except InvalidInputError as err:
-            row["description"] = f"(unreadable: {err.problems[0]})"
-            rows.append(row)
-            continue
-        row["description"] = str(data.get("description", ""))
-        gpus = data.get("gpus")
-        row["gpus"] = gpus.get("count") if isinstance(gpus, dict) else None
-        row["context_length"] = data.get("context_length")
-        rows.append(row)
-    return rows

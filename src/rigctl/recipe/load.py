@@ -1,14 +1,16 @@
-"""Loading recipes: overlaying and validating them.
+"""Loading recipes: overlaying and validating them, and listing them all.
 
-An overlay file is deep-merged over it, then ``--set a.b=value``
-pairs (value parsed as YAML) in order. Every defect comes back as one ``InvalidInputError`` listing
-``file: dotted.path: problem`` lines; nothing here raises a raw pydantic or YAML error.
+An overlay file is deep-merged over it, then ``--set a.b=value`` pairs (value parsed as YAML, by the
+same bounded loader as files) in order. Every defect in a file comes back as one ``InvalidInputError``
+listing ``file: dotted.path: problem`` lines, a bad ``--set`` as a ``UsageError``; nothing here raises
+a raw pydantic or YAML error.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,19 @@ import yaml
 from pydantic import ValidationError
 
 from rigctl.errors import InvalidInputError, UsageError
-from rigctl.recipe.catalog import RecipeSource, YamlLoader, read_yaml_mapping, resolve
+from rigctl.recipe.catalog import (
+    MAX_DEPTH,
+    RecipeSource,
+    YamlLoader,
+    YamlTooBig,
+    bundled_recipes_dir,
+    clip,
+    list_recipe_files,
+    read_yaml_mapping,
+    recipe_files,
+    recipe_name_problem,
+    resolve,
+)
 from rigctl.recipe.model import Recipe
 
 
@@ -43,10 +57,14 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     key, sep, raw = assignment.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(parts):
-        raise UsageError(f"--set {assignment!r}: expected KEY.PATH=VALUE, e.g. checkpoint.path=/models/glm")
+        raise UsageError(f"--set {clip(assignment)}: expected KEY.PATH=VALUE, e.g. checkpoint.path=/models/glm")
+    if len(parts) > MAX_DEPTH:  # no recipe is this deep; building it would only recurse
+        raise UsageError(f"--set {clip(key)}: a path of {len(parts)} parts; a recipe is at most {MAX_DEPTH} deep")
     try:
         value = yaml.load(raw, Loader=YamlLoader) if raw.strip() else ""
-    except yaml.YAMLError:
+    except YamlTooBig as exc:
+        raise UsageError(f"--set {clip(key)}: {exc}") from None
+    except yaml.YAMLError:  # not YAML (`--set served_name=a: b`): the text itself
         value = raw
     return parts, value
 
@@ -58,16 +76,21 @@ def apply_set(data: dict[str, Any], parts: Sequence[str], value: Any) -> dict[st
     return merged
 
 
+_INDEX = re.compile(r"[0-9]{1,9}")
+
+
 def _set_in(node: Any, parts: list[str], value: Any, trail: list[str]) -> Any:
     if not parts:
         return value
     head, rest = parts[0], parts[1:]
     if isinstance(node, list):
-        if not head.isdigit() or int(head) >= len(node):
+        # ASCII digits only ('²'.isdigit() is true), and few of them: int() refuses 4300 and more
+        index = int(head) if _INDEX.fullmatch(head) else len(node)
+        if index >= len(node):
             where = ".".join(trail) or "(top level)"
-            raise UsageError(f"--set: {where} is a list of {len(node)}; {head!r} is not an index into it")
+            raise UsageError(f"--set: {where} is a list of {len(node)}; {clip(head)} is not an index into it")
         copy = list(node)
-        copy[int(head)] = _set_in(node[int(head)], rest, value, [*trail, head])
+        copy[index] = _set_in(node[index], rest, value, [*trail, head])
         return copy
     merged = dict(node) if isinstance(node, Mapping) else {}
     merged[head] = _set_in(merged.get(head), rest, value, [*trail, head])
@@ -123,11 +146,37 @@ def load(
     for assignment in sets:
         parts, value = parse_set(assignment)
         data = apply_set(data, parts, value)
-        applied.append(f"--set {assignment}")
+        # the label starts every problem line: a huge value is cut, not repeated in each
+        applied.append(f"--set {assignment}" if len(assignment) <= 200 else f"--set {clip(assignment, 100)}")
     label = str(source.path) if not applied else f"{source.path} (+ {', '.join(applied)})"
     recipe = validate_data(data, label)
-    return LoadedRecipe(recipe, RecipeSource(source.name, source.path, source.origin, tuple(applied)))
+    return LoadedRecipe(recipe, replace(source, overlays=tuple(applied)))
 
 
 def validate_file(path: Path) -> Recipe:
     return validate_data(read_yaml_mapping(path), str(path))
+
+
+def list_recipes() -> list[dict[str, Any]]:
+    """A row per recipe `rigctl recipes` lists, each validated: an invalid one says why, and its
+    values (shown only when valid) cannot upset the listing."""
+    bundled = dict(recipe_files(bundled_recipes_dir()))
+    rows: list[dict[str, Any]] = []
+    for name, path, origin in list_recipe_files():
+        row: dict[str, Any] = {
+            "name": name, "origin": origin, "path": str(path),
+            "overrides": str(bundled[name]) if origin == "user" and name in bundled else None,
+            "valid": False, "problems": [], "description": "", "gpus": None, "context_length": None,
+        }
+        try:
+            problem = recipe_name_problem(name)
+            if problem is not None:  # `rigctl show NAME` could not find it
+                raise InvalidInputError([f"{path}: the file name cannot name a recipe: {problem}"])
+            recipe = validate_file(path)
+        except InvalidInputError as err:
+            row["problems"] = err.problems
+        else:
+            row.update(valid=True, description=recipe.description, gpus=recipe.gpus.count,
+                       context_length=recipe.context_length)
+        rows.append(row)
+    return rows

@@ -9,9 +9,11 @@ live in model validators so that a recipe that loads is a recipe that can be ren
 from __future__ import annotations
 
 import re
+import string
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -19,24 +21,80 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
+
+from rigctl.recipe.catalog import recipe_name_problem
 
 # The exact error podman prints for `--ipc=host --shm-size=...` (podman 4.x and 5.x).
 PODMAN_IPC_SHM_ERROR = (
     "Error: invalid config provided: cannot set shmsize when running in the host IPC Namespace"
 )
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Every character that ends a line for some reader of a recipe value, or that a unit file cannot carry:
+# C0 controls (LF, CR, VT, FF, FS/GS/RS for Python's str.splitlines(); CR and NUL for systemd), DEL,
+# C1 controls (U+0085 NEXT LINE ends a line for splitlines()), U+2028 and U+2029. quadlet and systemd
+# take the Unicode ones as plain characters, so a unit would look clean to them, while any Python
+# reader of the same text (an editor, doctor's old parser) sees extra lines: refused in every field.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CHAR_NAMES = {
+    "\x00": "NULL", "\t": "CHARACTER TABULATION", "\n": "LINE FEED", "\x0b": "LINE TABULATION",
+    "\x0c": "FORM FEED", "\r": "CARRIAGE RETURN", "\x1c": "FILE SEPARATOR", "\x1d": "GROUP SEPARATOR",
+    "\x1e": "RECORD SEPARATOR", "\x1f": "UNIT SEPARATOR", "\x7f": "DELETE", "\x85": "NEXT LINE",
+    "\u2028": "LINE SEPARATOR", "\u2029": "PARAGRAPH SEPARATOR",
+}
+
+
+def char_name(ch: str) -> str:
+    """``U+2028 LINE SEPARATOR``: how a refused character is named in messages."""
+    fallback = "C1 control character" if "\x80" <= ch <= "\x9f" else "control character"
+    return f"U+{ord(ch):04X} {_CHAR_NAMES.get(ch, fallback)}"
+
+
+def control_problem(value: str) -> str | None:
+    """Why ``value`` cannot be carried into a unit file (a line break or control character), or None."""
+    match = _CONTROL.search(value)
+    if match is None:
+        return None
+    return (
+        f"contains {char_name(match.group())} at offset {match.start()}: line breaks and control characters "
+        "cannot be carried safely into a unit file"
+    )
 
 
 def _no_control(value: str) -> str:
-    match = _CONTROL.search(value)
-    if match:
-        raise ValueError(
-            f"contains control character {match.group()!r}; newlines and control characters "
-            "cannot be carried safely into a unit file"
-        )
+    problem = control_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _holds_model(annotation: object) -> bool:
+    """Whether a field's type has a model in it (those check their own fields)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_model(arg) for arg in get_args(annotation))
+
+
+def _refuse_control(value: object, keys: bool, where: str = "") -> None:
+    """Refuse a line break in a raw field value that is a string, or in a key of a mapping (env names,
+    checksum file names). List items and mapping values are refused by their own types (every string
+    alias here carries the check), which names their exact place (``engine.args.1``)."""
+    if isinstance(value, str):
+        problem = control_problem(value)
+        if problem:
+            raise ValueError(f"{where}{problem}")
+    elif keys and isinstance(value, Mapping):
+        for key in value:
+            _refuse_control(key, False, f"{where}key {key!r} ")
+
+
+def _no_control_before(value: object) -> object:
+    """``_no_control`` ahead of a pattern, so that the message names the character."""
+    if isinstance(value, str):
+        _no_control(value)
     return value
 
 
@@ -88,22 +146,84 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 # a GPU by NVML index (YAML gives an int) or by UUID; kept as text either way
 GpuId = Annotated[
     str,
+    BeforeValidator(_no_control_before),
     BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v),
     Field(pattern=r"^(\d{1,2}|GPU-[0-9a-fA-F-]{36}|MIG-[0-9a-fA-F-]{36})$"),
 ]
-RecipeName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")]
+
+
+def _recipe_name(value: str) -> str:
+    problem = recipe_name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+RecipeName = Annotated[str, AfterValidator(_recipe_name)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 ImageRef = Annotated[str, AfterValidator(_no_control), AfterValidator(_image_pinned)]
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Sha256 = Annotated[str, BeforeValidator(_no_control_before), Field(pattern=r"^[0-9a-f]{64}$")]
 DriverVersion = Annotated[str, Field(pattern=r"^\d+(\.\d+){1,2}$")]
-ComputeCapability = Annotated[str, Field(pattern=r"^\d+\.\d+$")]
+ComputeCapability = Annotated[str, BeforeValidator(_no_control_before), Field(pattern=r"^\d+\.\d+$")]
 
 
-class Strict(BaseModel):
+class _Closed(BaseModel):
+    """Frozen, no unknown key, and no line break in any key."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+    # Line breaks are refused in EVERY string of a recipe -- keys included -- before any other check,
+    # so a field with its own pattern still names the character, and no new field can forget it.
+    @model_validator(mode="before")
+    @classmethod
+    def _keys_without_control(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for key in data:
+                if isinstance(key, str):
+                    _refuse_control(key, False, f"key {key!r} ")
+        return data
+
+
+class Strict(_Closed):
+    """Every model of the recipe: also no line break in any value, whatever the field's type. (A member
+    of a tagged union derives from _Closed instead: pydantic allows no before-validator on the tag; its
+    other strings are UnitStr, which refuses the same characters.)"""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _values_without_control(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        _refuse_control(value, keys=field is None or not _holds_model(field.annotation))
+        tag = field.discriminator if field else None
+        if isinstance(tag, str) and isinstance(value, Mapping):  # the union member cannot check its own tag
+            _refuse_control(value.get(tag), False, f"{tag}: ")
+        return value
 
 
 # --- checkpoint -------------------------------------------------------------------------------------
+
+
+MAX_SHARDS = 100_000  # the largest published checkpoints have a few thousand
+# a shard_pattern field: {index} or {count}, optionally zero-padded to a width below 100 ({index:05d})
+_SHARD_FIELD = re.compile(r"(?:index|count)")
+_SHARD_SPEC = re.compile(r"(?:0?[1-9][0-9]?)?d?")
+
+
+def _shard_pattern(value: str) -> str:
+    """Only {index}/{count} fields, of a small width: `{index:0999999999d}` would build a gigabyte
+    string. That the names it gives are plain file names is checked with the shard count."""
+    try:
+        fields = list(string.Formatter().parse(value))
+    except ValueError as exc:
+        raise ValueError(f"shard_pattern cannot be formatted: {exc}") from None
+    for _text, name, spec, conversion in fields:
+        if name is None:
+            continue
+        if not _SHARD_FIELD.fullmatch(name) or conversion or not _SHARD_SPEC.fullmatch(spec or ""):
+            shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+            raise ValueError(f"shard_pattern field {shown[:40]!r} is not {{index}} or {{count}}, "
+                             "optionally with a width below 100 such as {index:05d}")
+    return value
 
 
 class CheckpointFormat(StrEnum):
@@ -130,8 +250,8 @@ class Checkpoint(Strict):
     bits: float | None = Field(default=None, gt=0, le=32)
     source: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+(@[A-Za-z0-9._/-]+)?$")]
     path: HostPath
-    shards: int = Field(ge=1)
-    shard_pattern: UnitStr = "model-{index:05d}-of-{count:05d}.safetensors"
+    shards: int = Field(ge=1, le=MAX_SHARDS)
+    shard_pattern: Annotated[UnitStr, AfterValidator(_shard_pattern)] = "model-{index:05d}-of-{count:05d}.safetensors"
     total_bytes: int | None = Field(default=None, ge=1, description="exact size of all shards together")
     approx_bytes: int | None = Field(
         default=None, ge=1, description="when only an approximate size is published (checked within 2%)"
@@ -149,10 +269,11 @@ class Checkpoint(Strict):
             raise ValueError(f"nvfp4 variant must be one of {sorted(NVFP4_VARIANTS)}, not {self.variant!r}")
         if self.sha256 is not None and len(self.sha256) != self.shards:
             raise ValueError(f"sha256 manifest lists {len(self.sha256)} files but shards is {self.shards}")
-        try:
-            self.shard_pattern.format(index=1, count=self.shards)
-        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
-            raise ValueError(f"shard_pattern {self.shard_pattern!r} cannot be formatted: {exc}") from None
+        longest = self.shard_pattern.format(index=self.shards, count=self.shards)
+        if "/" in longest or longest in {"", ".", ".."}:
+            raise ValueError(f"shard_pattern gives {longest[:60]!r}, not a file name inside checkpoint.path")
+        if len(longest.encode()) > 255:
+            raise ValueError(f"shard_pattern gives file names of {len(longest.encode())} bytes; at most 255 fit")
         return self
 
     def shard_names(self) -> list[str]:
@@ -222,11 +343,11 @@ class GpuLayout(Strict):
 # --- speculative decoding ----------------------------------------------------------------------------
 
 
-class SpecNone(Strict):
+class SpecNone(_Closed):
     method: Literal["none"] = "none"
 
 
-class SpecMtp(Strict):
+class SpecMtp(_Closed):
     method: Literal["mtp"]
     num_speculative_tokens: int = Field(default=1, ge=1, le=16)
     adaptive: bool = False
@@ -236,12 +357,12 @@ class DraftModel(Strict):
     source: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+(@[A-Za-z0-9._/-]+)?$")]
     path: HostPath
     total_bytes: int = Field(ge=1)
-    shards: int = Field(default=1, ge=1)
+    shards: int = Field(default=1, ge=1, le=MAX_SHARDS)
     sha256: dict[UnitStr, Sha256] | None = None
     license: License
 
 
-class SpecDraft(Strict):
+class SpecDraft(_Closed):
     method: Literal["draft"]
     name: NonEmptyStr = Field(description="draft family, e.g. dflash2, eagle3")
     num_speculative_tokens: int = Field(default=4, ge=1, le=32)

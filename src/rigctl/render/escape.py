@@ -17,7 +17,8 @@ with quadlet 5.4.2 (``quadlet -dryrun``) and systemd 252:
 Quadlet quirks that cannot be escaped around, so they are refused: an empty word (quadlet drops it
 and every word after it), a word that is exactly ``;`` (quadlet writes it bare and systemd reads it
 as a command separator), a raw value with whitespace at either end (trimmed) or a trailing backslash
-(a line continuation), and any control character (the recipe model refuses those already).
+(a line continuation), and any line break or control character: C0, DEL, C1 (U+0085 ...), U+2028, U+2029
+(the recipe model refuses those already; ``rigctl.recipe.model.control_problem`` is the one rule).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import re
 
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
+from rigctl.recipe.model import control_problem
 
 
 class RenderError(RigctlError):
@@ -35,17 +37,18 @@ class RenderError(RigctlError):
     code = "render-refused"
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Words made only of these need no quotes in either parser; anything else is double-quoted.
 _BARE = re.compile(r"[A-Za-z0-9_.,/:=+@-]+")
 
 
 def _check_common(value: str, what: str) -> None:
-    match = _CONTROL.search(value)
-    if match:
+    # the recipe model's rule (C0, DEL, C1 such as U+0085, U+2028, U+2029), for values that did not
+    # come through the model (labels, paths computed at render time)
+    problem = control_problem(value)
+    if problem:
         raise RenderError(
-            f"{what}: {value!r} contains control character {match.group()!r}, which a unit file cannot carry",
-            fix="remove the newline or control character from the recipe value",
+            f"{what}: {value!r} {problem}",
+            fix="remove the line break or control character from the value",
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rigctl.recipe.catalog import bundled_recipes_dir, list_recipe_files
+from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
 from rigctl.render.units import RenderedUnits, UnitFile, render_units, write_units
 from rigctl.render.versions import DEFAULT_PODMAN
@@ -23,10 +23,7 @@ README = "README.md"
 def bundled_units() -> dict[str, UnitFile]:
     """name -> file, for every bundled recipe, rendered with the golden settings."""
     units: dict[str, UnitFile] = {}
-    bundled = bundled_recipes_dir().resolve()
-    for _name, path, _origin in list_recipe_files():
-        if path.resolve().parent != bundled:
-            continue
+    for _name, path in recipe_files(bundled_recipes_dir()):  # a user's override is not bundled
         rendered = render_units(load(str(path)).recipe, podman_version=DEFAULT_PODMAN, scope="system")
         for unit in rendered.files:
             units[unit.name] = unit

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Literal
 from jinja2 import FileSystemLoader, StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
 
+from rigctl.errors import UsageError
 from rigctl.recipe.catalog import templates_dir
 from rigctl.recipe.model import Recipe
 from rigctl.render import escape
@@ -32,6 +32,7 @@ from rigctl.render.versions import (
     fmt,
     has_key,
 )
+from rigctl.util import safefs
 
 Scope = Literal["system", "user"]
 SYSTEM_UNIT_DIR = Path("/etc/containers/systemd")
@@ -354,20 +355,18 @@ def render_units(
 
 
 def write_units(rendered: RenderedUnits, out_dir: Path) -> list[Path]:
-    """Write each file atomically (temp file in the same directory, then rename): a reader, or quadlet
-    running mid-write, sees the old file or the new one, never half of one."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write each file atomically (``safefs``: a fresh temporary in the opened directory, renamed over
+    the name there): a reader, or quadlet running mid-write, sees the old file or the new one, never
+    half of one, and a link at a unit's name is replaced, never written through."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: not a directory", fix="give a directory to write the units into")
+    try:
+        directory = safefs.SafeDir.at(out_dir, create=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     written = []
-    for unit in rendered.files:
-        target = out_dir / unit.name
-        fd, tmp = tempfile.mkstemp(prefix=f".{unit.name}.", suffix=".tmp", dir=out_dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(unit.text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        written.append(target)
+    with directory:
+        for unit in rendered.files:
+            directory.write_atomic(unit.name, unit.text.encode(), mode=0o644)
+            written.append(out_dir / unit.name)
     return written

@@ -21,6 +21,7 @@ from rigctl.podman_versions import (  # re-exported: render's callers import the
     fmt,
     has_key,
 )
+from rigctl.recipe.catalog import clip
 from rigctl.render.escape import RenderError
 
 __all__ = [
@@ -36,9 +37,13 @@ __all__ = [
     "parse_version",
 ]
 
+# MAJOR.MINOR[.PATCH][-suffix], each number short: int() of thousands of digits is refused (or slow)
+_VERSION = re.compile(r"(?:podman version )?(\d{1,6})\.(\d{1,6})(?:\.\d{1,6})?(?:[-+~][\w.~+-]{0,64})?")
+
+
 def parse_version(text: str) -> Version:
     """``5.4``, ``5.4.2`` or ``podman version 4.3.1`` -> (major, minor)."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.\d+)?", text)
-    if not match or not re.fullmatch(r"(?:podman version )?\d+\.\d+(?:\.\d+)?(?:[-+~][\w.~+-]*)?", text.strip()):
-        raise RenderError(f"{text!r} is not a podman version", fix="give it as MAJOR.MINOR, e.g. 5.4")
+    match = _VERSION.fullmatch(text.strip())
+    if not match:
+        raise RenderError(f"{clip(text)} is not a podman version", fix="give it as MAJOR.MINOR, e.g. 5.4")
     return int(match.group(1)), int(match.group(2))

@@ -77,7 +77,8 @@ def _read_fd(fd: int, path: str | os.PathLike[str], limit: int) -> ReadFile:
     if not stat.S_ISREG(st.st_mode):
         raise refuse(path, f"{kind_of(st.st_mode)}, not a regular file; rigctl reads only regular files")
     if st.st_size > limit:
-        raise refuse(path, f"{format_size(st.st_size)}, more than the {format_size(limit)} rigctl reads from such a file")
+        raise refuse(path, f"{format_size(st.st_size)}, more than the {format_size(limit)} "
+                           "rigctl reads from such a file")
     chunks: list[bytes] = []
     got = 0
     while got <= limit:
@@ -185,7 +186,8 @@ class SafeDir:
             where = os.path.join(self.path, name)
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 st = self.lstat(name)
-                raise refuse(where, f"{kind_of(st.st_mode) if st else 'gone'}, not a directory rigctl can enter") from None
+                what = kind_of(st.st_mode) if st else "gone"
+                raise refuse(where, f"{what}, not a directory rigctl can enter") from None
             raise refuse(where, f"cannot open the directory: {exc.strerror or exc}") from None
         return SafeDir(fd, os.path.join(self.path, name))
 

@@ -3,7 +3,7 @@ is a finding (``fail``), never an exception. Help text for each check is its doc
 
 from __future__ import annotations
 
-from rigctl.verify.client import EngineRequestError, Request
+from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, as_count
 from rigctl.verify.prompts import make_needles, needle_builder, score_needles, size_prompt
 from rigctl.verify.repetition import detect_repetition
 from rigctl.verify.report import CheckResult
@@ -47,14 +47,17 @@ async def check_models(s: Session) -> CheckResult:
         if err.kind in ("timeout", "connect"):
             s.blocker = f"models: {err.message}"
         return CheckResult("models", "fail", err.message, {"error": err.kind})
-    ids = [str(e.get("id")) for e in entries]
-    figures: dict[str, object] = {"served": ids}
+    ids = [clip(str(e.get("id")), 100) for e in entries[:50]]
+    figures: dict[str, object] = {"served": ids, "listed": len(entries)}
     entry = next((e for e in entries if e.get("id") == model), None)
     if entry is None:
         return CheckResult("models", "fail", f"{model!r} is not served; the server lists {ids}", figures)
-    raw_len = entry.get("max_model_len")
-    max_len = int(raw_len) if isinstance(raw_len, int | float) else None
+    max_len = as_count(entry.get("max_model_len"))
     figures["max_model_len"] = max_len
+    if max_len is not None and max_len > MAX_CONTEXT:
+        # Believed, it would size the needle prompt: a hostile figure must not make verify build gigabytes.
+        return CheckResult("models", "fail", f"{model!r} is listed with max_model_len {max_len:,}, more than any "
+                           f"engine serves ({MAX_CONTEXT:,}); not believed", figures)
     figures["expected_context"] = s.expect.context
     if max_len is not None:
         s.server_context = max_len

@@ -1,7 +1,7 @@
 """The OpenAI-compatible HTTP client verify talks through: vLLM's shapes first, tolerant of servers that
 differ (no ``data: [DONE]``, usage only on the last chunk or not at all, no ``/tokenize``, ``stream_options``
-refused). Every request has a deadline; a failure is an ``EngineRequestError`` whose ``kind`` says what
-went wrong, so checks can turn it into a finding.
+refused). Every request has a deadline and every answer a size cap (see "Bounds" below); a failure is an
+``EngineRequestError`` whose ``kind`` says what went wrong, so checks can turn it into a finding.
 
 ``EngineAPI`` is the Protocol the checks depend on; ``HttpEngine`` is the real adapter (httpx, async).
 """
@@ -9,21 +9,74 @@ went wrong, so checks can turn it into a finding.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import itertools
 import json
 import math
+import re
 import time
-from collections.abc import Sequence
+import urllib.parse
+import zlib
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import httpx
 
-from rigctl.errors import RigctlError
+from rigctl.errors import RigctlError, UsageError
 
 SHARD = 32  # connections per httpx pool
 
-ErrorKind = Literal["timeout", "connect", "http", "protocol", "engine-error", "cut-off"]
+ErrorKind = Literal["timeout", "connect", "http", "protocol", "engine-error", "cut-off", "too-large"]
+
+# --- Bounds ---------------------------------------------------------------------------------------------
+# Time is bounded by the deadlines; memory by these caps on the bytes of each answer. Every body is read as
+# a stream and counted AFTER decompression, so a compression bomb stops at the same cap as a plain endless
+# body. rigctl undoes Content-Encoding itself (``_decoded``), asking zlib for at most DECODE_STEP bytes per
+# call: httpx's own decoders inflate a whole 64 KiB read at once (~1000x for zlib) and chain stacked
+# encodings ("gzip, gzip": ~1000x1000). Headers are bounded by httpcore: h11 refuses a head larger than
+# 100 KiB (MAX_INCOMPLETE_EVENT_SIZE), which surfaces as a RemoteProtocolError.
+KIB = 1024
+MIB = 1024 * KIB
+API_LIMIT = 4 * MIB  # /health, /v1/models: small JSON answers
+ERROR_SHOWN = 64 * KIB  # of an error answer only this much is read: its message is all that is quoted
+TOKENIZE_PER_PROMPT_BYTE = 8  # /tokenize lists at most one id (<= 7 digits and a comma) per prompt byte
+ANSWER_BASE = 256 * KIB  # a completion: a fixed allowance (role, usage and finish chunks) ...
+ANSWER_PER_TOKEN = 2 * KIB  # ... plus this per requested token (a vLLM stream chunk is ~300 bytes a token)
+ANSWER_CEILING = 64 * MIB  # ... and never more than this, whatever max_tokens says
+SSE_LINE_LIMIT = 1 * MIB  # one line of an event stream (one chunk's JSON)
+DECODE_STEP = 256 * KIB  # the most one decompression call may produce
+
+
+MAX_CONTEXT = 16_777_216  # the largest max_model_len believed (a recipe's context_length has the same bound)
+
+
+def as_count(value: object) -> int | None:
+    """A non-negative number of tokens from a server's JSON, or None. json.loads accepts NaN and Infinity,
+    and int() raises on both: a hostile figure must become "no figure", not an exception."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value) if value >= 0 else None
+
+
+def answer_limit(max_tokens: int) -> int:
+    """The most bytes a completion of ``max_tokens`` tokens may take, streamed or not."""
+    return min(ANSWER_BASE + max_tokens * ANSWER_PER_TOKEN, ANSWER_CEILING)
+
+
+def tokenize_limit(prompt: str) -> int:
+    return API_LIMIT + TOKENIZE_PER_PROMPT_BYTE * len(prompt.encode())
+
+
+def size_text(n: int) -> str:
+    """``4 MiB``, ``768 KiB``, ``100 bytes``: caps as an operator reads them."""
+    for unit, name in ((MIB, "MiB"), (KIB, "KiB")):
+        if n >= unit:
+            return f"{n / unit:.3g} {name}"
+    return f"{n} bytes"
 
 
 class EngineRequestError(RigctlError):
@@ -47,10 +100,65 @@ class Endpoint:
     health_path: str = "/health"
 
     def __post_init__(self) -> None:
-        url = self.base_url.rstrip("/")
+        url = check_base_url(self.base_url).rstrip("/")
+        if self.api_key and not _VISIBLE_ASCII.fullmatch(self.api_key):
+            # It goes into an HTTP header: a CR/LF would split it, a non-ASCII character crash the encoder.
+            raise UsageError("the API key must be printable ASCII without spaces or control characters")
+        if not _VISIBLE_ASCII.fullmatch(self.health_path) or not self.health_path.startswith("/") \
+                or self.health_path.startswith("//"):
+            # "//host/x" or "http://host/x" would send the health probe to another host than base_url's.
+            raise UsageError(f"health path {self.health_path!r}: must be a path on the endpoint, like /health")
         if url.endswith("/v1"):
             url = url[: -len("/v1")]  # operators paste OpenAI base URLs; the API paths are added here
         object.__setattr__(self, "base_url", url)
+
+
+_VISIBLE_ASCII = re.compile(r"[!-~]+")  # printable ASCII, no space, no control character
+_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def check_base_url(url: str) -> str:
+    """``url`` when it is an http(s) base URL rigctl can use, else UsageError saying why. Every endpoint
+    (--url, a recipe's publish address, an install record) passes through here, via ``Endpoint``."""
+    why = _url_problem(url)
+    if why is not None:
+        shown = re.sub(r"//[^/]*@", "//***@", url)  # never echo a password
+        if len(shown) > 200:
+            shown = shown[:200] + "..."
+        raise UsageError(f"endpoint URL {shown!r}: {why}", fix="give a base URL such as http://127.0.0.1:8000")
+    return url
+
+
+def _url_problem(url: str) -> str | None:
+    bad = next((i for i, c in enumerate(url) if not _VISIBLE_ASCII.fullmatch(c)), None)
+    if bad is not None:
+        return f"character {url[bad]!r} at position {bad} (spaces, control and non-ASCII characters are refused)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port that is not a number in 0-65535
+    except ValueError as exc:
+        return f"cannot be parsed ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"scheme {parts.scheme + ':' if parts.scheme else '(none)'} is not http: or https:"
+    if "@" in parts.netloc:
+        return "credentials in the URL would be printed in reports; pass --api-key instead"
+    host = parts.hostname or ""
+    if host.startswith("[") or ":" in host:
+        try:
+            ipaddress.IPv6Address(host.strip("[]"))
+        except ValueError:
+            return f"{host!r} is not an IPv6 address"
+    elif not _HOSTNAME.fullmatch(host):
+        return "no host name" if not host else f"{host!r} is not a host name"
+    if port == 0:
+        return "port 0 is not a port a server listens on"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "a base URL takes no ?query or #fragment"
+    try:
+        httpx.URL(url)  # the parser that will use it must agree
+    except httpx.InvalidURL as exc:
+        return str(exc)
+    return None
 
 
 @dataclass(frozen=True)
@@ -120,7 +228,10 @@ def _describe_http_error(exc: httpx.HTTPError) -> tuple[ErrorKind, str]:
     if isinstance(exc, httpx.ConnectError):
         return "connect", f"cannot connect: {exc}"
     if isinstance(exc, httpx.RemoteProtocolError):
-        return "cut-off", f"connection closed mid-response: {exc}"
+        # The peer closed mid-answer, or sent what HTTP/1.1 refuses (e.g. a head over h11's 100 KiB).
+        return "cut-off", f"connection closed mid-response or malformed answer: {exc}"
+    if isinstance(exc, httpx.DecodingError | httpx.ProtocolError | httpx.UnsupportedProtocol):
+        return "protocol", f"{type(exc).__name__}: {exc}"
     return "connect", f"{type(exc).__name__}: {exc}"
 
 
@@ -143,7 +254,9 @@ class HttpEngine:
 
     def __init__(self, endpoint: Endpoint, *, max_connections: int = 64) -> None:
         self.endpoint = endpoint
-        headers = {"accept": "application/json"}
+        # identity: a well-behaved server then sends what the caps count; a compressed answer is decoded
+        # and counted all the same (see "Bounds").
+        headers = {"accept": "application/json", "accept-encoding": "identity"}
         if endpoint.api_key:
             headers["authorization"] = f"Bearer {endpoint.api_key}"
         # httpcore's pool does work proportional to its size on every request event, so one pool of 256
@@ -180,13 +293,25 @@ class HttpEngine:
         start = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._client.get(path, timeout=timeout)
+                status, body = await self._fetch("GET", path, None, timeout=timeout, limit=API_LIMIT)
         except TimeoutError:
             raise EngineRequestError("timeout", f"GET {path} did not answer within {timeout:g}s") from None
         except httpx.HTTPError as exc:
             kind, msg = _describe_http_error(exc)
             raise EngineRequestError(kind, f"GET {path}: {msg}") from None
-        return HttpAnswer(resp.status_code, resp.text, time.perf_counter() - start)
+        return HttpAnswer(status, body, time.perf_counter() - start)
+
+    async def _fetch(
+        self, method: str, path: str, payload: dict[str, Any] | None, *, timeout: float | httpx.Timeout, limit: int
+    ) -> tuple[int, str]:
+        """One exchange read whole: a 200 answer up to ``limit`` bytes (more is EngineRequestError
+        ``too-large``), any other answer only its first ERROR_SHOWN bytes."""
+        async with self._client.stream(method, path, json=payload, timeout=timeout) as resp:
+            what = f"{method} {self.endpoint.base_url}{path}"
+            if resp.status_code != 200:
+                return resp.status_code, await _read_prefix(resp, what, ERROR_SHOWN)
+            body = await _read_body(resp, what, limit)
+            return 200, body.decode(errors="replace")
 
     async def models(self, *, timeout: float) -> list[dict[str, Any]]:
         answer = await self.get("/v1/models", timeout=timeout)
@@ -211,28 +336,29 @@ class HttpEngine:
         payload = {"model": self.endpoint.model, "prompt": prompt}
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._client.post("/tokenize", json=payload, timeout=timeout)
+                status, body = await self._fetch("POST", "/tokenize", payload, timeout=timeout,
+                                                 limit=tokenize_limit(prompt))
         except TimeoutError:
             raise EngineRequestError("timeout", f"POST /tokenize did not answer within {timeout:g}s") from None
         except httpx.HTTPError as exc:
             kind, msg = _describe_http_error(exc)
             raise EngineRequestError(kind, f"POST /tokenize: {msg}") from None
-        if resp.status_code in (404, 405, 501):
+        if status in (404, 405, 501):
             self.has_tokenize = False
             return None
-        if resp.status_code != 200:
-            raise EngineRequestError(
-                "http", f"POST /tokenize answered {resp.status_code}: {_error_message(resp.text)}",
-                status=resp.status_code,
-            )
+        if status != 200:
+            raise EngineRequestError("http", f"POST /tokenize answered {status}: {_error_message(body)}",
+                                     status=status)
         try:
-            data = resp.json()
-            count = data["count"] if "count" in data else len(data["tokens"])
+            data = json.loads(body)
+            count = as_count(data["count"] if "count" in data else len(data["tokens"]))
         except (ValueError, KeyError, TypeError):
+            count = None
+        if count is None:
             self.has_tokenize = False  # something else lives at /tokenize; estimate instead
             return None
         self.has_tokenize = True
-        return int(count)
+        return count
 
     def _payload(self, request: Request, *, with_stream_options: bool) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
@@ -280,59 +406,53 @@ class HttpEngine:
     async def _send(self, request: Request, timeout: float, idle_timeout: float | None) -> Completion:
         path, body = self._payload(request, with_stream_options=request.stream and self.stream_options_ok)
         http_timeout = httpx.Timeout(timeout, read=idle_timeout or timeout)
+        what = f"POST {self.endpoint.base_url}{path}"
+        limit = answer_limit(request.max_tokens)
         start = time.perf_counter()
         try:
             if not request.stream:
-                resp = await self._client.post(path, json=body, timeout=http_timeout)
-                return self._parse_full(path, resp, start)
-            async with self._client.stream("POST", path, json=body, timeout=http_timeout) as resp:
-                if resp.status_code in (400, 422) and "stream_options" in body:
-                    text = (await resp.aread()).decode(errors="replace")
-                    if "stream_options" in text or "include_usage" in text:
-                        # An older server that rejects the field: retry without it, once, and remember.
-                        self.stream_options_ok = False
-                        retry = Request(request.max_tokens, request.prompt, request.messages, request.temperature,
-                                        stream=True)
-                        return await self._send(retry, timeout, idle_timeout)
-                    raise EngineRequestError("http", f"POST {path} answered {resp.status_code}: "
-                                             f"{_error_message(text)}", status=resp.status_code)
-                return await self._parse_stream(path, resp, start)
+                status, text = await self._fetch("POST", path, body, timeout=http_timeout, limit=limit)
+                if status == 200:
+                    return self._parse_full(path, text, start)
+            else:
+                async with self._client.stream("POST", path, json=body, timeout=http_timeout) as resp:
+                    if resp.status_code == 200:
+                        async with contextlib.aclosing(_sse_lines(resp, what, limit)) as lines:
+                            return await self._parse_stream(path, lines, start)
+                    status, text = resp.status_code, await _read_prefix(resp, what, ERROR_SHOWN)
         except httpx.TimeoutException as exc:
             raise EngineRequestError("timeout", f"POST {path}: no data for {idle_timeout or timeout:g}s "
                                      f"({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
             kind, msg = _describe_http_error(exc)
             raise EngineRequestError(kind, f"POST {path}: {msg}") from None
+        if status in (400, 422) and "stream_options" in body and ("stream_options" in text or "include_usage" in text):
+            # An older server that rejects the field: retry without it, once, and remember.
+            self.stream_options_ok = False
+            return await self._send(request, timeout, idle_timeout)
+        raise EngineRequestError("http", f"POST {path} answered {status}: {_error_message(text)}", status=status)
 
     @staticmethod
-    def _parse_full(path: str, resp: httpx.Response, start: float) -> Completion:
+    def _parse_full(path: str, body: str, start: float) -> Completion:
         latency = time.perf_counter() - start
-        if resp.status_code != 200:
-            raise EngineRequestError(
-                "http", f"POST {path} answered {resp.status_code}: {_error_message(resp.text)}",
-                status=resp.status_code,
-            )
         try:
-            data = resp.json()
+            data = json.loads(body)
             choice = data["choices"][0]
+            if not isinstance(choice, dict):
+                raise TypeError("a choice is not an object")
         except (ValueError, KeyError, IndexError, TypeError):
-            raise EngineRequestError("protocol", f"POST {path}: answer has no choices: {resp.text[:200]!r}") from None
+            raise EngineRequestError("protocol", f"POST {path}: answer has no choices: {body[:200]!r}") from None
         text = _choice_text(choice, chat=path.endswith("chat/completions"), stream=False)
         prompt_tokens, completion_tokens = _usage(data.get("usage"))
         return Completion(text, choice.get("finish_reason"), prompt_tokens, completion_tokens, latency)
 
     @staticmethod
-    async def _parse_stream(path: str, resp: httpx.Response, start: float) -> Completion:
-        if resp.status_code != 200:
-            text = (await resp.aread()).decode(errors="replace")
-            raise EngineRequestError(
-                "http", f"POST {path} answered {resp.status_code}: {_error_message(text)}", status=resp.status_code
-            )
+    async def _parse_stream(path: str, lines: AsyncIterator[str], start: float) -> Completion:
         chat = path.endswith("chat/completions")
         parts: list[str] = []
         out = Completion("", None, None, None, 0.0)
         first_choice: float | None = None
-        async for line in resp.aiter_lines():
+        async for line in lines:
             if not line.startswith("data:"):
                 continue  # blank separators, comments (": ping"), event: lines
             data = line[5:].strip()
@@ -355,7 +475,8 @@ class HttpEngine:
             usage = chunk.get("usage")
             if usage:
                 out.prompt_tokens, out.completion_tokens = _usage(usage)
-            for choice in chunk.get("choices") or []:
+            choices = chunk.get("choices")
+            for choice in choices if isinstance(choices, list) else []:
                 if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                     continue
                 if first_choice is None:
@@ -375,6 +496,99 @@ class HttpEngine:
             out.ttft_s = first_choice  # only empty pieces came (special tokens): the first chunk is the first token
         out.latency_s = time.perf_counter() - start
         return out
+
+
+async def _decoded(resp: httpx.Response, what: str) -> AsyncGenerator[bytes, None]:
+    """The body with its Content-Encoding undone, in pieces of at most DECODE_STEP bytes beyond the network
+    reads (64 KiB). gzip and deflate (zlib-wrapped, or raw as some servers send it) are undone; rigctl asks
+    for identity, so anything else, or stacked encodings, is refused rather than guessed at."""
+    codings = [c.strip().lower() for c in resp.headers.get_list("content-encoding", split_commas=True)]
+    codings = [c for c in codings if c not in ("", "identity")]
+    if not codings:
+        async for raw in resp.aiter_raw():
+            yield raw
+        return
+    if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
+        raise EngineRequestError("protocol", f"{what}: Content-Encoding {', '.join(codings)!r} is not supported "
+                                 "(rigctl asks for identity and undoes one gzip or deflate at most)")
+    gzip = codings[0] != "deflate"
+    inflate = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
+    first = True
+    try:
+        async for raw in resp.aiter_raw():
+            data = raw
+            while data and not inflate.eof:  # whatever follows the end of the stream is ignored
+                try:
+                    piece = inflate.decompress(data, DECODE_STEP)
+                except zlib.error:
+                    if gzip or not first:
+                        raise
+                    inflate = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, without the zlib wrapper
+                    piece = inflate.decompress(data, DECODE_STEP)
+                first = False
+                data = inflate.unconsumed_tail
+                if piece:
+                    yield piece
+        while not inflate.eof and (piece := inflate.decompress(inflate.unconsumed_tail, DECODE_STEP)):
+            yield piece
+    except zlib.error as exc:
+        raise EngineRequestError("protocol", f"{what}: the {codings[0]} answer does not decode ({exc})") from None
+
+
+async def _read_body(resp: httpx.Response, what: str, limit: int) -> bytes:
+    """The whole (decoded) body, or EngineRequestError ``too-large`` as soon as it passes ``limit`` bytes."""
+    body = bytearray()
+    async with contextlib.aclosing(_decoded(resp, what)) as chunks:
+        async for chunk in chunks:
+            if len(body) + len(chunk) > limit:
+                raise EngineRequestError("too-large", f"{what}: answer larger than {size_text(limit)}; "
+                                         "stopped reading it")
+            body += chunk
+    return bytes(body)
+
+
+async def _read_prefix(resp: httpx.Response, what: str, limit: int) -> str:
+    """At most the first ``limit`` bytes of the (decoded) body; the rest is left unread."""
+    head = bytearray()
+    async with contextlib.aclosing(_decoded(resp, what)) as chunks:
+        async for chunk in chunks:
+            head += chunk[: limit - len(head)]
+            if len(head) >= limit:
+                break
+    return head.decode(errors="replace")
+
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+async def _sse_lines(resp: httpx.Response, what: str, limit: int) -> AsyncGenerator[str, None]:
+    """The lines of an event stream, each at most SSE_LINE_LIMIT bytes and all of them at most ``limit``
+    (httpx's aiter_lines would buffer a line without end). Only each new chunk is searched for line ends,
+    so a line trickled in byte by byte costs linear time. A CR LF split across two chunks yields one extra
+    blank line, which the SSE grammar ignores."""
+    total = 0
+    line = bytearray()
+    async with contextlib.aclosing(_decoded(resp, what)) as chunks:
+        async for chunk in chunks:
+            total += len(chunk)
+            if total > limit:
+                raise EngineRequestError("too-large", f"{what}: stream longer than {size_text(limit)}; "
+                                         "stopped reading it")
+            at = 0
+            for end in _EOL.finditer(chunk):
+                line += chunk[at:end.start()]
+                if len(line) > SSE_LINE_LIMIT:
+                    break
+                yield line.decode(errors="replace")
+                line.clear()
+                at = end.end()
+            else:
+                line += chunk[at:]
+            if len(line) > SSE_LINE_LIMIT:
+                raise EngineRequestError("too-large", f"{what}: one stream line longer than "
+                                         f"{size_text(SSE_LINE_LIMIT)}; stopped reading it")
+    if line:
+        yield line.decode(errors="replace")
 
 
 def _as_chat(request: Request) -> Request:
@@ -398,8 +612,7 @@ def _choice_text(choice: dict[str, Any], *, chat: bool, stream: bool) -> str:
 def _usage(usage: Any) -> tuple[int | None, int | None]:
     if not isinstance(usage, dict):
         return None, None
-    p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (int(p) if isinstance(p, int | float) else None, int(c) if isinstance(c, int | float) else None)
+    return as_count(usage.get("prompt_tokens")), as_count(usage.get("completion_tokens"))
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -50,6 +50,7 @@ _CODE_WORDS = (
 )
 
 FALLBACK_CHARS_PER_TOKEN = 3.0
+MAX_CHARS_PER_TOKEN = 16  # filler sentences built per target token at most, whatever the counts say
 ESTIMATE_MARGIN = 0.97  # aim 3% short when the length is only estimated: a rejected prompt tests nothing
 
 
@@ -160,20 +161,26 @@ async def size_prompt(
     base = build(0, 0)
     sample_k = 64
     sample = build(sample_k, 0)
+    # The server's counts steer how long a prompt gets built; a count no tokenizer would give (a handful of
+    # tokens for megabytes) must not make it build gigabytes. No prompt gets more than MAX_CHARS_PER_TOKEN
+    # characters of sentences per target token (filler English is about four), plus at most one pad word
+    # (8 characters or fewer) per target token.
+    k_max = max(int((MAX_CHARS_PER_TOKEN * target - len(base)) / ((len(sample) - len(base)) / sample_k)), 0)
     base_n = await engine.tokenize(base, timeout=timeout)
     if base_n is not None:
         sample_n = await engine.tokenize(sample, timeout=timeout)
         assert sample_n is not None
         per = max((sample_n - base_n) / sample_k, 1.0)
-        return await _fit_exact(engine, build, target, base_n, per, timeout=timeout)
-    return await _fit_estimate(engine, build, target, base=base, sample=sample, sample_k=sample_k, timeout=timeout,
-                               margin=margin)
+        return await _fit_exact(engine, build, target, base_n, per, timeout=timeout, k_max=k_max)
+    return await _fit_estimate(engine, build, target, base=base, sample=sample, sample_k=sample_k,
+                               timeout=timeout, margin=margin, k_max=k_max)
 
 
 async def _fit_exact(
-    engine: EngineAPI, build: Callable[[int, int], str], target: int, base_n: int, per: float, *, timeout: float
+    engine: EngineAPI, build: Callable[[int, int], str], target: int, base_n: int, per: float, *, timeout: float,
+    k_max: int,
 ) -> Sized:
-    k = max(int((target - base_n) / per), 0)
+    k = min(max(int((target - base_n) / per), 0), k_max)
     best: tuple[int, int, int] | None = None  # (tokens, k, pad)
 
     async def count(k: int, pad: int) -> int:
@@ -187,8 +194,8 @@ async def _fit_exact(
             best = (n, k, 0)
         if n > target:
             k = max(k - max(math.ceil((n - target) / per), 1), 0)
-        elif target - n >= per:
-            k += max(int((target - n) / per), 1)
+        elif target - n >= per and k < k_max:
+            k = min(k + max(int((target - n) / per), 1), k_max)
         else:
             break
     if best is None:
@@ -197,7 +204,7 @@ async def _fit_exact(
     for _ in range(8):  # fine: single filler words, about one token each
         if n == target:
             break
-        pad = max(pad + (target - n), 0)
+        pad = min(max(pad + (target - n), 0), target)  # a filler word is at least one token
         m = await count(k, pad)
         if m <= target and m > best[0]:
             best = (m, k, pad)
@@ -218,6 +225,7 @@ async def _fit_estimate(
     sample_k: int,
     timeout: float,
     margin: float,
+    k_max: int,
 ) -> Sized:
     base_n = await _usage_tokens(engine, base, timeout)
     sample_n = await _usage_tokens(engine, sample, timeout) if base_n is not None else None
@@ -228,7 +236,7 @@ async def _fit_estimate(
         per = (len(sample) - len(base)) / sample_k / FALLBACK_CHARS_PER_TOKEN
         base_n = math.ceil(len(base) / FALLBACK_CHARS_PER_TOKEN)
         method = "chars-estimate"
-    k = max(int((target * margin - base_n) / per), 0)
+    k = min(max(int((target * margin - base_n) / per), 0), k_max)
     return Sized(build(k, 0), int(base_n + k * per), method, k)
 
 

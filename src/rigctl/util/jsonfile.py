@@ -1,0 +1,78 @@
+"""JSON documents read through ``safefs``: bounded, regular files only, strict UTF-8, bounded nesting.
+
+Beside safefs's readers (it would sit in safefs itself, which is shared and not edited here). Every JSON
+file rigctl reads — its deployment records, the licence record, the sha256 cache, a captured inventory —
+comes through ``load_json``, so a FIFO, a device, a huge file, non-UTF-8 bytes or 100000 nested ``[``
+each end in one ``InvalidInputError`` (exit 3) naming the file, never a hang or a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from rigctl.errors import InvalidInputError
+from rigctl.util import safefs
+
+# No document rigctl writes or reads nests deeper than a handful of levels; 64 leaves room for a
+# recorded failure's details without letting a hostile file make any consumer recurse deeply.
+MAX_DEPTH = 64
+
+
+class JsonFileError(InvalidInputError):
+    """A JSON file that cannot be accepted; ``path`` and ``why`` let a caller reword the one problem."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str, *, fix: str | None = None) -> None:
+        self.path = os.fspath(path)
+        self.why = why
+        super().__init__([f"{self.path}: {why}"], fix=fix)
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (iterative: never recurses itself)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def parse_json(data: bytes, path: str | os.PathLike[str], *, fix: str | None = None) -> Any:
+    """Decode strict UTF-8 (``json.loads`` would guess UTF-16/32 from bytes) and parse, nesting bounded."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonFileError(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+                            fix=fix) from None
+    try:
+        value = json.loads(text)
+    except RecursionError:  # the C decoder gives up on deep nesting long before the stack does
+        value = None
+        deep = True
+    except ValueError as exc:  # JSONDecodeError, and integers too long to convert
+        raise JsonFileError(path, f"not JSON: {exc}", fix=fix) from None
+    else:
+        deep = _too_deep(value, MAX_DEPTH)
+    if deep:
+        raise JsonFileError(path, f"JSON nested more than {MAX_DEPTH} levels deep; rigctl does not read such files",
+                            fix=fix)
+    return value
+
+
+def load_json(path: str | os.PathLike[str], *, limit: int, missing_ok: bool = False, nofollow: bool = False,
+              fix: str | None = None) -> Any:
+    """The JSON value in ``path`` (None when missing and ``missing_ok``). A FIFO, device, directory,
+    oversized file (or, with ``nofollow``, a symbolic link) is refused without blocking."""
+    try:
+        got = safefs.read_file(path, limit=limit, nofollow=nofollow, missing_ok=missing_ok)
+    except InvalidInputError as exc:
+        raise JsonFileError(path, exc.problems[0].removeprefix(f"{os.fspath(path)}: "), fix=fix) from None
+    if got is None:
+        return None
+    return parse_json(got.data, path, fix=fix)

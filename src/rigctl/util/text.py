@@ -1,0 +1,37 @@
+"""Text that crosses a trust boundary on its way out: values shown to a terminal, and the JSON envelope
+every command prints (and a remote rigctl's answer is checked against)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SCHEMA_VERSION = "1"  # the "rigctl" key of every JSON document; bump on incompatible changes
+
+
+def envelope(command: str, ok: bool, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"rigctl": SCHEMA_VERSION, "command": command, "ok": ok, **payload}
+
+
+# What a terminal would act on rather than show: C0 controls (ESC starts CSI/OSC sequences, BEL ends
+# OSC 8 links and OSC 52 clipboard writes), DEL, C1 controls (U+009B is CSI by itself) and the bidi
+# overrides that reorder what a reader sees. Text views print values from files, NVML and remote
+# hosts, so every such value goes through ``printable`` (and ``for_rich`` where rich parses markup).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+CELL_LIMIT = 200  # a table cell or a value in a line: names, versions, paths
+LINE_LIMIT = 4000  # a whole message
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(value: object, limit: int | None = CELL_LIMIT) -> str:
+    """``value`` as text safe to print: control characters shown escaped (``\\x1b``), then cut to
+    ``limit`` characters (a 100 KB name must not stall or flood a table)."""
+    text = str(value)
+    text = _CONTROL.sub(_escape, text if limit is None else text[: limit + 1])  # cut first: bounded work
+    if limit is not None and len(text) > limit:
+        return f"{text[: limit - 1]}…"
+    return text
