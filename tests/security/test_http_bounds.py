@@ -659,3 +659,40 @@ def test_server_text_reaches_the_terminal_escaped() -> None:
     assert done.returncode == ExitCode.CHECKS_FAILED, done.stderr
     assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "\x07" not in done.stdout
     assert "\\x1b]52" in done.stdout and "[link=file:///etc/shadow]" in done.stdout
+
+
+# --- deploy's readiness probe reads the same servers -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("path", "route"), [
+    ("/v1/models", endless()),
+    ("/v1/models", length_lie(endless_body=True)),
+    ("/v1/models", bomb("gzip")),
+    ("/health", endless()),
+    ("/health", bomb("deflate")),
+], ids=["models-endless", "models-length-lie", "models-gzip-bomb", "health-endless", "health-deflate-bomb"])
+def test_deploy_readiness_probe_is_bounded(path: str, route: Route) -> None:
+    from rigctl.deploy.ports import HttpProbe
+
+    probe = HttpProbe(timeout=TIMEOUT_S)
+    try:
+        with serve({path: route}) as url:
+            started = time.monotonic()
+            ready = probe.check(url, "/health", MODEL)
+            assert time.monotonic() - started < TIMEOUT_S
+    finally:
+        probe.close()
+    assert not ready.ready_for(MODEL)
+    assert "larger than 4 MiB" in ready.detail or "compressed" in ready.detail, ready.detail
+
+
+def test_deploy_readiness_probe_still_reads_a_well_behaved_engine() -> None:
+    from rigctl.deploy.ports import HttpProbe
+
+    probe = HttpProbe(timeout=TIMEOUT_S)
+    try:
+        with serve({}) as url:
+            ready = probe.check(url, "/health", MODEL)
+    finally:
+        probe.close()
+    assert ready.ready_for(MODEL), ready.detail

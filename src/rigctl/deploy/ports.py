@@ -23,6 +23,7 @@ import httpx
 
 from rigctl.errors import CommandError
 from rigctl.util.proc import Completed, run
+from rigctl.verify.client import API_LIMIT, as_count
 
 
 class Scope(StrEnum):
@@ -295,24 +296,40 @@ class HttpProbe:
     """``GET /health`` then ``GET /v1/models``: vLLM answers /v1/models before warmup ends, so health alone
     or models alone is not readiness; both must agree."""
 
+    LIMIT = API_LIMIT  # the engine is an HTTP server: its answers are read up to a cap, uncompressed
+
     def __init__(self, timeout: float = 1.0) -> None:
-        self._client = httpx.Client(timeout=timeout, trust_env=False)
+        self._client = httpx.Client(timeout=timeout, trust_env=False, headers={"Accept-Encoding": "identity"})
+
+    def _get(self, url: str) -> tuple[int, bytes]:
+        """Status and body, the body read raw up to LIMIT (a larger or compressed one is an error)."""
+        with self._client.stream("GET", url) as resp:
+            if resp.headers.get("content-encoding", "identity").lower() != "identity":
+                raise ValueError("a compressed answer, though identity was asked for")
+            body = bytearray()
+            for chunk in resp.iter_raw():
+                body += chunk
+                if len(body) > self.LIMIT:
+                    raise ValueError(f"an answer larger than {self.LIMIT // (1 << 20)} MiB")
+            return resp.status_code, bytes(body)
 
     def check(self, base_url: str, health_path: str, served_name: str) -> Readiness:
         try:
-            health = self._client.get(base_url + health_path)
-        except httpx.HTTPError as exc:
-            return Readiness(None, [], None, type(exc).__name__)
-        if health.status_code != 200:
-            return Readiness(health.status_code, [], None, f"{health_path} answered {health.status_code}")
+            status, _ = self._get(base_url + health_path)
+        except (httpx.HTTPError, ValueError) as exc:
+            return Readiness(None, [], None, f"{health_path}: {type(exc).__name__}: {exc}"[:300])
+        if status != 200:
+            return Readiness(status, [], None, f"{health_path} answered {status}")
         try:
-            models = self._client.get(base_url + "/v1/models")
-            data = models.json().get("data", []) if models.status_code == 200 else []
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            return Readiness(200, [], None, f"/v1/models: {type(exc).__name__}")
+            status, body = self._get(base_url + "/v1/models")
+            data = json.loads(body).get("data", []) if status == 200 else []
+            if not isinstance(data, list):
+                raise ValueError("data is not a list")
+        except (httpx.HTTPError, ValueError, AttributeError, RecursionError) as exc:
+            return Readiness(200, [], None, f"/v1/models: {type(exc).__name__}: {exc}"[:300])
         ids = [str(m.get("id")) for m in data if isinstance(m, dict)]
         max_len = next(
-            (int(m["max_model_len"]) for m in data
+            (as_count(m["max_model_len"]) for m in data
              if isinstance(m, dict) and m.get("id") == served_name and isinstance(m.get("max_model_len"), int)),
             None,
         )
