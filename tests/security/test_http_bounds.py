@@ -35,6 +35,7 @@ from rigctl.verify.client import (
     HttpEngine,
     Request,
     answer_limit,
+    kept_limit,
     size_text,
 )
 from rigctl.verify.report import VerifyReport
@@ -440,6 +441,47 @@ def test_well_behaved_stream_with_odd_line_ends_still_parses() -> None:
 
     with serve({"/v1/completions": route}) as url:
         assert asyncio.run(go(url)) == "Paris."
+
+
+@pytest.mark.parametrize(("stream", "piece", "pieces"), [
+    (True, "word ", 3_000),  # many small chunks
+    (True, "x" * 4000, 50),  # a few big ones
+    (False, "word " * 30_000, 1),  # one plain answer
+])
+def test_text_kept_of_an_overlong_answer_is_what_max_tokens_allows(stream: bool, piece: str, pieces: int) -> None:
+    """More text than max_tokens could honestly carry (but under the answer cap) is counted, not kept: a
+    long soak against such a server holds no more than against an honest one."""
+    max_tokens = 64
+    keep = kept_limit(max_tokens)
+
+    def route(h: BaseHTTPRequestHandler, payload: dict[str, Any]) -> None:
+        if not payload.get("stream"):
+            small_json({"choices": [{"index": 0, "text": piece, "finish_reason": "length"}]})(h, payload)
+            return
+        head(h, ctype="text/event-stream", transfer_encoding="chunked")
+        event = b"data: " + json.dumps({"choices": [{"index": 0, "text": piece}]}).encode() + b"\n\n"
+        chunked(h, [event] * pieces + [b"data: [DONE]\n\n"])
+
+    async def go(url: str) -> Any:
+        async with HttpEngine(Endpoint(url, MODEL)) as engine:
+            return await engine.complete(Request(max_tokens, prompt="hi", stream=stream), timeout=TIMEOUT_S)
+
+    with serve({"/v1/completions": route}) as url:
+        done = asyncio.run(go(url))
+    assert done.clipped and len(done.text) == keep
+    assert len(done.token_times) <= keep
+    if stream:
+        assert done.chunks == pieces  # every chunk still counted (runaway detection)
+
+
+def test_an_honest_answer_is_kept_whole() -> None:
+    async def go(url: str) -> Any:
+        async with HttpEngine(Endpoint(url, MODEL)) as engine:
+            return await engine.complete(Request(16, prompt="hi", stream=True), timeout=TIMEOUT_S)
+
+    with serve({}) as url:
+        done = asyncio.run(go(url))
+    assert (done.text, done.clipped) == (" Paris.", False)
 
 
 # --- the whole CLI, in a process of its own: exit 1, one JSON object, bounded memory --------------------

@@ -67,6 +67,17 @@ def answer_limit(max_tokens: int) -> int:
     return min(ANSWER_BASE + max_tokens * ANSWER_PER_TOKEN, ANSWER_CEILING)
 
 
+KEPT_BASE = 4 * KIB  # of a completion's text, verify keeps at most this ...
+KEPT_PER_TOKEN = 32  # ... plus this per requested token: an honest answer always fits (a token is a few chars)
+
+
+def kept_limit(max_tokens: int) -> int:
+    """The most characters of one answer's text (and entries of its token times) verify keeps: a server that
+    sends more than ``max_tokens`` could honestly produce cannot make a long soak hold more than an honest one
+    would. The answer is still read to its end (up to ``answer_limit``), and its chunks all counted."""
+    return KEPT_BASE + max_tokens * KEPT_PER_TOKEN
+
+
 def tokenize_limit(prompt: str) -> int:
     return API_LIMIT + TOKENIZE_PER_PROMPT_BYTE * len(prompt.encode())
 
@@ -189,6 +200,7 @@ class Completion:
     token_times: list[float] = field(default_factory=list)  # arrival time of each content chunk
     chunks: int = 0  # content chunks in a stream
     saw_done: bool = False  # the stream ended with data: [DONE]
+    clipped: bool = False  # more text came than ``kept_limit`` keeps; ``text`` is its beginning
 
     @property
     def output_tokens(self) -> int:
@@ -413,12 +425,12 @@ class HttpEngine:
             if not request.stream:
                 status, text = await self._fetch("POST", path, body, timeout=http_timeout, limit=limit)
                 if status == 200:
-                    return self._parse_full(path, text, start)
+                    return self._parse_full(path, text, start, kept_limit(request.max_tokens))
             else:
                 async with self._client.stream("POST", path, json=body, timeout=http_timeout) as resp:
                     if resp.status_code == 200:
                         async with contextlib.aclosing(_sse_lines(resp, what, limit)) as lines:
-                            return await self._parse_stream(path, lines, start)
+                            return await self._parse_stream(path, lines, start, kept_limit(request.max_tokens))
                     status, text = resp.status_code, await _read_prefix(resp, what, ERROR_SHOWN)
         except httpx.TimeoutException as exc:
             raise EngineRequestError("timeout", f"POST {path}: no data for {idle_timeout or timeout:g}s "
@@ -433,7 +445,7 @@ class HttpEngine:
         raise EngineRequestError("http", f"POST {path} answered {status}: {_error_message(text)}", status=status)
 
     @staticmethod
-    def _parse_full(path: str, body: str, start: float) -> Completion:
+    def _parse_full(path: str, body: str, start: float, keep: int) -> Completion:
         latency = time.perf_counter() - start
         try:
             data = json.loads(body)
@@ -444,12 +456,14 @@ class HttpEngine:
             raise EngineRequestError("protocol", f"POST {path}: answer has no choices: {body[:200]!r}") from None
         text = _choice_text(choice, chat=path.endswith("chat/completions"), stream=False)
         prompt_tokens, completion_tokens = _usage(data.get("usage"))
-        return Completion(text, choice.get("finish_reason"), prompt_tokens, completion_tokens, latency)
+        return Completion(text[:keep], choice.get("finish_reason"), prompt_tokens, completion_tokens, latency,
+                          clipped=len(text) > keep)
 
     @staticmethod
-    async def _parse_stream(path: str, lines: AsyncIterator[str], start: float) -> Completion:
+    async def _parse_stream(path: str, lines: AsyncIterator[str], start: float, keep: int) -> Completion:
         chat = path.endswith("chat/completions")
         parts: list[str] = []
+        kept = 0
         out = Completion("", None, None, None, 0.0)
         first_choice: float | None = None
         async for line in lines:
@@ -486,9 +500,13 @@ class HttpEngine:
                     now = time.perf_counter()
                     if out.ttft_s is None:
                         out.ttft_s = now - start
-                    out.token_times.append(now)
                     out.chunks += 1
-                    parts.append(piece)
+                    take = piece[: max(keep - kept, 0)]  # past kept_limit only the count grows
+                    if take:
+                        out.token_times.append(now)
+                        parts.append(take)
+                        kept += len(take)
+                    out.clipped = out.clipped or len(take) < len(piece)
                 if choice.get("finish_reason"):
                     out.finish_reason = str(choice["finish_reason"])
         out.text = "".join(parts)
