@@ -319,7 +319,7 @@ def test_status_skips_fifo_linked_and_huge_unit_files_without_blocking(box: Box)
     os.mkfifo(box.units / "rigctl-fifo.container")
     (box.units / "rigctl-link.container").symlink_to("/dev/zero")
     _huge(box.units / "rigctl-huge.container", 2 * 1024 * 1024)
-    (box.units / "rigctl-real.container").write_text("[Container]\nLabel=rigctl.managed=1\nImage=i\n")
+    (box.units / "rigctl-real.container").write_text("[Container]\nLabel=rigctl.managed=true\nImage=i\n")
     done = rigctl("status", "--user", "--json", env=box.env)
     assert done.returncode == 0, done.stderr
     assert [s["unit"] for s in json.loads(done.stdout)["services"]] == ["rigctl-real.service"]
