@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import sys
 import tempfile
@@ -33,17 +32,9 @@ sshd_hosts = _load_helpers()
 
 @pytest.fixture(scope="module")
 def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    ok, why = sshd_hosts.sshd_available()
-    if not ok:  # the `need` rule, for a module-scoped fixture: skip locally, fail in CI
-        if os.environ.get("RIGCTL_REQUIRE_TESTBED") == "1":
-            pytest.fail(f"testbed component missing in CI: {why}")
-        pytest.skip(why)
     # a short base path: ssh control sockets must fit in a unix socket path
-    fleet = sshd_hosts.start_fleet(tmp_path_factory.mktemp("fleet"), 3)
-    try:
+    with sshd_hosts.fleet_or_skip(tmp_path_factory.mktemp("fleet"), 3) as fleet:
         yield fleet
-    finally:
-        sshd_hosts.stop_fleet(fleet)
 
 
 @pytest.fixture

@@ -8,11 +8,13 @@ though they share this machine. A "down" host is a port nothing listens on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,3 +128,21 @@ def sshd_available() -> tuple[bool, str]:
     return True, ""
 
 
+
+
+@contextlib.contextmanager
+def fleet_or_skip(root: Path, count: int) -> Iterator[SshFleet]:
+    """``count`` loopback hosts for a module fixture, with the `need` rule: without sshd, skip locally and
+    fail in CI (RIGCTL_REQUIRE_TESTBED=1)."""
+    import pytest
+
+    ok, why = sshd_available()
+    if not ok:
+        if os.environ.get("RIGCTL_REQUIRE_TESTBED") == "1":
+            pytest.fail(f"testbed component missing in CI: {why}")
+        pytest.skip(why)
+    fleet = start_fleet(root, count)
+    try:
+        yield fleet
+    finally:
+        stop_fleet(fleet)

@@ -224,17 +224,8 @@ def test_ssh_argv_puts_the_destination_after_double_dash(tmp_path: Path, monkeyp
 @pytest.fixture(scope="module")
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real sshd host on 127.0.0.1 (tests/fleet/sshd_hosts.py)."""
-    hosts = _load_sshd_hosts()
-    ok, why = hosts.sshd_available()
-    if not ok:  # the `need` rule for a module fixture: skip locally, fail in CI
-        if os.environ.get("RIGCTL_REQUIRE_TESTBED") == "1":
-            pytest.fail(f"testbed component missing in CI: {why}")
-        pytest.skip(why)
-    fleet = hosts.start_fleet(tmp_path_factory.mktemp("rfleet"), 1)
-    try:
+    with _load_sshd_hosts().fleet_or_skip(tmp_path_factory.mktemp("rfleet"), 1) as fleet:
         yield fleet
-    finally:
-        hosts.stop_fleet(fleet)
 
 
 @pytest.fixture
