@@ -108,3 +108,21 @@ def test_render_for_a_captured_inventory_pins_its_gpus() -> None:
     refused = run("glm53-flash")  # an H200 is no RTX PRO 6000
     assert refused.returncode == 3
     assert "no GPU layout" in json.loads(refused.stdout)["error"]["message"]
+
+
+def test_up_dry_run_replays_the_real_two_h200_inventory() -> None:
+    """tests/fixtures/inventory/h200x2.json: `rigctl inventory --json` on two NVLink-linked H200s (device
+    machine, driver 580.159.04). A TP2 plan takes both, each pinned by its UUID."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rigctl", "up", "qwen3-8b-vllm", "--dry-run", "--inventory",
+         str(FIXTURES / "h200x2.json"), "--set", "gpus.count=2", "--set", "gpus.tensor_parallel=2", "--json"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    doc = json.loads(done.stdout)
+    by_id = {f["id"]: f["severity"] for f in doc["findings"]}
+    assert by_id["gpu-count"] == "ok" and by_id["gpu-driver"] == "ok", by_id
+    assert [g["name"] for g in doc["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
+    uuids = {g["uuid"] for g in doc["gpus"]}
+    assert uuids == {"GPU-e479aa74-b61a-2630-c11e-553d40ea9ef3", "GPU-1cd41d90-91d4-f85d-9d83-503fb1fdc24f"}
+    for uuid in uuids:
+        assert f"AddDevice=nvidia.com/gpu={uuid}" in doc["files"][0]["text"]
