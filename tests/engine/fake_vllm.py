@@ -51,7 +51,17 @@ Options (each also readable from the environment variable named in brackets)
                               `transformers serve` does: no `data: [DONE]` (the stream just closes), usage
                               only on the last chunk whatever stream_options say, no /tokenize, no /metrics,
                               no max_model_len in /v1/models, /health answers {"status":"ok"};
-                              or chat-only: vLLM's shapes but no /v1/completions (404)
+                              or chat-only: vLLM's shapes but no /v1/completions (404);
+                              or an engine's own dialect (its endpoints as that engine answers them):
+      sglang            owned_by "sglang", GET /get_model_info, POST /tokenize {"prompt"} whose max_model_len
+                        is the tokenizer's (not the served context); refuses a prompt past max_model_len
+      llamacpp          llama-server: GET /props (default_generation_settings.n_ctx is ONE slot's context:
+                        --max-model-len divided by --parallel), GET /slots, POST /tokenize {"content"} (sent
+                        vLLM's {"prompt"} it answers {"tokens": []}), no max_model_len in /v1/models; refuses
+                        a prompt of n_ctx tokens or more, and stops an answer where the slot is full
+      tabbyapi          GET /v1/model (parameters.max_seq_len), POST /v1/token/encode {"text"}, no /tokenize,
+                        /health answers {"status":"healthy","issues":[]}
+  --parallel N                [FAKE_VLLM_PARALLEL] default 1: llamacpp slots the context is split over
   --no-access-log             [FAKE_VLLM_NO_ACCESS_LOG=1] do not print a line per request
 
 Example: python3 fake_vllm.py --port 8000 --mode word-salad
@@ -74,8 +84,25 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = {"healthy", "word-salad", "nondeterministic", "context-loss", "crash-under-load", "runaway", "hang",
          "cut-off"}
+PROTOCOLS = ("vllm", "minimal", "chat-only", "sglang", "llamacpp", "tabbyapi")
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 NEEDLE_RE = re.compile(r"access code for the ([A-Za-z]+) archive is ([A-Za-z0-9-]+)")
+
+LLAMACPP_404 = {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}
+TOKENIZER_MAX_LENGTH = 131072  # sglang's /tokenize reports this (the tokenizer's), whatever is served
+DIALECT_HEALTH: dict[str, object] = {"minimal": {"status": "ok"}, "llamacpp": {"status": "ok"},
+                                     "tabbyapi": {"status": "healthy", "issues": []}}
+_VLLM_TOO_LONG = ("This model's maximum context length is {limit} tokens. However, you requested {total} tokens "
+                  "({prompt} in the messages, {out} in the completion). Please reduce the length of the messages "
+                  "or completion.")
+TOO_LONG = {
+    "vllm": _VLLM_TOO_LONG, "minimal": _VLLM_TOO_LONG, "chat-only": _VLLM_TOO_LONG,
+    "sglang": "Requested token count exceeds the model's maximum context length of {limit} tokens. You requested "
+              "a total of {total} tokens: {prompt} tokens from the input messages and {out} tokens for the "
+              "completion. Please reduce the number of tokens in the input messages or the completion to fit "
+              "within the limit.",
+    "tabbyapi": "Prompt length {prompt} plus max_tokens {out} is greater than max_seq_len {limit}",
+}
 
 KNOWN_ANSWERS = [
     ("the capital of france is", " Paris. It is the largest city in France and lies on the Seine."),
@@ -131,7 +158,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--die-message",
         default=env("FAKE_VLLM_DIE_MESSAGE", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
     )
-    p.add_argument("--protocol", choices=("vllm", "minimal", "chat-only"), default=env("FAKE_VLLM_PROTOCOL", "vllm"))
+    p.add_argument("--protocol", choices=PROTOCOLS, default=env("FAKE_VLLM_PROTOCOL", "vllm"))
+    p.add_argument("--parallel", type=int, default=int(env("FAKE_VLLM_PARALLEL", "1")))
     p.add_argument("--no-access-log", action="store_true", default=env("FAKE_VLLM_NO_ACCESS_LOG", "") == "1")
     args = p.parse_args(argv)
     args.modes = {m.strip() for m in args.mode.split(",") if m.strip()} or {"healthy"}
@@ -340,13 +368,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        minimal = self.state.args.protocol == "minimal"
+        protocol = self.state.args.protocol
+        minimal = protocol == "minimal"
         if path == "/health":
-            if minimal and self.state.ready:
-                self.send_json(200, {"status": "ok"})
+            if protocol in DIALECT_HEALTH and self.state.ready:
+                self.send_json(200, DIALECT_HEALTH[protocol])
+            elif protocol == "llamacpp" and not self.state.ready:
+                self.send_json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
             else:
                 self.send_text(200 if self.state.ready else 503, "")
-        elif self.not_ready():
+        elif self.not_ready() or (protocol in ("sglang", "llamacpp", "tabbyapi") and self.dialect_get(path)):
             return
         elif path == "/v1/models":
             name = self.state.args.served_name
@@ -373,14 +404,21 @@ class Handler(BaseHTTPRequestHandler):
         body = self.read_body()
         if body is None:
             return
-        if path == "/tokenize" and self.state.args.protocol != "minimal":
+        protocol = self.state.args.protocol
+        if path == "/tokenize" and protocol == "llamacpp":
+            self.llamacpp_tokenize(body)
+        elif path == "/v1/token/encode" and protocol == "tabbyapi":
+            text = str(body.get("text", ""))
+            ids = token_ids(text)[0 if body.get("add_bos_token", True) else 1:]
+            self.send_json(200, {"tokens": ids, "length": len(ids)})
+        elif path == "/tokenize" and protocol not in ("minimal", "tabbyapi"):
             self.tokenize_route(body)
         elif path == "/v1/completions" and self.state.args.protocol != "chat-only":
             self.generate(body, chat=False)
         elif path == "/v1/chat/completions":
             self.generate(body, chat=True)
         else:
-            self.send_json(404, {"detail": "Not Found"})
+            self.send_json(404, LLAMACPP_404 if protocol == "llamacpp" else {"detail": "Not Found"})
 
     def metrics(self) -> str:
         s = self.state
@@ -408,8 +446,73 @@ class Handler(BaseHTTPRequestHandler):
     def tokenize_route(self, body: dict[str, object]) -> None:
         prompt = chat_prompt(body.get("messages")) if "messages" in body else str(body.get("prompt", ""))
         ids = token_ids(prompt)
+        if self.state.args.protocol == "sglang":
+            # SGLang reports the tokenizer's model_max_length here, not the context it serves.
+            self.send_json(200, {"tokens": ids, "count": len(ids), "max_model_len": TOKENIZER_MAX_LENGTH})
+            return
         self.send_json(200, {"count": len(ids), "max_model_len": self.state.args.max_model_len, "tokens": ids,
                              "token_strs": None})
+
+    def llamacpp_tokenize(self, body: dict[str, object]) -> None:
+        """llama-server reads only ``content``; without it the answer is an empty list, not an error."""
+        if "content" not in body:
+            self.send_json(200, {"tokens": []})
+            return
+        ids = token_ids(str(body.get("content", "")))
+        self.send_json(200, {"tokens": ids if body.get("add_special") else ids[1:]})
+
+    def dialect_get(self, path: str) -> bool:
+        """The GET routes of the engine dialects; False when the path is not one of them."""
+        args = self.state.args
+        name, protocol = args.served_name, args.protocol
+        per_slot = args.max_model_len // max(args.parallel, 1)
+        # llama-server's shapes as a real one (built from the llama-cpp-python 0.3.36 sdist) answers them.
+        if protocol == "llamacpp" and path == "/v1/models":
+            self.send_json(200, {"models": [{"name": name, "model": name, "modified_at": "", "size": "", "digest": "",
+                                             "type": "model", "description": "", "tags": [""],
+                                             "capabilities": ["completion"], "parameters": "",
+                                             "details": {"parent_model": "", "format": "gguf", "family": ""}}],
+                                 "object": "list", "data": [{
+                                     "id": name, "aliases": [name], "tags": [], "object": "model",
+                                     "created": int(time.time()), "owned_by": "llamacpp",
+                                     "meta": {"vocab_type": 1, "n_vocab": 50002, "n_ctx": per_slot,
+                                              "n_ctx_train": 32768, "n_embd": 64, "n_params": 660288,
+                                              "size": 2641152, "ftype": "all F32"}}]})
+        elif protocol == "llamacpp" and path == "/props":
+            self.send_json(200, {"default_generation_settings": {"params": {
+                "seed": 4294967295, "temperature": 0.8, "top_k": 40, "max_tokens": -1, "n_predict": -1,
+                "stream": False, "chat_format": "Content-only"}, "n_ctx": per_slot},
+                "total_slots": args.parallel, "model_alias": name, "model_ftype": "all F32",
+                "model_path": f"/models/{name}.gguf", "modalities": {"vision": False, "video": False, "audio": False},
+                "endpoint_slots": True, "endpoint_props": False, "endpoint_metrics": False,
+                "build_info": "b1-0c1e570", "is_sleeping": False})
+        elif protocol == "llamacpp" and path == "/slots":
+            self.send_json(200, [{"id": i, "n_ctx": per_slot, "speculative": False, "is_processing": False}
+                                 for i in range(args.parallel)])
+        elif protocol == "llamacpp" and path not in ("/health", "/metrics", "/version"):
+            self.send_json(404, LLAMACPP_404)
+        elif protocol == "sglang" and path == "/v1/models":
+            self.send_json(200, {"object": "list", "data": [{
+                "id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
+                "parent": None, "max_model_len": args.max_model_len}]})
+        elif protocol == "sglang" and path == "/get_model_info":
+            self.send_json(200, {"model_path": name, "tokenizer_path": name, "is_generation": True,
+                                 "preferred_sampling_params": None, "weight_version": "default",
+                                 "has_image_understanding": False, "has_audio_understanding": False,
+                                 "model_type": "llama", "architectures": ["LlamaForCausalLM"]})
+        elif protocol == "tabbyapi" and path == "/v1/models":
+            self.send_json(200, {"object": "list", "data": [{
+                "id": name, "object": "model", "created": int(time.time()), "owned_by": "tabbyAPI", "logging": None,
+                "parameters": None}]})
+        elif protocol == "tabbyapi" and path == "/v1/model":
+            self.send_json(200, {"id": name, "object": "model", "created": int(time.time()), "owned_by": "tabbyAPI",
+                                 "logging": None, "parameters": {
+                                     "max_seq_len": args.max_model_len, "rope_scale": 1.0, "rope_alpha": 1.0,
+                                     "cache_size": args.max_model_len, "cache_mode": "FP16", "chunk_size": 2048,
+                                     "prompt_template": None, "num_experts_per_token": None, "draft": None}})
+        else:
+            return False
+        return True
 
     def generate(self, body: dict[str, object], *, chat: bool) -> None:
         s = self.state
@@ -423,13 +526,18 @@ class Handler(BaseHTTPRequestHandler):
         limit = s.args.max_model_len
         raw_max = body.get("max_tokens", body.get("max_completion_tokens"))
         max_tokens = int(raw_max) if isinstance(raw_max, int | float) else max(limit - prompt_tokens, 0)
-        if prompt_tokens + max_tokens > limit or max_tokens < 1:
-            self.send_error_json(
-                400,
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
-                "completion). Please reduce the length of the messages or completion.",
-            )
+        if s.args.protocol == "llamacpp":
+            n_ctx = limit // max(s.args.parallel, 1)  # one slot's share
+            if prompt_tokens >= n_ctx:
+                self.send_json(400, {"error": {
+                    "code": 400, "message": f"request ({prompt_tokens} tokens) exceeds the available context size "
+                    f"({n_ctx} tokens), try increasing it", "type": "exceed_context_size_error",
+                    "n_prompt_tokens": prompt_tokens, "n_ctx": n_ctx}})
+                return
+            max_tokens = min(max_tokens, n_ctx - prompt_tokens)  # generation stops where the slot is full
+        elif prompt_tokens + max_tokens > limit or max_tokens < 1:
+            self.send_error_json(400, TOO_LONG[s.args.protocol].format(
+                limit=limit, total=prompt_tokens + max_tokens, prompt=prompt_tokens, out=max_tokens))
             return
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         in_flight, same_prefix = s.enter(rid, prompt)
@@ -511,6 +619,12 @@ class Handler(BaseHTTPRequestHandler):
         done = b"data: [DONE]\n\n"
         self.wfile.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
         self.wfile.flush()
+        if s.args.protocol == "llamacpp":
+            # llama-server closes the connection a moment after a streamed answer, though it offered keep-alive:
+            # a client that reuses it at once sees it closed before any answer ("Server disconnected without
+            # sending a response"). The request sent in that moment is never read.
+            time.sleep(0.05)
+            self.close_connection = True
         self.access(200)
 
     def stream_minimal(self, rid: str, chat: bool, pieces: list[str], finish: str,

@@ -34,6 +34,9 @@ class CountingEngine:
         self.calls += 1
         return self.count(prompt) if self._tokenize else None
 
+    async def post_json(self, path: str, payload: dict[str, object], *, timeout: float, limit: int) -> HttpAnswer:
+        return HttpAnswer(404, "", 0.0)
+
     async def complete(self, request: Request, *, timeout: float, idle_timeout: float | None = None) -> Completion:
         n = self.count(request.prompt or "") if self._usage else None
         return Completion("x", "stop", n, 1 if self._usage else None, 0.01)

@@ -27,6 +27,11 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
     context: Annotated[
         int | None, typer.Option("--context", min=256, help="Expected context length (max_model_len).")
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", metavar="KIND", help="The engine's dialect: vllm, sglang, llamacpp, tabbyapi or "
+                     "openai (default: the recipe's engine.kind, else detected)."),
+    ] = None,
     checks: Annotated[
         str | None,
         typer.Option("--checks", metavar="a,b", help="Checks to run: health,models,smoke,repetition,determinism,"
@@ -57,6 +62,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
         from rigctl.verify.runner import parse_checks, run_checks
 
         selected = parse_checks(checks)
+        kind = engine.strip().lower() if engine is not None else None
         if timeout is not None and not math.isfinite(timeout):  # nan and inf pass typer's min=1
             raise UsageError(f"--timeout {timeout}: give a finite number of seconds")
         if recipe is not None:
@@ -70,6 +76,8 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
                                     health_path=endpoint.health_path)
             if context is not None:
                 expect = dataclasses.replace(expect, context=context)
+            if kind is not None:
+                expect = dataclasses.replace(expect, engine=kind)
         else:
             if not url or not model:
                 raise UsageError("give a RECIPE, or both --url and --model",
@@ -77,7 +85,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
             if sets or overlays:
                 raise UsageError("--set and --overlay apply to a RECIPE")
             endpoint = Endpoint(url, model, api_key=api_key)
-            expect = Expectations(context=context)
+            expect = Expectations(context=context, engine=kind)
         if timeout is not None:
             expect = dataclasses.replace(expect, request_timeout_s=timeout, health_timeout_s=min(10.0, timeout))
         if concurrency is not None or requests is not None:
@@ -131,6 +139,12 @@ def _view(report: VerifyReport, out: TextIO) -> None:
         table.add_row(c.id, f"[{_STYLE[c.status]}]{c.status}[/]", f"{c.duration_s:.1f}s",
                       Text(printable(c.message, LINE_LIMIT)))
     console.print(table)
+    info = report.engine
+    if info:
+        context = info.get("context_source") or "not reported by the engine"
+        doubt = f"; {info['tokenizer_doubt']}" if info.get("tokenizer_doubt") else ""
+        console.print(Text(printable(f"engine: {info['dialect']} ({info['detection']}); context {context}{doubt}",
+                                     LINE_LIMIT)))
     soak = report.get("soak")
     if soak is not None and soak.figures.get("completed"):
         f = soak.figures

@@ -4,7 +4,7 @@ is a finding (``fail``), never an exception. Help text for each check is its doc
 from __future__ import annotations
 
 from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, as_count
-from rigctl.verify.prompts import make_needles, needle_builder, score_needles, size_prompt
+from rigctl.verify.prompts import ESTIMATE_MARGIN, make_needles, needle_builder, score_needles
 from rigctl.verify.repetition import detect_repetition
 from rigctl.verify.report import CheckResult
 from rigctl.verify.session import Session
@@ -39,7 +39,9 @@ async def check_health(s: Session) -> CheckResult:
 
 
 async def check_models(s: Session) -> CheckResult:
-    """`/v1/models` lists the served name; its `max_model_len`, when given, equals the expected context."""
+    """`/v1/models` lists the served name; the engine's context for one request (its dialect says where it
+    reports it: vLLM's `max_model_len`, llama.cpp's `n_ctx` per slot, TabbyAPI's `max_seq_len`) equals the
+    expected context; an engine other than the recipe's is a finding."""
     model = s.engine.endpoint.model
     try:
         entries = await s.engine.models(timeout=s.expect.health_timeout_s)
@@ -48,27 +50,39 @@ async def check_models(s: Session) -> CheckResult:
             s.blocker = f"models: {err.message}"
         return CheckResult("models", "fail", err.message, {"error": err.kind})
     ids = [clip(str(e.get("id")), 100) for e in entries[:50]]
-    figures: dict[str, object] = {"served": ids, "listed": len(entries)}
+    figures: dict[str, object] = {"served": ids, "listed": len(entries), "detection": s.detection}
     entry = next((e for e in entries if e.get("id") == model), None)
     if entry is None:
         return CheckResult("models", "fail", f"{model!r} is not served; the server lists {ids}", figures)
-    max_len = as_count(entry.get("max_model_len"))
-    figures["max_model_len"] = max_len
-    if max_len is not None and max_len > MAX_CONTEXT:
-        # Believed, it would size the needle prompt: a hostile figure must not make verify build gigabytes.
-        return CheckResult("models", "fail", f"{model!r} is listed with max_model_len {max_len:,}, more than any "
-                           f"engine serves ({MAX_CONTEXT:,}); not believed", figures)
+    label = s.dialect.context_label
+    served = s.server_context
+    figures["max_model_len"] = as_count(entry.get("max_model_len"))
+    figures["served_context"] = served
+    if s.limit is not None and s.limit.slots is not None:
+        figures.update({"slots": s.limit.slots, "total_context": s.limit.total})
     figures["expected_context"] = s.expect.context
-    if max_len is not None:
-        s.server_context = max_len
-    if max_len is None:
-        return CheckResult("models", "pass", f"{model!r} is served (the server does not report max_model_len)",
-                           figures)
-    if s.expect.context is not None and max_len != s.expect.context:
+    if s.mismatch is not None:
+        return CheckResult("models", "fail", f"expected a {s.mismatch} engine (the recipe's engine.kind or --engine), "
+                           f"but the server answers as {s.dialect.name}", figures)
+    if s.unbelieved is not None:
+        return CheckResult("models", "fail", f"{model!r} is listed with {label} {s.unbelieved:,}, more than any "
+                           f"engine serves ({MAX_CONTEXT:,}); not believed", figures)
+    if served is None:
+        return CheckResult("models", "pass", f"{model!r} is served (the server does not report {label})", figures)
+    assert s.limit is not None
+    expected = s.expect.context
+    if expected is not None and served < expected:
+        split = (f" ({s.limit.total:,} split over {s.limit.slots} slots)" if s.limit.total and s.limit.slots
+                 else "")
         return CheckResult(
             "models", "fail",
-            f"{model!r} is served with max_model_len {max_len:,}, expected {s.expect.context:,}", figures)
-    return CheckResult("models", "pass", f"{model!r} is served, max_model_len {max_len:,}", figures)
+            f"{model!r} serves {served:,} tokens per request{split}, less than the expected context of "
+            f"{expected:,}: the engine is configured for less than expected ({s.limit.source}); needle and soak "
+            f"are sized to {served:,}", figures)
+    if expected is not None and served != expected:
+        return CheckResult("models", "fail", f"{model!r} is served with {label} {served:,}, expected {expected:,}",
+                           figures)
+    return CheckResult("models", "pass", f"{model!r} is served, {label} {served:,}", figures)
 
 
 async def check_smoke(s: Session) -> CheckResult:
@@ -159,7 +173,8 @@ async def check_determinism(s: Session) -> CheckResult:
 
 async def check_needle(s: Session) -> CheckResult:
     """Needles at several depths of a prompt filling the context up to its maximum minus the answer budget;
-    passes when every needle's value appears in the answer."""
+    passes when every needle's value appears in the answer. The prompt never exceeds what the engine serves
+    per request, whatever is expected."""
     settings = s.expect.needle
     context = settings.context or s.expect.context or s.server_context
     if s.server_context is not None and context is not None:
@@ -167,13 +182,14 @@ async def check_needle(s: Session) -> CheckResult:
     if context is None:
         return CheckResult("needle", "skip",
                            "no context length known: pass --context, or use a server that reports max_model_len")
-    target = context - settings.answer_budget
+    answer_budget = min(settings.answer_budget, context // 4)
+    target = context - answer_budget
     needles = make_needles(settings.depths)
     build = needle_builder(needles)
     timeout = s.expect.request_timeout_s
     s.progress.phase("needle", f"sizing a {target:,}-token prompt")
     try:
-        sized = await size_prompt(s.engine, build, target, timeout=timeout)
+        sized = await s.size(build, target, margin=ESTIMATE_MARGIN)
     except EngineRequestError as err:
         if err.kind in ("timeout", "connect"):
             s.blocker = f"needle: {err.message}"
@@ -183,12 +199,12 @@ async def check_needle(s: Session) -> CheckResult:
     # A long prefill is slow on any engine; allow one second per thousand tokens on top of the timeout.
     answer_timeout = timeout + sized.tokens / 1000
     s.progress.phase("needle", f"waiting for the answer to {sized.tokens:,} tokens")
-    figures: dict[str, object] = {"context": context, "target_prompt_tokens": target, "sizing": sized.method,
+    figures: dict[str, object] = {"context": context, "target_prompt_tokens": target, **s.sizing_figures(sized),
                                   "needles": len(needles), "depths": [n.depth for n in needles]}
-    text, sentences, done = sized.text, sized.sentences, None
+    text, sentences, done, refused = sized.text, sized.sentences, None, 0
     for _attempt in range(3):
         try:
-            done = await s.complete("needle", Request(settings.answer_budget, prompt=text), timeout=answer_timeout)
+            done = await s.complete("needle", Request(answer_budget, prompt=text), timeout=answer_timeout)
             break
         except EngineRequestError as err:
             too_long = err.status == 400 and sized.method != "tokenize" and "context" in err.message.lower()
@@ -197,7 +213,10 @@ async def check_needle(s: Session) -> CheckResult:
                 return CheckResult("needle", "fail", err.message, {**figures, "error": err.kind})
             sentences = int(sentences * 0.95)  # the estimate overshot: 5% shorter, and again
             text = build(sentences, 0)
+            refused += 1
     s.progress.finish("needle")
+    if refused:
+        figures["refused_lengths"] = refused  # estimated lengths the engine refused before one fitted
     if done is None:
         return CheckResult("needle", "fail", "the server refused every prompt length tried", figures)
     found, missing = score_needles(done.text, needles)

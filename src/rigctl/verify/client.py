@@ -47,6 +47,7 @@ ANSWER_PER_TOKEN = 2 * KIB  # ... plus this per requested token (a vLLM stream c
 ANSWER_CEILING = 64 * MIB  # ... and never more than this, whatever max_tokens says
 SSE_LINE_LIMIT = 1 * MIB  # one line of an event stream (one chunk's JSON)
 DECODE_STEP = 256 * KIB  # the most one decompression call may produce
+STALE_RETRIES = 2  # resends of a request whose kept-alive connection was closed before any answer
 
 
 MAX_CONTEXT = 16_777_216  # the largest max_model_len believed (a recipe's context_length has the same bound)
@@ -231,6 +232,8 @@ class EngineAPI(Protocol):
 
     async def tokenize(self, prompt: str, *, timeout: float) -> int | None: ...
 
+    async def post_json(self, path: str, payload: dict[str, Any], *, timeout: float, limit: int) -> HttpAnswer: ...
+
     async def complete(self, request: Request, *, timeout: float, idle_timeout: float | None = None) -> Completion: ...
 
 
@@ -313,12 +316,49 @@ class HttpEngine:
             raise EngineRequestError(kind, f"GET {path}: {msg}") from None
         return HttpAnswer(status, body, time.perf_counter() - start)
 
+    async def post_json(self, path: str, payload: dict[str, Any], *, timeout: float, limit: int) -> HttpAnswer:
+        """One JSON POST to an engine's own endpoint (a dialect's tokenizer): a 200 answer up to ``limit``
+        bytes, any other only its first ERROR_SHOWN bytes; a failed exchange is EngineRequestError."""
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout):
+                status, body = await self._fetch("POST", path, payload, timeout=timeout, limit=limit)
+        except TimeoutError:
+            raise EngineRequestError("timeout", f"POST {path} did not answer within {timeout:g}s") from None
+        except httpx.HTTPError as exc:
+            kind, msg = _describe_http_error(exc)
+            raise EngineRequestError(kind, f"POST {path}: {msg}") from None
+        return HttpAnswer(status, body, time.perf_counter() - start)
+
+    @contextlib.asynccontextmanager
+    async def _exchange(
+        self, method: str, path: str, payload: dict[str, Any] | None, timeout: float | httpx.Timeout
+    ) -> AsyncIterator[httpx.Response]:
+        """One request, its answer streamed. A kept-alive connection the server closed just before it was
+        reused (llama.cpp's server closes every connection after a streamed answer, without saying so) ends
+        before any answer came: the request is sent again on another connection, STALE_RETRIES times at most.
+        Nothing reached the engine's handler, so nothing is sent twice."""
+        for attempt in range(STALE_RETRIES + 1):
+            client = self._client
+            request = client.build_request(method, path, json=payload, timeout=timeout)
+            try:
+                resp = await client.send(request, stream=True)
+            except httpx.RemoteProtocolError as exc:
+                if attempt < STALE_RETRIES and "without sending a response" in str(exc):
+                    continue
+                raise
+            break
+        try:
+            yield resp
+        finally:
+            await resp.aclose()
+
     async def _fetch(
         self, method: str, path: str, payload: dict[str, Any] | None, *, timeout: float | httpx.Timeout, limit: int
     ) -> tuple[int, str]:
         """One exchange read whole: a 200 answer up to ``limit`` bytes (more is EngineRequestError
         ``too-large``), any other answer only its first ERROR_SHOWN bytes."""
-        async with self._client.stream(method, path, json=payload, timeout=timeout) as resp:
+        async with self._exchange(method, path, payload, timeout) as resp:
             what = f"{method} {self.endpoint.base_url}{path}"
             if resp.status_code != 200:
                 return resp.status_code, await _read_prefix(resp, what, ERROR_SHOWN)
@@ -427,7 +467,7 @@ class HttpEngine:
                 if status == 200:
                     return self._parse_full(path, text, start, kept_limit(request.max_tokens))
             else:
-                async with self._client.stream("POST", path, json=body, timeout=http_timeout) as resp:
+                async with self._exchange("POST", path, body, http_timeout) as resp:
                     if resp.status_code == 200:
                         async with contextlib.aclosing(_sse_lines(resp, what, limit)) as lines:
                             return await self._parse_stream(path, lines, start, kept_limit(request.max_tokens))

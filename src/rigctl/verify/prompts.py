@@ -1,16 +1,21 @@
 """Long prompts made to measure: filler prose, needles at chosen depths, and sizing to a token count.
 
-Sizing uses the server's own tokenizer (vLLM's ``POST /tokenize``) when it has one, so the needle prompt
+Sizing uses the server's own tokenizer (each engine's, see ``dialects``) when it has one, so the needle prompt
 lands exactly where it should; otherwise it calibrates on two short probes' ``usage.prompt_tokens`` and
 keeps a safety margin; with no usage either, it assumes three characters per token (more tokens than
 English prose needs, so the prompt comes out short rather than rejected).
+
+A count no tokenizer gives is not believed: zero tokens for text, fewer tokens for a longer prompt, or no more
+for 64 more sentences means the endpoint did not understand the request (llama.cpp answers vLLM's shape with
+an empty list). Sizing then falls back to the estimate and says why (``Sized.note``), rather than growing the
+prompt until the engine refuses it.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from rigctl.verify.client import EngineAPI, Request
@@ -146,6 +151,40 @@ class Sized:
     tokens: int  # counted by the server, or estimated
     method: str  # "tokenize" (exact, from the server), "usage-calibrated" or "chars-estimate"
     sentences: int
+    note: str | None = None  # why the server's tokenizer was not used, when it has one
+
+
+Counter = Callable[[str], Awaitable[int | None]]  # the engine's token count for a prompt, None: cannot count
+
+
+class ImpossibleCount(Exception):
+    """The tokenizer endpoint answered a count no tokenizer gives: it did not understand the request."""
+
+
+class _Checked:
+    """The counts one sizing saw, each checked against the others: a much longer prompt never has fewer tokens,
+    and text never has none."""
+
+    def __init__(self, count: Counter) -> None:
+        self._count = count
+        self._seen: list[tuple[int, int]] = []  # (characters, tokens)
+
+    async def __call__(self, text: str) -> int | None:
+        n = await self._count(text)
+        if n is None:
+            if self._seen:  # it counted a moment ago: an endpoint that stops answering is no tokenizer either
+                raise ImpossibleCount(f"the tokenizer stopped answering after {len(self._seen)} count(s)")
+            return None
+        if n == 0 and text.strip():
+            raise ImpossibleCount(f"the tokenizer counted 0 tokens in {len(text):,} characters of text")
+        for chars, tokens in self._seen:
+            # A quarter longer at least: pad words and sentences differ in characters per token, so two
+            # prompts of nearly one length may count either way round.
+            if len(text) > 1.25 * chars and n < tokens:
+                raise ImpossibleCount(f"the tokenizer counted {n:,} tokens in {len(text):,} characters but {tokens:,} "
+                                      f"in {chars:,}: a longer prompt cannot have fewer tokens")
+        self._seen.append((len(text), n))
+        return n
 
 
 async def size_prompt(
@@ -155,37 +194,55 @@ async def size_prompt(
     *,
     timeout: float,
     margin: float = ESTIMATE_MARGIN,
+    count: Counter | None = None,
 ) -> Sized:
-    """Find the longest ``build(k, pad)`` whose token count is at most ``target``. Where the server cannot
-    count tokens, aim at ``target * margin`` (below 1: stay safely short; above 1: make sure to reach it)."""
+    """Find the longest ``build(k, pad)`` whose token count is at most ``target``. ``count`` is the engine's
+    tokenizer (default: vLLM's /tokenize through ``engine.tokenize``). Where the server cannot count tokens,
+    or counts impossibly, aim at ``target * margin`` (below 1: stay safely short; above 1: make sure to reach
+    it) on an estimate."""
     base = build(0, 0)
-    sample_k = 64
+    # The calibration sample is a request of its own where usage calibrates the estimate: it must fit a small
+    # context too. At most half the target by a cautious character estimate, 64 sentences at most.
+    per_sentence = max(len(build(8, 0)) - len(base), 8) / 8
+    sample_k = max(min(64, int(target / 2 * FALLBACK_CHARS_PER_TOKEN / per_sentence)), 4)
     sample = build(sample_k, 0)
     # The server's counts steer how long a prompt gets built; a count no tokenizer would give (a handful of
     # tokens for megabytes) must not make it build gigabytes. No prompt gets more than MAX_CHARS_PER_TOKEN
     # characters of sentences per target token (filler English is about four), plus at most one pad word
     # (8 characters or fewer) per target token.
     k_max = max(int((MAX_CHARS_PER_TOKEN * target - len(base)) / ((len(sample) - len(base)) / sample_k)), 0)
-    base_n = await engine.tokenize(base, timeout=timeout)
-    if base_n is not None:
-        sample_n = await engine.tokenize(sample, timeout=timeout)
-        assert sample_n is not None
-        per = max((sample_n - base_n) / sample_k, 1.0)
-        return await _fit_exact(engine, build, target, base_n, per, timeout=timeout, k_max=k_max)
-    return await _fit_estimate(engine, build, target, base=base, sample=sample, sample_k=sample_k,
-                               timeout=timeout, margin=margin, k_max=k_max)
+    if count is None:
+        async def by_engine(text: str) -> int | None:
+            return await engine.tokenize(text, timeout=timeout)
+        count = by_engine
+    checked = _Checked(count)
+    note: str | None = None
+    try:
+        base_n = await checked(base)
+        if base_n is not None:
+            sample_n = await checked(sample)
+            if sample_n is not None and sample_n <= base_n:
+                raise ImpossibleCount(f"the tokenizer counted no more tokens ({sample_n:,}) for {sample_k} more "
+                                      f"sentences than without them ({base_n:,})")
+            assert sample_n is not None  # _Checked raises when a tokenizer that answered stops answering
+            per = max((sample_n - base_n) / sample_k, 1.0)
+            return await _fit_exact(checked, build, target, base_n, per, k_max=k_max)
+    except ImpossibleCount as exc:
+        note = f"{exc}; not believed, the length is estimated instead"
+    sized = await _fit_estimate(engine, build, target, base=base, sample=sample, sample_k=sample_k,
+                                timeout=timeout, margin=margin, k_max=k_max)
+    return Sized(sized.text, sized.tokens, sized.method, sized.sentences, note)
 
 
 async def _fit_exact(
-    engine: EngineAPI, build: Callable[[int, int], str], target: int, base_n: int, per: float, *, timeout: float,
-    k_max: int,
+    checked: _Checked, build: Callable[[int, int], str], target: int, base_n: int, per: float, *, k_max: int,
 ) -> Sized:
     k = min(max(int((target - base_n) / per), 0), k_max)
     best: tuple[int, int, int] | None = None  # (tokens, k, pad)
 
     async def count(k: int, pad: int) -> int:
-        n = await engine.tokenize(build(k, pad), timeout=timeout)
-        assert n is not None  # the server answered /tokenize a moment ago
+        n = await checked(build(k, pad))
+        assert n is not None  # _Checked raises when a tokenizer that answered stops answering
         return n
 
     for _ in range(10):  # coarse: whole sentences

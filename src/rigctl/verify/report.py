@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from rigctl.errors import UsageError
 from rigctl.recipe.model import CrashSignature, NeedleSettings, Recipe, SmokePrompt, SoakSettings, Verification
 from rigctl.verify.client import Endpoint
+from rigctl.verify.dialects import DIALECT_NAMES
 
 Status = Literal["pass", "warn", "fail", "skip", "error"]
 CHECK_IDS = ("health", "models", "smoke", "repetition", "determinism", "needle", "soak")
@@ -30,6 +32,7 @@ class CheckResult:
 class VerifyReport:
     endpoint: Endpoint
     checks: list[CheckResult]
+    engine: dict[str, Any] = field(default_factory=dict)  # the dialect spoken and the context it serves
 
     @property
     def ok(self) -> bool:
@@ -41,15 +44,18 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "endpoint": {"url": self.endpoint.base_url, "model": self.endpoint.model},
+            "engine": self.engine,
             "checks": [c.to_dict() for c in self.checks],
         }
 
 
 @dataclass(frozen=True)
 class Expectations:
-    """What the served model must do. ``context`` is the expected max_model_len (None: take the server's)."""
+    """What the served model must do. ``context`` is the expected max_model_len (None: take the server's);
+    ``engine`` the dialect expected (vllm, sglang, llamacpp, tabbyapi, openai; None: detect it)."""
 
     context: int | None = None
+    engine: str | None = None
     smoke: tuple[SmokePrompt, ...] = field(default_factory=lambda: tuple(Verification().smoke))
     needle: NeedleSettings = field(default_factory=NeedleSettings)
     soak: SoakSettings = field(default_factory=SoakSettings)
@@ -57,12 +63,19 @@ class Expectations:
     health_timeout_s: float = 10.0
     signatures: tuple[CrashSignature, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.engine is not None and self.engine not in DIALECT_NAMES:
+            raise UsageError(f"engine {self.engine!r} is not one verify speaks",
+                             fix=f"choose from {', '.join(DIALECT_NAMES)}")
+
     @classmethod
     def from_verification(
-        cls, verification: Verification, *, context: int | None, signatures: tuple[CrashSignature, ...] = ()
+        cls, verification: Verification, *, context: int | None, signatures: tuple[CrashSignature, ...] = (),
+        engine: str | None = None,
     ) -> Expectations:
         return cls(
             context=context,
+            engine=engine,
             smoke=tuple(verification.smoke),
             needle=verification.needle,
             soak=verification.soak,
@@ -74,7 +87,8 @@ class Expectations:
     @classmethod
     def from_recipe(cls, recipe: Recipe) -> Expectations:
         return cls.from_verification(
-            recipe.verify, context=recipe.context_length, signatures=tuple(recipe.known_issues.signatures)
+            recipe.verify, context=recipe.context_length, signatures=tuple(recipe.known_issues.signatures),
+            engine=recipe.engine.kind.value,
         )
 
 

@@ -29,7 +29,7 @@ _NEEDS_ENGINE = frozenset({"models", "smoke", "repetition", "determinism", "need
 
 DESCRIPTIONS = {
     "health": "/health answers 200 (503: dead or unready engine)",
-    "models": "/v1/models lists the served name with the expected max_model_len",
+    "models": "/v1/models lists the served name; the engine serves the expected context per request",
     "smoke": "known answers at temperature 0",
     "repetition": "loop detector over every output the run saw",
     "determinism": "the same request twice at temperature 0 gives identical text",
@@ -75,6 +75,15 @@ async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
         if check_id in _NEEDS_ENGINE and s.blocker is not None:
             results[check_id] = CheckResult(check_id, "skip", f"not run: the engine stopped answering ({s.blocker})")
             continue
+        if check_id in _NEEDS_ENGINE and not s.learnt:
+            # Once, before the first check that talks to the model: which engine this is, how long one of its
+            # requests may be. After health, so that a dead engine is reported as such first.
+            s.progress.phase(check_id, "learning the engine's dialect")
+            try:
+                await s.learn()
+            except Exception as exc:  # same isolation as _isolated: a bug here must not hide every check
+                s.detection = f"not detected ({type(exc).__name__}: {exc})"
+            s.progress.finish(check_id)
         if check_id == "repetition":
             # Its probes run now; its verdict waits until every other check's outputs are in.
             rep_start = time.perf_counter()
@@ -88,7 +97,11 @@ async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
     if "repetition" in checks and "repetition" not in results:
         judged = judge_repetition(s, probe_errors)
         results["repetition"] = CheckResult(judged.id, judged.status, judged.message, judged.figures, rep_start)
-    return [results[c] for c in checks]
+    # Every check says which dialect it spoke and which context it knew (the needle and the soak say which
+    # context they sized for themselves).
+    stamp = s.figures()
+    return [CheckResult(r.id, r.status, r.message, {**stamp, **r.figures}, r.duration_s)
+            for r in (results[c] for c in checks)]
 
 
 async def run_checks_async(
@@ -111,7 +124,7 @@ async def run_checks_async(
     finally:
         if own is not None:
             await own.aclose()
-    return VerifyReport(endpoint, results)
+    return VerifyReport(endpoint, results, session.engine_info())
 
 
 def run_checks(

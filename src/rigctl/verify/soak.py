@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rigctl.verify.client import Completion, EngineAPI, EngineRequestError, Request, percentile
-from rigctl.verify.prompts import prefix_builder, size_prompt
+from rigctl.verify.prompts import ESTIMATE_MARGIN, prefix_builder
 from rigctl.verify.report import CheckResult
 from rigctl.verify.session import Output, Session
 from rigctl.verify.signatures import match_signatures
@@ -30,6 +30,7 @@ TASKS = (
 BASELINE_SAMPLES = 2
 RUNAWAY_SLACK_TOKENS = 16  # small answers vary by a few tokens; a runaway is an order of magnitude
 HEALTH_POLL_S = 1.0
+SUFFIX_ROOM = 64  # tokens kept free for each request's own task line after the shared prefix
 
 
 def suffix(i: int) -> str:
@@ -139,19 +140,27 @@ async def check_soak(s: Session) -> CheckResult:
     cfg = s.expect.soak
     engine = s.engine
     context = s.context
-    prefix_target = cfg.prefix_tokens
+    prefix_target, max_tokens = cfg.prefix_tokens, cfg.max_tokens
     notes: list[str] = []
-    if context is not None and prefix_target + cfg.max_tokens + 64 > context:
-        prefix_target = max(context - cfg.max_tokens - 64, 64)
+    if context is not None and max_tokens > context // 4:
+        # The output must leave room for a prefix worth sharing: a quarter of the context at most.
+        max_tokens = max(context // 4, 1)
+        notes.append(f"output capped at {max_tokens:,} tokens to fit the {context:,}-token context")
+    if context is not None and prefix_target + max_tokens + SUFFIX_ROOM > context:
+        prefix_target = max(context - max_tokens - SUFFIX_ROOM, 64)
         notes.append(f"prefix shortened to {prefix_target:,} tokens to fit the {context:,}-token context")
     s.progress.phase("soak", f"sizing a {prefix_target:,}-token shared prefix")
     try:
-        # Where the length is only estimated, aim 3% long: the soak needs at least its prefix, not at most.
-        sized = await size_prompt(engine, prefix_builder(PREFIX_HEADER), prefix_target,
-                                  timeout=s.expect.request_timeout_s, margin=1.0 if notes else 1.03)
+        # Where the length is only estimated, aim 3% long: the soak needs at least its prefix, not at most;
+        # but where the context bounds it, 3% short: a refused request tests nothing.
+        sized = await s.size(prefix_builder(PREFIX_HEADER), prefix_target,
+                             margin=ESTIMATE_MARGIN if notes else 1.03)
     except EngineRequestError as err:
         s.progress.finish("soak")
         return CheckResult("soak", "fail", f"while sizing the prefix: {err.message}", {"error": err.kind})
+    except ValueError as exc:
+        s.progress.finish("soak")
+        return CheckResult("soak", "skip", f"no prefix fits: {exc}")
     prompts = [sized.text + suffix(i) for i in range(cfg.requests)]
     idle = s.expect.request_timeout_s
 
@@ -160,7 +169,7 @@ async def check_soak(s: Session) -> CheckResult:
     s.progress.phase("soak", "solo baseline", total=min(BASELINE_SAMPLES, len(prompts)))
     for i in range(min(BASELINE_SAMPLES, len(prompts))):
         try:
-            baselines[i] = await engine.complete(Request(cfg.max_tokens, prompt=prompts[i], stream=True),
+            baselines[i] = await engine.complete(Request(max_tokens, prompt=prompts[i], stream=True),
                                                  timeout=cfg.timeout_s, idle_timeout=idle)
         except EngineRequestError as err:
             s.progress.finish("soak")
@@ -174,7 +183,7 @@ async def check_soak(s: Session) -> CheckResult:
     start = time.perf_counter()
     watcher = asyncio.create_task(_watch_health(engine, watch, start, stop))
     try:
-        outcomes, duration = await drive(engine, prompts, concurrency=cfg.concurrency, max_tokens=cfg.max_tokens,
+        outcomes, duration = await drive(engine, prompts, concurrency=cfg.concurrency, max_tokens=max_tokens,
                                          timeout_s=cfg.timeout_s, idle_timeout_s=idle,
                                          on_done=lambda: s.progress.advance("soak"))
     finally:
@@ -194,9 +203,14 @@ async def check_soak(s: Session) -> CheckResult:
     for o in outcomes:
         if o.done is not None:
             s.outputs.append(Output(f"soak[{o.index}]", o.done.text))
-    return _judge(s, factor=cfg.runaway_factor, concurrency=cfg.concurrency, prefix_tokens=sized.tokens,
-                  sizing=sized.method, notes=notes, outcomes=outcomes, duration=duration, baselines=baselines,
-                  watch=watch, after=after)
+    result = _judge(s, factor=cfg.runaway_factor, concurrency=cfg.concurrency, prefix_tokens=sized.tokens,
+                    sizing=sized.method, notes=notes, outcomes=outcomes, duration=duration, baselines=baselines,
+                    watch=watch, after=after)
+    sizing = s.sizing_figures(sized)
+    result.figures.update({"context": context, "max_tokens": max_tokens, "tokenizer": sizing["tokenizer"]})
+    if "sizing_note" in sizing:
+        result.figures["sizing_note"] = sizing["sizing_note"]
+    return result
 
 
 def _judge(

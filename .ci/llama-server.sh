@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds a real llama.cpp `llama-server` on CPU, plus a tiny random-weight Llama in GGUF for it to serve,
+# for the interop test tests/interop/test_llama_server.py (`rigctl verify --url` against the real server).
+# The llama.cpp source is the tree vendored in the llama-cpp-python sdist on PyPI (the only place this
+# workplace can get it from); the GGUF is written by the `gguf` package (tests/interop/build_tiny_gguf.py).
+# Idempotent: a binary or model whose stamp matches these pins is kept. The build takes about 15 minutes on
+# 2 cores, so .ci/test.sh does not run this by itself; the interop test runs only when the binary is present
+# (or RIGCTL_LLAMA_SERVER names one).
+#   usage: bash .ci/llama-server.sh      (prints where the binary and the model are, and how long each took)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${RIGCTL_LLAMA_DIR:-$PWD/.cache/llama-server}
+PY=${PYTHON:-python3}
+SDIST_PIN=llama-cpp-python==0.3.36
+GGUF_PIN=gguf==0.19.0
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$OUT"
+start=$(date +%s)
+
+# --- the server binary ---------------------------------------------------------------------------
+BIN_WANT="$SDIST_PIN cpu static noui"
+if [[ -x "$OUT/bin/llama-server" && "$(cat "$OUT/bin/.rigctl-stamp" 2>/dev/null)" == "$BIN_WANT" ]]; then
+  echo "llama-server: $OUT/bin/llama-server up to date"
+else
+  rm -rf "$OUT/src" "$OUT/build" "$OUT/bin"
+  mkdir -p "$OUT/src" "$OUT/bin"
+  "$PY" -m pip download --quiet --no-binary :all: --no-deps "$SDIST_PIN" -d "$OUT/src" 2>&1 \
+    | grep -v "is ignored: it is neither a file nor a directory" || true
+  tar -xzf "$OUT"/src/llama_cpp_python-*.tar.gz -C "$OUT/src"
+  TREE=$(echo "$OUT"/src/llama_cpp_python-*/vendor/llama.cpp)
+  [[ -f "$TREE/tools/server/server.cpp" ]] || { echo "llama-server: no server source in $TREE" >&2; exit 1; }
+  # CPU only, portable (no -march=native), no network at build or run time (no curl, no OpenSSL, no
+  # prebuilt web UI download), one static binary that can be copied around.
+  cmake -S "$TREE" -B "$OUT/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DBUILD_SHARED_LIBS=OFF >"$OUT/cmake.log" 2>&1 \
+    || { tail -30 "$OUT/cmake.log" >&2; exit 1; }
+  cmake --build "$OUT/build" --target llama-server -j "$JOBS" >"$OUT/build.log" 2>&1 \
+    || { tail -40 "$OUT/build.log" >&2; exit 1; }
+  cp "$OUT/build/bin/llama-server" "$OUT/bin/llama-server"
+  "$OUT/bin/llama-server" --version >/dev/null 2>&1 || { echo "llama-server: the built binary does not run" >&2; exit 1; }
+  echo "$BIN_WANT" >"$OUT/bin/.rigctl-stamp"
+  rm -rf "$OUT/build" "$OUT/src"  # 1+ GB of objects; the binary is all the test needs
+  echo "llama-server: built in $(( $(date +%s) - start ))s -> $OUT/bin/llama-server"
+fi
+
+# --- the tiny model ------------------------------------------------------------------------------
+t1=$(date +%s)
+MODEL_WANT="$GGUF_PIN $(sha256sum tests/interop/build_tiny_gguf.py | cut -d' ' -f1)"
+if [[ -f "$OUT/tiny-llama.gguf" && "$(cat "$OUT/.model-stamp" 2>/dev/null)" == "$MODEL_WANT" ]]; then
+  echo "llama-server: model $OUT/tiny-llama.gguf present"
+else
+  VENV="$OUT/gguf-venv"
+  if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import gguf, numpy" 2>/dev/null; then
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet "$GGUF_PIN" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+  fi
+  "$VENV/bin/python" tests/interop/build_tiny_gguf.py "$OUT/tiny-llama.gguf"
+  echo "$MODEL_WANT" >"$OUT/.model-stamp"
+  echo "llama-server: tiny model built in $(( $(date +%s) - t1 ))s -> $OUT/tiny-llama.gguf"
+fi
+echo "llama-server: total $(( $(date +%s) - start ))s"
