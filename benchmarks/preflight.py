@@ -1,8 +1,9 @@
-"""How long a whole preflight takes without checksums (target: under 0.5 s).
+"""How long a preflight takes without checksums: the whole `rigctl preflight RECIPE` process (target:
+0.25 s median), then inside one process the time to gather the host facts and to run every check.
 
-Prints, for each bundled recipe given (default: glm53-flash, qwen3-8b-vllm): the time to gather the host
-facts, the time to run every check on them, and the total, as the median of N runs; then the same for a
-replayed inventory (no probing at all). Usage: python benchmarks/preflight.py [--runs N] [RECIPE...]
+Prints, for each bundled recipe given (default: glm53-flash, qwen3-8b-vllm): the whole process on this
+host (text and --json) and on a replayed inventory, as the median of N runs; then gather, checks and
+their total in-process. Usage: python benchmarks/preflight.py [--runs N] [RECIPE...]
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import statistics
 import time
 from pathlib import Path
 
+from processes import header, rigctl, row, time_process
+
 from rigctl.host import gather_facts, load_inventory
 from rigctl.preflight import run_preflight
 from rigctl.recipe.load import load
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "inventory" / "h200.json"
+PROCESS_TARGET_MS = 250.0
 
 
 def main() -> None:
@@ -24,6 +28,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("recipes", nargs="*", default=["glm53-flash", "qwen3-8b-vllm"])
     args = parser.parse_args()
+    exe = rigctl()
+    runs = max(args.runs, 15)
+    print(header(runs))
+    for name in args.recipes:
+        variants = (("", []), (" --json", ["--json"]), (" --inventory h200.json", ["--inventory", str(FIXTURE)]))
+        for label, extra in variants:
+            t = time_process([exe, "preflight", name, *extra], runs)
+            note = f"exit {t.returncode}; target <= {PROCESS_TARGET_MS:.0f} ms"
+            print(row(f"rigctl preflight {name}{label}", t, note))
+    print("in one process:")
     for name in args.recipes:
         recipe = load(name).recipe
         gathers, checks, totals = [], [], []

@@ -18,6 +18,7 @@ from rigctl.host.checksums import ChecksumCache, hash_files
 from rigctl.host.facts import HostFacts
 from rigctl.host.gather import facts_from_json
 from rigctl.host.licenses import accept, read_acceptances
+from rigctl.host.nvml import probe_gpus
 from rigctl.host.nvml_fake import FakeNvml
 from rigctl.host.probes import probe_cdi, probe_path, probe_podman, probe_ports, probe_systemd
 
@@ -159,3 +160,42 @@ def test_checksums_match_hashlib_and_are_cached(tmp_path: Path) -> None:
     files[2].write_bytes(b"changed")
     third = hash_files(files, cache=ChecksumCache(tmp_path / "c.json"))
     assert not third[2].cached and third[2].sha256 == hashlib.sha256(b"changed").hexdigest()
+
+
+def test_the_real_two_h200_inventory_of_an_older_rigctl_still_loads() -> None:
+    facts = load_inventory(FIXTURES / "h200x2.json")  # made before rigctl recorded links: no link fields
+    (pair,) = facts.gpu.pairs
+    assert (pair.p2p_ok, pair.topology, pair.link, pair.nvlink_links) == (True, 30, None, None)
+    assert all(g.nvlink is None for g in facts.gpu.devices)
+
+
+def test_the_links_inventory_holds_what_the_fake_gathers_from_the_real_capture() -> None:
+    """h200x2-links.json: a two-H200 inventory with link facts. Until a real recapture replaces it, it is
+    h200x2.json with its gpu section gathered from the real NVML capture through the fake; either way its
+    link facts must be what today's probe gathers from that capture."""
+    capture = json.loads((FIXTURES / "boxes" / "h200x2-nvlink.json").read_text())
+    gathered = probe_gpus(FakeNvml(capture), process_name=lambda pid: None)
+    facts = load_inventory(FIXTURES / "h200x2-links.json")
+    assert facts.gpu.pairs == gathered.pairs
+    assert [g.nvlink for g in facts.gpu.devices] == [g.nvlink for g in gathered.devices]
+    assert [(g.name, g.pcie_generation, g.pcie_width) for g in facts.gpu.devices] == [("NVIDIA H200", 5, 16)] * 2
+    (pair,) = facts.gpu.pairs
+    assert (pair.link, pair.nvlink_links, pair.nvlink_version) == ("nvlink", 18, 6)
+
+
+@pytest.mark.parametrize(("where", "change", "field"), [
+    ("pair", {"link": "nvlink", "nvlink_links": None}, "nvlink_links"),
+    ("pair", {"link": "pcie", "nvlink_links": 18}, "nvlink_links"),
+    ("pair", {"nvlink_links": 10**9, "link": "nvlink"}, "nvlink_links"),
+    ("pair", {"link": "infiniband"}, "link"),
+    ("pair", {"p2p_nvlink": -1}, "p2p_nvlink"),
+    ("gpu", {"nvlink": {"supported": False, "active": 18}}, "supported"),
+    ("gpu", {"nvlink": {"supported": True, "active": 1000}}, "active"),
+    ("gpu", {"nvlink": {"supported": True, "active": -2}}, "active"),
+])
+def test_impossible_link_facts_are_refused(where: str, change: dict[str, Any], field: str) -> None:
+    data = json.loads((FIXTURES / "h200x2-links.json").read_text())
+    target = data["gpu"]["pairs"][0] if where == "pair" else data["gpu"]["devices"][0]
+    target.update(change)
+    with pytest.raises(InvalidInputError, match=field):
+        facts_from_json(data, "x.json")

@@ -140,3 +140,122 @@ def test_unsupported_calls_are_recorded_per_device() -> None:
     assert {u.call for u in g5090.unsupported} == {"nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode"}
     assert inv.pair(1, 2) is not None and inv.pair(1, 2).topology == 10  # type: ignore[union-attr]
     assert len(inv.pairs) == 3
+
+
+# --- NVLink: the real two-H200 capture, and cards without NVLink -------------------------------------
+
+REFERENCE_X2 = REPO.parent / "shared" / "reference" / "h200x2" / "nvml-h200x2.json"
+X2 = "h200x2-nvlink"  # that capture as a box fixture (boxes/h200x2-nvlink.json; its "note" says what differs)
+
+
+def test_the_x2_fixture_is_the_real_capture_but_for_the_read_the_script_never_asked() -> None:
+    if not REFERENCE_X2.exists():
+        pytest.skip(f"{REFERENCE_X2} is not in this checkout")
+    real, fixture = _load(REFERENCE_X2), box(X2)
+    assert fixture.pop("note") and all("exception" in e["read"] for e in real["p2p"].values())
+    for entry in real["p2p"].values():
+        entry["read"] = {"ok": 0}  # what rigctl's own int-index READ got on the two-H200 box (h200x2.json)
+    assert fixture == real
+
+
+def test_fake_answers_every_nvlink_and_p2p_call_as_the_real_h200_pair_did() -> None:
+    capture = box(X2)
+    lib = FakeNvml(capture)
+    lib.nvmlInit()
+    handles = [lib.nvmlDeviceGetHandleByIndex(i) for i in range(2)]
+    asked = 0
+    for handle, device in zip(handles, capture["devices"], strict=True):
+        for link, entry in device["nvlink"].items():
+            for what, call in (("state", lib.nvmlDeviceGetNvLinkState), ("version", lib.nvmlDeviceGetNvLinkVersion)):
+                answer = entry.get(what, entry)  # links 18-35 answered one error for the whole link
+                if "error" in answer:
+                    with pytest.raises(pynvml.NVMLError) as info:
+                        call(handle, int(link))
+                    assert (type(info.value).__name__, str(info.value)) == (answer["error"], answer["message"])
+                else:
+                    assert call(handle, int(link)) == answer["ok"]
+                asked += 1
+    assert asked == 2 * 36 * 2
+    indices = {"write": 1, "nvlink": pynvml.NVML_P2P_CAPS_INDEX_NVLINK, "atomics": 3, "prop": 4}
+    for key, entry in capture["p2p"].items():
+        a, b = (handles[int(i)] for i in key.split("-"))
+        for cap, index in indices.items():
+            assert lib.nvmlDeviceGetP2PStatus(a, b, index) == entry[cap]["ok"], (key, cap)
+        assert lib.nvmlDeviceGetP2PStatus(a, b, 0) == 0
+        assert lib.nvmlDeviceGetTopologyCommonAncestor(a, b) == entry["topology"]["ok"] == pynvml.NVML_TOPOLOGY_HOSTBRIDGE
+
+
+def test_the_fake_never_invents_an_answer_the_capture_lacks() -> None:
+    capture = box(X2)
+    capture["p2p"]["0-1"]["read"] = {"exception": "ArgumentError", "message": "argument 3"}  # as captured
+    lib = FakeNvml(capture)
+    lib.nvmlInit()
+    a, b = lib.nvmlDeviceGetHandleByIndex(0), lib.nvmlDeviceGetHandleByIndex(1)
+    with pytest.raises(ValueError, match="no driver answer"):
+        lib.nvmlDeviceGetP2PStatus(a, b, 0)
+    plain = FakeNvml(box("pro6000-matched"))  # a hand-made box records the READ capability only
+    plain.nvmlInit()
+    with pytest.raises(ValueError, match="only the READ"):
+        plain.nvmlDeviceGetP2PStatus(plain.nvmlDeviceGetHandleByIndex(0), plain.nvmlDeviceGetHandleByIndex(1), 2)
+
+
+def test_two_h200s_on_18_nvlinks_are_an_nvlink_pair() -> None:
+    inv = probe_gpus(FakeNvml(box(X2)), process_name=lambda pid: None)
+    for gpu in inv.devices:
+        assert gpu.nvlink is not None
+        assert (gpu.nvlink.supported, gpu.nvlink.active, gpu.nvlink.inactive) == (True, 18, 0)
+        assert gpu.nvlink.version == pynvml.NVML_NVLINK_VERSION_4_0 and gpu.nvlink.version_text == "4.0"
+        assert [u.call for u in gpu.unsupported] == ["nvmlDeviceGetNumaNodeId"]  # links past 17 are no error
+        assert (gpu.pcie_generation, gpu.pcie_width) == (5, 16)
+    (pair,) = inv.pairs
+    assert (pair.link, pair.nvlink_links, pair.nvlink_version, pair.p2p_nvlink) == ("nvlink", 18, 6, 0)
+    assert (pair.p2p_ok, pair.topology) == (True, 30)  # the common ancestor alone says "host bridge"
+
+
+def test_a_card_without_nvlink_answers_not_supported() -> None:
+    capture = _load(TYPED_CAPTURE)  # the real single H200, captured by capture-on-gpu.sh: no NVLink answers
+    lib = FakeNvml(capture)
+    lib.nvmlInit()
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        lib.nvmlDeviceGetNvLinkState(lib.nvmlDeviceGetHandleByIndex(0), 0)
+    inv = probe_gpus(FakeNvml(capture), process_name=lambda pid: None)
+    nvlink = inv.devices[0].nvlink
+    assert nvlink is not None and not nvlink.supported and nvlink.active == 0 and nvlink.version is None
+
+
+def test_pcie_pairs_never_ask_for_nvlink_p2p() -> None:
+    lib = FakeNvml(box("pro6000-no-p2p"))
+    inv = probe_gpus(lib, process_name=lambda pid: None)
+    (pair,) = inv.pairs
+    assert (pair.link, pair.p2p_nvlink, pair.nvlink_links, pair.p2p_read, pair.topology) == ("pcie", None, None, 1, 50)
+    assert lib.calls.count("nvmlDeviceGetNvLinkState") == 2  # link 0 of each card: NotSupported, then done
+    assert "nvmlDeviceGetNvLinkVersion" not in lib.calls and lib.calls.count("nvmlDeviceGetP2PStatus") == 1
+    assert all(g.nvlink is not None and not g.nvlink.supported for g in inv.devices)
+
+
+def test_a_link_that_fails_midway_is_recorded() -> None:
+    capture = box(X2)
+    capture["devices"][1]["nvlink"]["5"] = {"error": "NVMLError_GpuIsLost", "message": "GPU is lost"}
+    inv = probe_gpus(FakeNvml(capture), process_name=lambda pid: None)
+    gpu = inv.devices[1]
+    assert gpu.nvlink is not None and gpu.nvlink.active == 5  # links 0-4, then the error ends the count
+    assert ("nvmlDeviceGetNvLinkState", "NVMLError_GpuIsLost") in [(u.call, u.error) for u in gpu.unsupported]
+    assert inv.pairs[0].nvlink_links == 5  # the pair is as wide as its narrower end
+
+
+def test_capture_of_the_fake_pair_reproduces_the_nvlink_answers() -> None:
+    capture = box(X2)
+    again = capture_nvml(FakeNvml(capture))
+
+    def untyped(entry: dict[str, Any]) -> dict[str, Any]:
+        return {k: ({kk: vv for kk, vv in v.items() if kk != "type"} if isinstance(v, dict) else v)
+                for k, v in entry.items() if k != "type"}
+
+    for new, old in zip(again["devices"], capture["devices"], strict=True):
+        recorded = {k: untyped(v) for k, v in new["nvlink"].items()}
+        assert list(recorded) == [str(i) for i in range(19)]  # 18 links, then the InvalidArgument that ends them
+        assert all(recorded[k] == {"state": old["nvlink"][k]["state"], "version": old["nvlink"][k]["version"]}
+                   for k in map(str, range(18)))
+        assert recorded["18"] == old["nvlink"]["18"]
+    for key in ("0-1", "1-0"):
+        assert {k: untyped(v) for k, v in again["p2p"][key].items()} == capture["p2p"][key]

@@ -39,8 +39,15 @@ def shard_files(recipe: Recipe) -> list[FileEntry]:
     return [FileEntry(name=n, size=s, mtime_ns=1) for n, s in zip(names, sizes, strict=True)]
 
 
-def healthy_facts(recipe: Recipe, box: str, **changes: Any) -> HostFacts:
-    capture = json.loads((FIXTURES / "boxes" / f"{box}.json").read_text())
+def box_capture(box: str) -> dict[str, Any]:
+    """A captured-shape NVML box (tests/fixtures/inventory/boxes/), as a dict a test may mutate."""
+    capture: dict[str, Any] = json.loads((FIXTURES / "boxes" / f"{box}.json").read_text())
+    return capture
+
+
+def healthy_facts(recipe: Recipe, box: str | dict[str, Any], **changes: Any) -> HostFacts:
+    """A healthy host around the NVML box ``box`` (a name under boxes/, or a capture dict)."""
+    capture = box_capture(box) if isinstance(box, str) else box
     gpu = probe_gpus(FakeNvml(capture), process_name={4242: "vllm"}.get)
     facts = HostFacts(
         gpu=gpu,

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
+
+from rigctl.host import load_inventory
 from rigctl.host.facts import HostFacts
 from rigctl.preflight.allreduce import (
     HANG_FIX,
@@ -14,10 +18,12 @@ from rigctl.preflight.allreduce import (
     deep_allreduce,
     describe,
     host_plan,
+    nccl_env,
     podman_plan,
 )
-from rigctl.preflight.finding import Severity
+from rigctl.preflight.finding import Severity, Verdict
 from rigctl.preflight.layout import choose_gpus
+from rigctl.preflight.links import chosen_links
 from rigctl.recipe.model import Recipe
 from rigctl.util.proc import Completed
 
@@ -79,3 +85,130 @@ def test_deep_skips_one_gpu(recipe_with: Callable[..., Recipe], facts_for: Facts
     facts = facts_for(qwen, "pro6000-single")
     verdict = deep_allreduce(qwen, facts, choose_gpus(qwen, facts))["gpu-allreduce"]
     assert verdict.severity is Severity.SKIP
+
+
+# --- the bandwidth judged against the link (issue #12, point 4) ---------------------------------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"
+TP2 = ("gpus.count=2", "gpus.tensor_parallel=2")
+
+
+def _sweep() -> dict[tuple[str, int], Completed]:
+    """The gpu-allreduce program's own result lines on the real H200 pair (allreduce-h200x2-sweep.txt, a
+    copy of shared/reference/h200x2/allreduce-sweep.txt). The capture cut each line after the bus
+    bandwidth (torch and NCCL versions lost): the line is closed there, every value kept as printed."""
+    out = {}
+    for line in (FIXTURES / "allreduce-h200x2-sweep.txt").read_text().splitlines():
+        setting, mib, _, result = line.split(" ", 3)
+        parsed = json.loads(result + "}")
+        assert parsed["ok"] and parsed["world"] == 2 and parsed["bytes"] == int(mib) << 20
+        out[(setting, int(mib))] = Completed(("python3",), 0, RESULT_TAG + json.dumps(parsed) + "\n", "")
+    return out
+
+
+def _lead(busbw: float) -> Completed:
+    """A 256 MiB result as the check runs it, with the figures measured on the H200 pair by the lead."""
+    return _done(0, {"ok": True, "world": 2, "bytes": 256 << 20, "expected": 3.0, "got": 3.0, "bad_elements": 0,
+                     "busbw_gbps": busbw})
+
+
+@pytest.fixture
+def nvlink_pair(recipe_with: Callable[..., Recipe], facts_for: Facts) -> tuple[Recipe, HostFacts]:
+    qwen = recipe_with("qwen3-8b-vllm", *TP2)
+    return qwen, facts_for(qwen, "h200x2-nvlink")
+
+
+def _judge(recipe: Recipe, facts: HostFacts, done: Completed, env: dict[str, str] | None = None) -> Verdict:
+    choice = choose_gpus(recipe, facts)
+    plan = host_plan(recipe, choice)
+    return classify(done, plan, links=chosen_links(facts.gpu, choice.indices),
+                    env=None if env is None else nccl_env(plan, env))
+
+
+def test_nvlink_pair_with_p2p_on_is_ok_with_expected_beside_measured(nvlink_pair: tuple[Recipe, HostFacts]) -> None:
+    recipe, facts = nvlink_pair
+    sweep = _sweep()
+    for done, measured in ((sweep["P2P_DISABLE=0", 64], "258.1"), (sweep["P2P_DISABLE=0", 1024], "328.2"),
+                           (_lead(295.9), "295.9")):
+        verdict = _judge(recipe, facts, done)
+        assert verdict.severity is Severity.OK, verdict.message
+        assert (f"bus bandwidth {measured} GB/s measured, 478.1 GB/s expected from the link (GPU 0<->1: NVLink 4.0, "
+                "18 links (NV18), 18 links x 26.562 GB/s)") in verdict.message
+        assert verdict.figures is not None
+        assert verdict.figures["busbw_gbps"] == float(measured) and verdict.figures["expected_gbps"] == 478.1
+        assert verdict.figures["healthy_from_gbps"] == 191.2 and verdict.figures["link"] == "nvlink"
+
+
+def test_nvlink_pair_with_p2p_disabled_warns_naming_the_variable(nvlink_pair: tuple[Recipe, HostFacts]) -> None:
+    recipe, facts = nvlink_pair
+    sweep = _sweep()
+    for done in (sweep["P2P_DISABLE=1", 64], sweep["P2P_DISABLE=1", 1024], _lead(27.4)):
+        verdict = _judge(recipe, facts, done, env={"NCCL_P2P_DISABLE": "1", "PATH": "/usr/bin"})
+        assert verdict.severity is Severity.WARN, verdict.message
+        assert "GB/s measured, 478.1 GB/s expected from the link" in verdict.message
+        assert "far below the 40% (191 GB/s) a healthy link reaches" in verdict.message
+        assert "likely cause: NCCL_P2P_DISABLE=1 is set, so NCCL copies through host memory instead of going " \
+               "over NVLink" in verdict.message
+        assert verdict.fix and "remove NCCL_P2P_DISABLE" in verdict.fix
+        assert verdict.figures and verdict.figures["share"] < 0.06 and verdict.figures["expected_gbps"] == 478.1
+    message = _judge(recipe, facts, _lead(27.4), env={"NCCL_P2P_DISABLE": "1"}).message
+    assert "bus bandwidth 27.4 GB/s measured, 478.1 GB/s expected" in message and "6% of it" in message
+
+
+def test_p2p_disabled_by_the_recipe_itself_is_named(recipe_with: Callable[..., Recipe], facts_for: Facts) -> None:
+    recipe = recipe_with("qwen3-8b-vllm", *TP2, "container.env.NCCL_P2P_DISABLE='1'")
+    facts = facts_for(recipe, "h200x2-nvlink")
+    verdict = _judge(recipe, facts, _sweep()["P2P_DISABLE=1", 64])  # env from the plan: the recipe's own
+    assert verdict.severity is Severity.WARN and "NCCL_P2P_DISABLE=1 is set" in verdict.message
+    image = podman_plan(recipe, choose_gpus(recipe, facts))
+    assert nccl_env(image, {"NCCL_P2P_LEVEL": "LOC"}) == {"NCCL_DEBUG": "WARN", "NCCL_P2P_DISABLE": "1"}
+
+
+def test_silently_off_p2p_on_nvlink_warns_with_the_iommu_cause(nvlink_pair: tuple[Recipe, HostFacts]) -> None:
+    recipe, facts = nvlink_pair
+    verdict = _judge(recipe, facts, _sweep()["P2P_DISABLE=1", 1024], env={})  # same slowness, no variable
+    assert verdict.severity is Severity.WARN
+    assert "likely cause: P2P is silently off: NCCL did not use the NVLinks" in verdict.message
+    assert verdict.fix and "NCCL_DEBUG=INFO" in verdict.fix and "iommu=pt" in verdict.fix
+    level = _judge(recipe, facts, _lead(27.4), env={"NCCL_P2P_LEVEL": "LOC"})
+    assert "NCCL_P2P_LEVEL=LOC keeps NCCL from using P2P" in level.message
+
+
+def test_pcie_pair_judged_against_its_generation_and_width(glm: Recipe, facts_for: Facts) -> None:
+    facts = facts_for(glm, "pro6000-matched")
+    good = _judge(glm, facts, _done(0, {"ok": True, "world": 2, "bytes": 256 << 20, "busbw_gbps": 41.57}))
+    assert good.severity is Severity.OK
+    assert "41.6 GB/s measured, 63.0 GB/s expected from the link (GPU 0<->1: PCIe Gen5 x16, PHB: same PCIe host " \
+           "bridge, PCIe Gen5 x16: 16 lanes x 3.938 GB/s), 66% of it" in good.message
+    slow = _judge(glm, facts, _done(0, {"ok": True, "world": 2, "bytes": 256 << 20, "busbw_gbps": 18.0}), env={})
+    assert slow.severity is Severity.WARN and "far below the 50% (32 GB/s)" in slow.message
+    assert "IOMMU/ACS sends GPU-to-GPU traffic through the CPU root complex" in slow.message
+    assert slow.fix and "iommu=pt" in slow.fix
+
+
+def test_pcie_pair_the_driver_refuses_p2p_names_the_status(glm: Recipe, facts_for: Facts) -> None:
+    facts = facts_for(glm, "pro6000-no-p2p")
+    verdict = _judge(glm, facts, _done(0, {"ok": True, "world": 2, "bytes": 256 << 20, "busbw_gbps": 14.2}), env={})
+    assert verdict.severity is Severity.WARN
+    assert "the driver reports P2P chipset not supported between GPU 0 and 1" in verdict.message
+
+
+def test_a_card_on_a_gen_down_narrow_link_is_the_named_cause(glm: Recipe, facts_for: Facts) -> None:
+    facts = facts_for(glm, "pro6000-matched")
+    slow = facts.gpu.devices[1].model_copy(update={"pcie_generation": 3, "pcie_width": 4})
+    facts = facts.model_copy(update={"gpu": facts.gpu.model_copy(update={"devices": [facts.gpu.devices[0], slow]})})
+    verdict = _judge(glm, facts, _done(0, {"ok": True, "world": 2, "bytes": 256 << 20, "busbw_gbps": 3.1}), env={})
+    assert verdict.severity is Severity.WARN
+    assert "likely cause: GPU 1 at PCIe Gen3 x4 (of Gen5 x16): a card on a narrow or gen-down link" in verdict.message
+    assert verdict.fix and "x16 slot" in verdict.fix
+
+
+def test_no_link_facts_is_no_judgement(recipe_with: Callable[..., Recipe]) -> None:
+    recipe = recipe_with("qwen3-8b-vllm", *TP2)
+    facts = load_inventory(FIXTURES / "h200x2.json")  # real, from an older rigctl: the link was not recorded
+    verdict = _judge(recipe, facts, _lead(27.4))
+    assert verdict.severity is Severity.OK and "bus bandwidth 27.4 GB/s" in verdict.message
+    assert "not judged: what GPU 0<->1 (link not recorded" in verdict.message
+    assert verdict.figures and verdict.figures["expected_gbps"] is None
+    bare = classify(_lead(27.4), host_plan(recipe, choose_gpus(recipe, facts)))
+    assert bare.severity is Severity.OK and "not judged: no link facts" in bare.message

@@ -34,7 +34,7 @@ def test_preflight_json_contract_on_the_captured_h200(state: dict[str, str]) -> 
     data = json.loads(done.stdout)
     assert list(data)[:4] == ["rigctl", "command", "ok", "recipe"]
     assert data["rigctl"] == "1" and data["command"] == "preflight" and data["ok"] is False
-    assert all(set(f) == {"id", "severity", "message", "fix"} for f in data["findings"])
+    assert all(set(f) == {"id", "severity", "message", "fix", "figures"} for f in data["findings"])
     by_id = {f["id"]: f for f in data["findings"]}
     for gpu_check in ("gpu-driver", "gpu-count", "gpu-model", "gpu-memory", "gpu-busy", "gpu-mig", "gpu-power"):
         assert by_id[gpu_check]["severity"] == "ok", by_id[gpu_check]

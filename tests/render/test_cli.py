@@ -7,8 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-import rigctl.cli.app  # noqa: F401 - importing it registers every command on the shared app
-from rigctl.cli.base import app
+from rigctl.cli.app import app  # the shared app with every command registered
 
 runner = CliRunner()
 

@@ -1,29 +1,121 @@
-"""Entry point: assembles the commands and owns the last-resort error handling."""
+"""Entry point: loads the commands the command line names, and owns the last-resort error handling.
+
+Each ``cmd_*`` module registers its commands on the shared typer app when it is imported. Importing all
+of them, and building every command's options, was most of what a short command cost before it did
+anything, so ``main`` imports only the module of the command being run (``COMMANDS``); a root --help, a
+mistyped command or anything it cannot place gets all of them. ``from rigctl.cli.app import app`` still
+gives the app with every command registered (tests and tools use it).
+
+The root help is the one screen that lists every command. In a terminal of 80 columns or more (click's
+layout stops widening there) it is printed from ``roothelp.ROOT_HELP``, a copy typer rendered that a test
+keeps equal to what typer renders now, without loading typer at all.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
-import traceback
+from collections.abc import Sequence
+from typing import Any
 
-from rigctl.cli import (  # noqa: F401 - importing a command module registers its commands
-    cmd_deploy,
-    cmd_fleet,
-    cmd_preflight,
-    cmd_recipes,
-    cmd_render,
-    cmd_verify,
-)
-from rigctl.cli.base import app
-from rigctl.exitcodes import ExitCode
+# The command modules in the order they are loaded, and each command's module in the order the root help
+# lists them (typer lists commands, then groups such as fleet).
+MODULES = ("cmd_deploy", "cmd_fleet", "cmd_preflight", "cmd_recipes", "cmd_render", "cmd_verify")
+COMMANDS = {
+    "up": "cmd_deploy", "status": "cmd_deploy", "logs": "cmd_deploy", "down": "cmd_deploy",
+    "doctor": "cmd_fleet", "swap": "cmd_fleet", "fleet": "cmd_fleet",
+    "inventory": "cmd_preflight", "preflight": "cmd_preflight",
+    "recipes": "cmd_recipes", "show": "cmd_recipes", "validate": "cmd_recipes",
+    "render": "cmd_render",
+    "verify": "cmd_verify",
+}
+ROOT_VALUE_OPTIONS = ("--host", "--hosts")  # the root's options that take a value
+ROOT_HELP_COLUMNS = 80  # click wraps help to min(terminal columns, 80) - 2
+
+
+def command_modules(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command modules ``argv`` needs: the one its command word names, or all of them (no command,
+    a root --help, a word that is no command)."""
+    words = iter(argv)
+    for word in words:
+        if word in ROOT_VALUE_OPTIONS:
+            next(words, None)
+        elif word in ("-h", "--help"):
+            return MODULES
+        elif not word.startswith("-"):
+            module = COMMANDS.get(word)
+            return (module,) if module else MODULES
+    return MODULES
+
+
+def register(modules: Sequence[str]) -> None:
+    """Import these command modules, and keep the app's commands in COMMANDS' order whatever order they
+    were first imported in (a test or a tool may import one module before the others)."""
+    for name in modules:
+        importlib.import_module(f"rigctl.cli.{name}")
+    from rigctl.cli.base import app  # noqa: PLC0415 - typer loads only where a command runs
+
+    order = {name: i for i, name in enumerate(COMMANDS)}
+    app.registered_commands.sort(key=lambda info: order.get(info.name or "", len(order)))
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the typer app with every command registered."""
+    if name == "app":
+        register(MODULES)
+        from rigctl.cli.base import app  # noqa: PLC0415 - see register
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _columns() -> int:
+    """The terminal width as shutil.get_terminal_size() (what click asks) reports it, without shutil."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or ROOT_HELP_COLUMNS  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # no stdout (None), a closed one, or not a terminal
+        return ROOT_HELP_COLUMNS
+
+
+def _root_help(argv: Sequence[str]) -> int | None:
+    """Print the root help as typer would and return the exit code, or None to leave it to typer."""
+    if list(argv) not in ([], ["--help"], ["-h"]) or os.path.basename(sys.argv[0]) != "rigctl":
+        return None  # `python -m rigctl` is named differently in the usage line: typer says it
+    if _columns() < ROOT_HELP_COLUMNS:
+        return None
+    from rigctl.cli.roothelp import ROOT_HELP  # noqa: PLC0415 - the text, only for the root help
+
+    if argv:
+        sys.stdout.write(ROOT_HELP)
+        return 0
+    sys.stderr.write(ROOT_HELP)  # no command at all is a usage error, as typer's no_args_is_help has it
+    return 2
 
 
 def main() -> None:
+    argv = sys.argv[1:]
+    code = _root_help(argv)
+    if code is not None:
+        sys.exit(code)
+    from rigctl.cli.base import app  # noqa: PLC0415 - typer: not for the root help
+    from rigctl.exitcodes import ExitCode  # noqa: PLC0415 - likewise
+
+    register(command_modules(argv))
     try:
         app()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(int(ExitCode.INTERRUPTED))
     except Exception:  # a traceback here is a bug by definition; say so
+        import traceback  # noqa: PLC0415 - only for a bug
+
         traceback.print_exc()
         sys.stderr.write("rigctl: internal error (this is a bug in rigctl; please report the traceback above)\n")
         sys.exit(int(ExitCode.INTERNAL))

@@ -231,8 +231,8 @@ def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOp
         import os
 
         from rigctl.deploy.places import quadlet_dir, state_dir
-        from rigctl.deploy.ports import HttpProbe, NvmlGpuMemory, PodmanCli, Scope, SystemctlCli
-        from rigctl.deploy.status import describe, discover
+        from rigctl.deploy.ports import Scope
+        from rigctl.deploy.status import discover
 
         if user or system:
             from rigctl.deploy.places import resolve_scope
@@ -240,14 +240,19 @@ def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOp
             scopes = [resolve_scope(user, system)]
         else:
             scopes = [Scope.SYSTEM, Scope.USER] if os.geteuid() == 0 else [Scope.USER]
-        podman, probe, gpu = PodmanCli(), HttpProbe(timeout=2.0), NvmlGpuMemory()
+        found = [item for scope in scopes for item in discover(scope, quadlet_dir(scope), state_dir(scope))]
         rows = []
-        try:
-            for scope in scopes:
-                for item in discover(scope, quadlet_dir(scope), state_dir(scope)):
-                    rows.append(describe(item, systemd=SystemctlCli(scope), podman=podman, probe=probe, gpu=gpu))
-        finally:
-            probe.close()
+        if found:  # the adapters (HTTP, podman, NVML) load only when there is a service to ask about
+            from rigctl.deploy.ports import HttpProbe, NvmlGpuMemory, PodmanCli, SystemctlCli
+            from rigctl.deploy.status import describe
+
+            podman, probe, gpu = PodmanCli(), HttpProbe(timeout=2.0), NvmlGpuMemory()
+            try:
+                for item in found:
+                    rows.append(describe(item, systemd=SystemctlCli(item.scope), podman=podman, probe=probe,
+                                         gpu=gpu))
+            finally:
+                probe.close()
         services = [r.to_dict() for r in rows]
 
         def view(out: TextIO) -> None:

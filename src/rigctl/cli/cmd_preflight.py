@@ -59,8 +59,11 @@ def _facts_view(facts: HostFacts) -> Callable[[TextIO], None]:
                           used + procs, v(g.compute_capability or "-"), power,
                           "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-", v(g.uuid))
             console.print(t)
-        for p in inv.pairs:
-            console.print(f"GPU {p.a}<->{p.b}: P2P {v(p.p2p_text)}, {v(p.topology_text)}")
+        if inv.pairs:
+            from rigctl.preflight.links import describe_pair
+
+            for p in inv.pairs:
+                console.print(v(describe_pair(inv, p).text, LINE_LIMIT))
         console.print(f"/dev/shm: {(facts.shm.total_bytes or 0) / 2**30:.1f} GiB")
         pod = facts.podman
         console.print(f"podman: {v(pod.version) if pod.installed else 'not installed'}"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
 from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
-from rigctl.cli.output import Outcome
+from rigctl.cli.output import LINE_LIMIT, Outcome, printable
+
+if TYPE_CHECKING:
+    from rigctl.host.facts import HostFacts
 
 
 @app.command("render")
@@ -48,35 +51,43 @@ def render_cmd(
     def produce() -> Outcome:
         from rigctl.errors import InvalidInputError, UsageError
         from rigctl.recipe.load import load
-        from rigctl.render import DEFAULT_PODMAN, install_path, parse_version, render_units, write_units
+        from rigctl.render import DEFAULT_PODMAN, Note, install_path, parse_version, render_units, write_units
+        from rigctl.render.placement import NoLayoutError, place_gpus
 
         if scope not in ("system", "user"):
             raise UsageError(f"--scope {scope!r}: expected system or user")
-        gpu_ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus is not None else None
+        selection = [g.strip() for g in gpus.split(",") if g.strip()] if gpus is not None else None
         loaded = load(recipe, overlays=overlays or (), sets=sets or ())
         target = parse_version(podman_version) if podman_version else DEFAULT_PODMAN
+        facts: HostFacts | None = None
         if inventory:  # render for that box: its podman, and the GPUs the layout picks there (by UUID)
             from rigctl.host import load_inventory
             from rigctl.podman_versions import find_version
-            from rigctl.preflight.layout import choose_gpus
 
             facts = load_inventory(inventory)
             if podman_version is None:
                 target = find_version(facts.podman.version) or DEFAULT_PODMAN
-            if loaded.recipe.gpus.count:
-                choice = choose_gpus(loaded.recipe, facts, gpu_ids)
-                if not choice.ok:
-                    raise InvalidInputError([f"{inventory}: no GPU layout for {loaded.recipe.name}: "
-                                             + "; ".join(choice.problems)],
-                                            fix="`rigctl preflight RECIPE --inventory FILE` says why")
-                gpu_ids = choice.uuids
+        elif loaded.recipe.gpus.count:  # this host: the GPUs `up` would choose here, when NVML answers
+            from rigctl.host.facts import HostFacts
+            from rigctl.host.nvml import probe_gpus  # only GPU facts: podman and the rest are not render's
+
+            facts = HostFacts(gpu=probe_gpus())
+        placement = place_gpus(loaded.recipe, facts, selection)
+        if not placement.ok:
+            where = inventory or "this host"
+            problems = [f"{where}: no GPU layout for {loaded.recipe.name}: " + "; ".join(placement.problems)]
+            fix = f"`rigctl preflight {loaded.recipe.name}{' --inventory FILE' if inventory else ''}` says why"
+            if inventory:
+                raise InvalidInputError(problems, fix=fix)
+            raise NoLayoutError(problems[0], fix=fix + "; --gpus picks GPUs by hand")
         rendered = render_units(
             loaded.recipe,
             podman_version=target,
             quadlet_version=parse_version(quadlet_version) if quadlet_version else None,
-            gpu_ids=gpu_ids,
+            gpu_ids=placement.ids,
             scope="system" if scope == "system" else "user",
         )
+        warnings = [Note("warning", placement.warning)] if placement.warning else []
         written = {p.name: p for p in write_units(rendered, out)} if out is not None else {}
         files: list[dict[str, Any]] = []
         for unit in rendered.files:
@@ -92,10 +103,16 @@ def render_cmd(
             "scope": rendered.scope,
             "service": rendered.service_name,
             "files": files,
-            "notes": [{"kind": n.kind, "message": n.message} for n in rendered.notes],
+            "notes": [{"kind": n.kind, "message": n.message} for n in [*warnings, *rendered.notes]],
         }
+        if placement.choice is not None:
+            payload["gpus"] = [g.model_dump(mode="json") for g in placement.choice.gpus]
 
         def view(stream: TextIO) -> None:
+            import sys
+
+            for note in warnings:  # stdout is the unit; a warning about it goes where warnings go
+                sys.stderr.write(f"rigctl render: warning: {printable(note.message, LINE_LIMIT)}\n")
             for entry in files:
                 where = f"wrote {entry['path']}; " if "path" in entry else ""
                 stream.write(f"### {entry['name']} ({where}installs as {entry['install_path']})\n")
@@ -103,6 +120,8 @@ def render_cmd(
                 stream.write("\n")
             for note in rendered.notes:
                 stream.write(f"note ({note.kind}): {note.message}\n")
+            for g in placement.choice.gpus if placement.choice is not None else []:
+                stream.write(f"gpu {g.index}: {printable(g.name)} ({printable(g.uuid)})\n")
             stream.write(f"service: {rendered.service_name} ({rendered.scope})\n")
 
         return Outcome("render", True, payload, view=view)

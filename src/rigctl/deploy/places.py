@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rigctl.deploy.ports import Scope
 from rigctl.errors import DeployError, UsageError
-from rigctl.render.units import install_dir
+from rigctl.render.install import install_dir
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 
 

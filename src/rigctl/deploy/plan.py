@@ -18,6 +18,7 @@ from typing import Any
 from rigctl.errors import RigctlError
 from rigctl.host.facts import HostFacts
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, find_version, fmt
+from rigctl.preflight.layout import unit_gpu_ids
 from rigctl.preflight.runner import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
 from rigctl.render.units import RenderedUnits, Scope, install_dir, render_units
@@ -86,12 +87,8 @@ def make_plan(
         podman = DEFAULT_PODMAN
         notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
 
-    gpu_ids: list[str] | None
-    if recipe.gpus.count == 0:
-        gpu_ids = []
-    elif report.choice.ok:
-        gpu_ids = report.choice.uuids
-    else:
+    gpu_ids: list[str] | None = unit_gpu_ids(recipe, report.choice)  # as `up` and `render` pin them
+    if not report.choice.ok:
         gpu_ids = None  # render falls back to indices 0..N-1 and says so in its notes
         notes.append("no valid GPU layout on this host: the unit shows GPU indices as placeholders")
 

@@ -19,11 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-import httpx
-
 from rigctl.errors import CommandError
 from rigctl.util.proc import Completed, run
-from rigctl.verify.client import API_LIMIT, as_count
 
 
 class Scope(StrEnum):
@@ -296,9 +293,13 @@ class HttpProbe:
     """``GET /health`` then ``GET /v1/models``: vLLM answers /v1/models before warmup ends, so health alone
     or models alone is not readiness; both must agree."""
 
-    LIMIT = API_LIMIT  # the engine is an HTTP server: its answers are read up to a cap, uncompressed
-
     def __init__(self, timeout: float = 1.0) -> None:
+        # HTTP and verify load only for a probe: `status` with nothing deployed never needs them
+        import httpx  # noqa: PLC0415
+
+        from rigctl.verify.client import API_LIMIT  # noqa: PLC0415
+
+        self.LIMIT = API_LIMIT  # the engine is an HTTP server: its answers are read up to a cap, uncompressed
         self._client = httpx.Client(timeout=timeout, trust_env=False, headers={"Accept-Encoding": "identity"})
 
     def _get(self, url: str) -> tuple[int, bytes]:
@@ -314,6 +315,10 @@ class HttpProbe:
             return resp.status_code, bytes(body)
 
     def check(self, base_url: str, health_path: str, served_name: str) -> Readiness:
+        import httpx  # noqa: PLC0415 - loaded by __init__ already
+
+        from rigctl.verify.client import as_count  # noqa: PLC0415 - likewise
+
         try:
             status, _ = self._get(base_url + health_path)
         except (httpx.HTTPError, ValueError) as exc:

@@ -14,6 +14,7 @@ from pathlib import Path
 from rigctl.deploy.ports import Scope
 from rigctl.deploy.up import ChecksOutcome, PreflightOutcome, Stages
 from rigctl.host.gather import gather_facts
+from rigctl.preflight.layout import unit_gpu_ids
 from rigctl.preflight.runner import run_preflight
 from rigctl.recipe.model import Recipe
 from rigctl.render.units import render_units
@@ -60,14 +61,10 @@ def real_stages(scope: Scope, *, verify: bool = True) -> Stages:
         selection = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
         report = run_preflight(recipe, facts, force=force, gpus=selection,
                                scope="user" if scope is Scope.USER else "system")
-        if recipe.gpus.count == 0:
-            gpu_ids: list[str] | None = []
-        else:
-            gpu_ids = report.choice.uuids or [str(i) for i in report.choice.indices]
         return PreflightOutcome(
             ok=report.ok,
             findings=[f.model_dump(mode="json") for f in report.findings],
-            gpu_ids=gpu_ids,
+            gpu_ids=unit_gpu_ids(recipe, report.choice),  # what `render` pins too; too few are refused there
             podman_version=facts.podman.version,
         )
 
@@ -77,7 +74,7 @@ def real_stages(scope: Scope, *, verify: bool = True) -> Stages:
             recipe,
             podman_version=parse_version(podman_version),
             quadlet_version=parse_version(qv) if qv else None,
-            gpu_ids=gpu_ids or None,
+            gpu_ids=gpu_ids,  # never None for a GPU recipe: an empty choice must not become guessed indices
             scope="user" if scope is Scope.USER else "system",
         )
         return {f.name: f.text for f in rendered.files}

@@ -85,6 +85,34 @@ class PowerLimits(_Fact):
     max_mw: Count | None = None
 
 
+# NVML_NVLINK_MAX_LINKS is 36 in today's nvml.h; a Hopper or Blackwell GPU has 18 links. More than this is no card.
+NVLINK_LINKS_MAX = 64
+
+NVLINK_VERSION_NAMES = {  # NVML_NVLINK_VERSION_* -> the NVLink generation
+    1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0",
+}
+
+
+class NvLink(_Fact):
+    """A GPU's NVLink ports: ``nvmlDeviceGetNvLinkState`` link by link until the device answers
+    InvalidArgument (past its last link), and ``nvmlDeviceGetNvLinkVersion`` of the first active link."""
+
+    supported: bool = Field(description="False: NVML answered NotSupported for link 0 (the card has no NVLink)")
+    active: Count = Field(default=0, le=NVLINK_LINKS_MAX, description="links that are up")
+    inactive: Count = Field(default=0, le=NVLINK_LINKS_MAX, description="links the card has that are down")
+    version: Count | None = Field(default=None, le=255, description="NVML_NVLINK_VERSION_*: 6 is NVLink 4.0")
+
+    @model_validator(mode="after")
+    def _no_links_without_nvlink(self) -> NvLink:
+        if not self.supported and (self.active or self.inactive or self.version is not None):
+            raise ValueError("a card without NVLink (supported: false) has no links and no version")
+        return self
+
+    @property
+    def version_text(self) -> str | None:
+        return None if self.version is None else NVLINK_VERSION_NAMES.get(self.version, f"version {self.version}")
+
+
 class Gpu(_Fact):
     index: Count
     uuid: GpuUuid
@@ -108,6 +136,7 @@ class Gpu(_Fact):
     pcie_width: Count | None = None
     pcie_width_max: Count | None = None
     numa_node: int | None = None
+    nvlink: NvLink | None = Field(default=None, description="None: not probed (an inventory from an older rigctl)")
     processes: list[GpuProcess] = Field(default_factory=list)
     unsupported: list[Unsupported] = Field(default_factory=list)
 
@@ -154,13 +183,31 @@ TOPOLOGY_NAMES = {
 
 
 class GpuPair(_Fact):
-    """P2P read status (nvmlDeviceGetP2PStatus, READ) and the closest common ancestor of two GPUs."""
+    """P2P read status (nvmlDeviceGetP2PStatus, READ), the closest common ancestor of two GPUs, and the link
+    that joins them. The common ancestor alone says "host bridge" for two H200s joined by 18 NVLinks: the
+    NVLINK P2P capability and both GPUs' active links are what say NVLink."""
 
     a: Count
     b: Count
     p2p_read: int | None = Field(default=None, description="NVML_P2P_STATUS_*; 0 is OK")
     topology: int | None = Field(default=None, description="NVML_TOPOLOGY_*; smaller is closer")
+    p2p_nvlink: Count | None = Field(
+        default=None, description="NVML_P2P_STATUS_* of the NVLINK capability; asked only when both GPUs have "
+                                  "active NVLinks")
+    link: Literal["nvlink", "pcie"] | None = Field(
+        default=None, description="what joins the pair; None: unknown, or an inventory from an older rigctl")
+    nvlink_links: Count | None = Field(default=None, le=NVLINK_LINKS_MAX,
+                                       description="NVLinks between the pair (NV18 in nvidia-smi topo -m)")
+    nvlink_version: Count | None = Field(default=None, le=255, description="NVML_NVLINK_VERSION_* of those links")
     unsupported: list[Unsupported] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _links_match_the_kind(self) -> GpuPair:
+        if self.link == "nvlink" and not self.nvlink_links:
+            raise ValueError("link nvlink needs nvlink_links of 1 or more")
+        if self.link != "nvlink" and (self.nvlink_links or self.nvlink_version is not None):
+            raise ValueError(f"nvlink_links and nvlink_version belong to an NVLink pair, not link {self.link}")
+        return self
 
     @property
     def p2p_ok(self) -> bool | None:

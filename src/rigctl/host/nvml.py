@@ -13,13 +13,17 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
-from rigctl.host.facts import Gpu, GpuInventory, GpuPair, GpuProcess, PowerLimits, Unsupported
+from rigctl.host.facts import Gpu, GpuInventory, GpuPair, GpuProcess, NvLink, PowerLimits, Unsupported
 
 T = TypeVar("T")
 
 # nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as ``0,`` (a tuple) in some releases; ctypes would pass
 # that tuple's address. The C enum value is 0.
 P2P_CAPS_INDEX_READ = 0
+P2P_CAPS_INDEX_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
+# NVML_NVLINK_MAX_LINKS in today's nvml.h. A device answers InvalidArgument past its own last link (link 18 on an
+# H200, in the real two-H200 capture), so probing stops there.
+NVLINK_MAX_LINKS = 36
 
 
 class NvmlLib(Protocol):
@@ -57,6 +61,8 @@ class NvmlLib(Protocol):
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]: ...
     def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int: ...
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int: ...
+    def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int: ...
 
 
 ProcessNamer = Callable[[int], str | None]
@@ -138,7 +144,9 @@ def _probe_initialised(lib: NvmlLib, process_name: ProcessNamer) -> GpuInventory
             continue
         handles.append((index, handle))
         devices.append(_probe_device(lib, index, handle, process_name))
-    pairs = [_probe_pair(lib, a, ha, b, hb) for i, (a, ha) in enumerate(handles) for (b, hb) in handles[i + 1 :]]
+    nvlinks = {g.index: g.nvlink for g in devices}
+    pairs = [_probe_pair(lib, (a, ha, nvlinks.get(a)), (b, hb, nvlinks.get(b)))
+             for i, (a, ha) in enumerate(handles) for (b, hb) in handles[i + 1 :]]
     return GpuInventory(available=True, driver_version=driver, nvml_version=nvml_version,
                         cuda_driver_version=cuda, devices=devices, pairs=pairs)
 
@@ -201,17 +209,67 @@ def _probe_device(lib: NvmlLib, index: int, handle: Any, process_name: ProcessNa
         pcie_width=c(lib.nvmlDeviceGetCurrPcieLinkWidth, handle),
         pcie_width_max=c(lib.nvmlDeviceGetMaxPcieLinkWidth, handle),
         numa_node=c(lib.nvmlDeviceGetNumaNodeId, handle),
+        nvlink=_probe_nvlink(lib, handle, rec),
         processes=processes,
         unsupported=rec.unsupported,
     )
 
 
-def _probe_pair(lib: NvmlLib, a: int, ha: Any, b: int, hb: Any) -> GpuPair:
+def _probe_nvlink(lib: NvmlLib, handle: Any, rec: _Recorder) -> NvLink | None:
+    """Count the links that are up. A card without NVLink answers NotSupported for link 0: that is the
+    answer, not an unsupported call worth listing, so it is kept out of ``Gpu.unsupported``. Any other error
+    is recorded there; on link 0 it leaves the NVLink facts unknown (None)."""
+    active = inactive = 0
+    first_active: int | None = None
+    for link in range(NVLINK_MAX_LINKS):
+        try:
+            state = lib.nvmlDeviceGetNvLinkState(handle, link)
+        except lib.NVMLError as exc:
+            error = type(exc).__name__
+            if link == 0 and error in {"NVMLError_NotSupported", "NVMLError_InvalidArgument"}:
+                return NvLink(supported=False)
+            if error == "NVMLError_InvalidArgument":
+                break  # past the device's last link: the normal end
+            rec.unsupported.append(Unsupported(call="nvmlDeviceGetNvLinkState", error=error,
+                                               message=f"link {link}: {exc}"))
+            if link == 0:
+                return None
+            break
+        if state:
+            active += 1
+            first_active = link if first_active is None else first_active
+        else:
+            inactive += 1
+    version = None if first_active is None else rec.call(lib.nvmlDeviceGetNvLinkVersion, handle, first_active)
+    return NvLink(supported=True, active=active, inactive=inactive, version=version)
+
+
+Probed = tuple[int, Any, NvLink | None]  # index, handle, its NVLink facts
+
+
+def _probe_pair(lib: NvmlLib, first: Probed, second: Probed) -> GpuPair:
+    """P2P, common ancestor and the joining link. NVLink only when both GPUs have links up AND the driver
+    says NVLink P2P works between these two (a GPU bridged to another one is not joined to this one)."""
+    (a, ha, la), (b, hb, lb) = first, second
     rec = _Recorder(lib)
-    return GpuPair(
-        a=a,
-        b=b,
-        p2p_read=rec.call(lib.nvmlDeviceGetP2PStatus, ha, hb, P2P_CAPS_INDEX_READ),
-        topology=rec.call(lib.nvmlDeviceGetTopologyCommonAncestor, ha, hb),
-        unsupported=rec.unsupported,
-    )
+    p2p_read = rec.call(lib.nvmlDeviceGetP2PStatus, ha, hb, P2P_CAPS_INDEX_READ)
+    topology = rec.call(lib.nvmlDeviceGetTopologyCommonAncestor, ha, hb)
+    p2p_nvlink: int | None = None
+    link: Literal["nvlink", "pcie"] | None = None
+    links = version = None
+    if la is not None and lb is not None:
+        if la.active and lb.active:
+            p2p_nvlink = rec.call(lib.nvmlDeviceGetP2PStatus, ha, hb, P2P_CAPS_INDEX_NVLINK)
+            if p2p_nvlink == 0:
+                # Every active link of a directly bridged pair goes to the peer (NV18 on the H200 pair), and on an
+                # NVSwitch box every link reaches every peer; a mesh that splits a GPU's links between several
+                # peers would need nvmlDeviceGetNvLinkRemotePciInfo, which no capture here shows answering.
+                link, links = "nvlink", min(la.active, lb.active)
+                versions = [v for v in (la.version, lb.version) if v is not None]
+                version = min(versions) if versions else None
+            elif p2p_nvlink is not None:
+                link = "pcie"
+        else:
+            link = "pcie"
+    return GpuPair(a=a, b=b, p2p_read=p2p_read, topology=topology, p2p_nvlink=p2p_nvlink, link=link,
+                   nvlink_links=links, nvlink_version=version, unsupported=rec.unsupported)

@@ -7,6 +7,14 @@ taken on a real H200): per call either ``{"ok": value}`` or ``{"error": "NVMLErr
 mode pairs, friendly objects for processes) and raises pynvml's own exception classes, so code that
 works against the fake works against the library. Captures may add ``"init"`` (an error for nvmlInit,
 e.g. NVMLError_LibraryNotFound), ``"p2p"`` and ``"topology"`` (keyed ``"A,B"``) for multi-GPU boxes.
+
+NVLink, as the real two-H200 capture (``shared/reference/h200x2/nvml-h200x2.json``) records it: a device's
+``"nvlink"`` maps a link number to ``{"state": answer, "version": answer}`` or to the error the link answered
+(InvalidArgument past the device's last link). A device without ``"nvlink"`` answers NotSupported, as a card
+without NVLink does; a link beyond the recorded ones answers InvalidArgument. A pair's ``"p2p"`` entry is
+either one answer (the READ capability: hand-made boxes) or one answer per capability (``"read"``,
+``"write"``, ``"nvlink"``, ``"atomics"``, ``"prop"``) plus ``"topology"``, keyed ``"A-B"`` per direction.
+The fake never invents an answer a capture does not hold: asking for one raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ DEVICE_CALLS = (
     "nvmlDeviceGetGraphicsRunningProcesses",
     "nvmlDeviceGetNumaNodeId",
 )
+
+# nvmlDeviceGetP2PStatus capability index (NVML_P2P_CAPS_INDEX_*) -> the key a capture stores it under
+P2P_CAPS = {0: "read", 1: "write", 2: "nvlink", 3: "atomics", 4: "prop"}
+NVLINK_MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS: the links a capture asks about
 
 # What pynvml's wrapper returns for each call, by Python type name (checked against a real capture).
 RETURN_TYPES = {
@@ -178,20 +190,56 @@ class FakeNvml:
         return _Handle(index)
 
     def _pair_entry(self, table: str, a: _Handle, b: _Handle) -> Mapping[str, Any] | None:
-        pairs = self.capture.get(table, {})
-        entry: Mapping[str, Any] | None = pairs.get(f"{a.index},{b.index}") or pairs.get(f"{b.index},{a.index}")
-        return entry if entry is not None else pairs.get("*")  # "*": the answer for every pair
+        pairs: Mapping[str, Mapping[str, Any]] = self.capture.get(table, {})
+        for x, y in ((a.index, b.index), (b.index, a.index)):  # this direction first, as the driver is asked
+            for key in (f"{x},{y}", f"{x}-{y}"):
+                if key in pairs:
+                    return pairs[key]
+        return pairs.get("*")  # "*": the answer for every pair
+
+    @staticmethod
+    def _capability(entry: Mapping[str, Any] | None, key: str, what: str) -> Mapping[str, Any] | None:
+        """From a per-capability pair entry, the answer under ``key``; a one-answer entry as it is."""
+        if entry is None or "ok" in entry or "error" in entry:
+            return entry
+        answer: Mapping[str, Any] | None = entry.get(key)
+        if answer is None or ("ok" not in answer and "error" not in answer):
+            # absent, {"missing": true}, or the capture script's own exception: the driver was never asked
+            raise ValueError(f"the capture holds no driver answer for {what}: {answer}")
+        return answer
 
     def nvmlDeviceGetP2PStatus(self, a: _Handle, b: _Handle, index: int) -> int:
         self._need_init()
         if not isinstance(index, int):
             # ctypes cannot pass a tuple as an enum: this is what the NVML_P2P_CAPS_INDEX_READ = 0, gotcha does
             raise TypeError(f"p2pIndex must be an int, not {type(index).__name__}")
-        return int(self._answer("nvmlDeviceGetP2PStatus", self._pair_entry("p2p", a, b)))
+        what = f"P2P capability {index} of GPU {a.index}->{b.index}"
+        raw = self._pair_entry("p2p", a, b)
+        if raw is not None and ("ok" in raw or "error" in raw) and index != 0:
+            raise ValueError(f"the capture records only the READ capability, not {what}")
+        return int(self._answer("nvmlDeviceGetP2PStatus", self._capability(raw, P2P_CAPS.get(index, "?"), what)))
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a: _Handle, b: _Handle) -> int:
         self._need_init()
-        return int(self._answer("nvmlDeviceGetTopologyCommonAncestor", self._pair_entry("topology", a, b)))
+        entry = self._pair_entry("topology", a, b)
+        p2p = self._pair_entry("p2p", a, b)
+        if entry is None and p2p is not None and "ok" not in p2p and "error" not in p2p:
+            entry = self._capability(p2p, "topology", f"the topology of GPU {a.index}->{b.index}")
+        return int(self._answer("nvmlDeviceGetTopologyCommonAncestor", entry))
+
+    def _nvlink(self, call: str, handle: _Handle, link: int, what: str) -> int:
+        self._need_init()
+        links = self.capture["devices"][handle.index].get("nvlink")
+        if links is None:
+            return int(self._answer(call, None))  # no NVLink on this card: NotSupported
+        entry = links.get(str(link), {"error": "NVMLError_InvalidArgument"})  # none recorded: past the last link
+        return int(self._answer(call, self._capability(entry, what, f"{what} of link {link} on GPU {handle.index}")))
+
+    def nvmlDeviceGetNvLinkState(self, handle: _Handle, link: int) -> int:
+        return self._nvlink("nvmlDeviceGetNvLinkState", handle, link, "state")
+
+    def nvmlDeviceGetNvLinkVersion(self, handle: _Handle, link: int) -> int:
+        return self._nvlink("nvmlDeviceGetNvLinkVersion", handle, link, "version")
 
 
 def capture_nvml(lib: Any) -> dict[str, Any]:
@@ -218,11 +266,18 @@ def capture_nvml(lib: Any) -> dict[str, Any]:
     handles = [lib.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
     out["count"] = count
     out["devices"] = [{name: record(getattr(lib, name), h) for name in DEVICE_CALLS} for h in handles]
-    out["p2p"], out["topology"] = {}, {}
+    for device, h in zip(out["devices"], handles, strict=True):
+        links = _capture_nvlink(lib, h, record)
+        if links is not None:
+            device["nvlink"] = links
+    out["p2p"] = {}
     for i in range(count):
-        for j in range(i + 1, count):
-            out["p2p"][f"{i},{j}"] = record(lib.nvmlDeviceGetP2PStatus, handles[i], handles[j], 0)
-            out["topology"][f"{i},{j}"] = record(lib.nvmlDeviceGetTopologyCommonAncestor, handles[i], handles[j])
+        for j in range(count):
+            if i != j:
+                entry = {cap: record(lib.nvmlDeviceGetP2PStatus, handles[i], handles[j], index)
+                         for index, cap in P2P_CAPS.items()}  # ints: never pynvml's tuple READ constant
+                entry["topology"] = record(lib.nvmlDeviceGetTopologyCommonAncestor, handles[i], handles[j])
+                out["p2p"][f"{i}-{j}"] = entry
     try:
         lib.nvmlDeviceGetHandleByIndex(count + 7)
         out["bad_index_error"] = None
@@ -230,6 +285,23 @@ def capture_nvml(lib: Any) -> dict[str, Any]:
         out["bad_index_error"] = [type(exc).__name__, str(exc)]
     lib.nvmlShutdown()
     return out
+
+
+def _capture_nvlink(lib: Any, handle: Any, record: Callable[..., dict[str, Any]]) -> dict[str, Any] | None:
+    """Link by link, the way the fake replays it: None (no ``"nvlink"`` key) for a card that answers
+    NotSupported on link 0, and recording stops after the first InvalidArgument (past the last link)."""
+    links: dict[str, Any] = {}
+    for link in range(NVLINK_MAX_LINKS):
+        state = record(lib.nvmlDeviceGetNvLinkState, handle, link)
+        if "error" in state:
+            if link == 0 and state["error"] == "NVMLError_NotSupported":
+                return None
+            links[str(link)] = state
+            if state["error"] == "NVMLError_InvalidArgument":
+                break
+            continue
+        links[str(link)] = {"state": state, "version": record(lib.nvmlDeviceGetNvLinkVersion, handle, link)}
+    return links
 
 
 if __name__ == "__main__":  # pragma: no cover - run by hand on a GPU box

@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,11 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
         version, images = answer
         return Podman(installed=True, version=version, api_socket=socket, api_ok=True, quadlet=quadlet,
                       images_via="api", images=images)
-    ver = run([podman_bin, "version", "--format", "json"], timeout=15)
+    # the two CLI calls do not depend on each other: run them side by side (each costs tens of ms)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rigctl-podman") as pool:
+        listing = pool.submit(run, [podman_bin, "images", "--format", "json"], timeout=30)
+        ver = run([podman_bin, "version", "--format", "json"], timeout=15)
+        listed = listing.result()
     if ver.rc == 127:
         return Podman(installed=False, quadlet=quadlet, error=f"{podman_bin} not found on PATH")
     version = None
@@ -178,7 +183,6 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
         first = run([podman_bin, "--version"], timeout=15)
         match = re.search(r"(\d+\.\d+(?:\.\d+)?)", first.stdout)
         version = match.group(1) if match else None
-    listed = run([podman_bin, "images", "--format", "json"], timeout=30)
     local: list[PodmanImage] = []
     error = api_error
     if listed.ok:

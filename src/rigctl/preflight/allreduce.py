@@ -4,7 +4,9 @@
 RTX PRO 6000s; NVIDIA/nccl#1999). A TP2 engine then hangs in warmup for its whole budget. This check
 runs a real all_reduce, one rank per chosen GPU, under a timeout: inside the recipe's own image with the
 chosen GPUs passed by CDI (what the engine will see), or with a host Python that has torch. The
-outcome is classified: ok (with the measured bus bandwidth), wrong result, hang, or error.
+outcome is classified: ok, wrong result, hang, or error; and a finished all_reduce is judged against what
+the link allows (``rigctl.preflight.links``): a pair whose P2P is silently off still runs, at a tenth of
+its bandwidth on NVLink, and that is a warning naming the likely cause.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rigctl.host.facts import HostFacts
-from rigctl.preflight.finding import Severity, Verdict, fail, ok, skip
+from rigctl.preflight.finding import Severity, Verdict, fail, skip
 from rigctl.preflight.layout import Choice
+from rigctl.preflight.links import PairLink, chosen_links, slowest
 from rigctl.recipe.model import Recipe
 from rigctl.util.proc import Completed, run
 
@@ -127,7 +131,19 @@ def host_plan(recipe: Recipe, choice: Choice, python: str = "python3", *, mib: i
     return Plan("host", [python, "-c", PROGRAM, str(len(choice.gpus)), str(mib), str(iters)], env)
 
 
-def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S) -> Verdict:
+def nccl_env(plan: Plan, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The NCCL_* settings the all_reduce ran with: inside the image only what the plan passed with --env;
+    on the host the caller's environment (``environ``) under the plan's own."""
+    if plan.where == "image":
+        pairs = [plan.argv[i + 1] for i, a in enumerate(plan.argv[:-1]) if a == "--env"]
+        return {k: v for k, _, v in (p.partition("=") for p in pairs) if k.startswith("NCCL_")}
+    return {k: v for k, v in {**(environ or {}), **plan.env}.items() if k.startswith("NCCL_")}
+
+
+def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S, *, links: Sequence[PairLink] = (),
+             env: Mapping[str, str] | None = None) -> Verdict:
+    """The program's outcome; with ``links`` (the chosen pairs) the bandwidth is judged too. ``env``: the
+    NCCL settings it ran with (``nccl_env``), by default the plan's own."""
     where = "inside the recipe's image" if plan.where == "image" else "with the host's torch"
     tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
     hung = any(line.startswith(RESULT_TAG) and '"hang": true' in line for line in done.stdout.splitlines())
@@ -150,8 +166,81 @@ def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S) -> Verdi
                     f"got {result.get('got')} where {result.get('expected')} was expected",
                     "data is corrupted between GPUs: set NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce, "
                     "and check IOMMU/ACS (iommu=pt, ACS off)")
-    return ok(f"all_reduce of {result['bytes'] // 2**20} MiB over {result['world']} GPU(s) {where}: bus bandwidth "
-              f"{result['busbw_gbps']:.1f} GB/s (torch {result.get('torch')}, NCCL {result.get('nccl')})")
+    built = ", ".join(f"{k} {result[k.lower()]}" for k in ("torch", "NCCL") if result.get(k.lower()))
+    head = f"all_reduce of {result['bytes'] // 2**20} MiB over {result['world']} GPU(s) {where}"
+    figures: dict[str, Any] = {"bytes": result["bytes"], "world": result["world"],
+                               "busbw_gbps": round(float(result["busbw_gbps"]), 1)}
+    return judge(head, float(result["busbw_gbps"]), links, env=nccl_env(plan) if env is None else env,
+                 figures=figures, built=f" ({built})" if built else "")
+
+
+def judge(head: str, busbw: float, links: Sequence[PairLink], *, env: Mapping[str, str], figures: dict[str, Any],
+          built: str = "") -> Verdict:
+    """Measured bus bandwidth against what the slowest chosen link allows, side by side."""
+    bound = slowest(links)
+    if bound is None or not bound.ceiling_gbps:
+        unknown = next((x for x in links if x.ceiling_gbps is None), None)
+        why = ("no link facts for the chosen GPUs" if unknown is None
+               else f"what GPU {unknown.a}<->{unknown.b} ({unknown.name}) carries is not known")
+        figures["expected_gbps"] = None
+        return Verdict(Severity.OK, f"{head}: bus bandwidth {busbw:.1f} GB/s{built}; not judged: {why}", None,
+                       figures)
+    expected = bound.ceiling_gbps
+    floor = expected * bound.healthy_share
+    figures.update({"expected_gbps": round(expected, 1), "healthy_from_gbps": round(floor, 1),
+                    "share": round(busbw / expected, 3), "link": bound.kind, "link_name": bound.name,
+                    "link_basis": bound.basis, "pair": [bound.a, bound.b]})
+    side = (f"bus bandwidth {busbw:.1f} GB/s measured, {expected:.1f} GB/s expected from the link (GPU {bound.a}"
+            f"<->{bound.b}: {bound.name}, {bound.basis}), {busbw / expected:.0%} of it")
+    if busbw >= floor:
+        return Verdict(Severity.OK, f"{head}: {side}; healthy from {bound.healthy_share:.0%} ({floor:.0f} GB/s)"
+                       f"{built}", None, figures)
+    cause, fix = likely_cause(bound, links, env)
+    figures["likely_cause"] = cause
+    return Verdict(Severity.WARN, f"{head}: {side}, far below the {bound.healthy_share:.0%} ({floor:.0f} GB/s) a "
+                   f"healthy link reaches; likely cause: {cause}{built}", fix, figures)
+
+
+_P2P_OFF_HINT = ("run --deep again with NCCL_DEBUG=INFO: 'via P2P' (or NVLS) is the direct path, 'via SHM' means "
+                 "NCCL copies through host memory")
+
+
+def likely_cause(bound: PairLink, links: Sequence[PairLink], env: Mapping[str, str]) -> tuple[str, str]:
+    """The most likely reason an all_reduce runs far below its link, and what to do, most certain first."""
+    over = "NVLink" if bound.kind == "nvlink" else "PCIe P2P"
+    disabled = env.get("NCCL_P2P_DISABLE", "").strip()
+    if disabled not in ("", "0"):
+        return (f"NCCL_P2P_DISABLE={disabled} is set, so NCCL copies through host memory instead of going over "
+                f"{over}",
+                "remove NCCL_P2P_DISABLE (from container.env, engine.env or this shell) and "
+                "--disable-custom-all-reduce from engine.args, unless they work around an all_reduce hang on this "
+                "box; then run --deep again")
+    level = env.get("NCCL_P2P_LEVEL", "").strip()
+    if level:
+        return (f"NCCL_P2P_LEVEL={level} keeps NCCL from using P2P across this path",
+                "remove NCCL_P2P_LEVEL (from container.env, engine.env or this shell), then run --deep again")
+    refused = [x for x in links if x.p2p_ok is False]
+    if refused:
+        x = refused[0]
+        return (f"the driver reports P2P {x.p2p} between GPU {x.a} and {x.b}, so NCCL goes through host memory",
+                "P2P is blocked by the platform or not supported by these GPUs: boot with iommu=pt (amd_iommu=pt / "
+                "intel_iommu=pt) and turn ACS off in the BIOS, check `nvidia-smi topo -p2p r`; "
+                "GeForce cards may have no P2P at all")
+    if bound.kind == "nvlink" and bound.notes:
+        return ("; ".join(bound.notes), "check `nvidia-smi nvlink -s` and `nvidia-smi nvlink -e`; reseat the "
+                "NVLink bridge or, on an NVSwitch system, check that nvidia-fabricmanager runs")
+    slow = [s for x in links for s in x.slow_lanes]
+    if bound.kind == "pcie" and slow:
+        return (f"{'; '.join(slow)}: a card on a narrow or gen-down link",
+                "confirm under load with `nvidia-smi -q -d PCIE`; move the card to a full x16 slot, reseat it "
+                "or its riser, and check the BIOS PCIe speed setting")
+    if bound.kind == "nvlink":
+        return ("P2P is silently off: NCCL did not use the NVLinks (IOMMU/ACS, a container that cannot map "
+                "the other GPU's memory, or NCCL picked another transport)",
+                f"{_P2P_OFF_HINT}; boot with iommu=pt and ACS off; check `nvidia-smi topo -p2p n`")
+    return ("P2P is silently off or detoured: IOMMU/ACS sends GPU-to-GPU traffic through the CPU root "
+            "complex, or the GPUs do not support P2P",
+            f"{_P2P_OFF_HINT}; boot with iommu=pt (amd_iommu=pt / intel_iommu=pt) and turn ACS off in the BIOS")
 
 
 def plan_gpus(plan: Plan) -> list[str]:
@@ -193,5 +282,7 @@ def deep_allreduce(recipe: Recipe, facts: HostFacts, choice: Choice) -> dict[str
                 "cannot run the all_reduce: the recipe's image or a CDI spec is missing here, and no host python3 "
                 "has torch (pull the image and generate the CDI spec, then run --deep again)")}
         plan = host_plan(recipe, choice, python)
-    done = run(plan.argv, timeout=TIMEOUT_S + OUTER_SLACK_S, env={**os.environ, **plan.env})
-    return {"gpu-allreduce": classify(done, plan)}
+    environ = {**os.environ, **plan.env}
+    done = run(plan.argv, timeout=TIMEOUT_S + OUTER_SLACK_S, env=environ)
+    links = chosen_links(facts.gpu, choice.indices)
+    return {"gpu-allreduce": classify(done, plan, links=links, env=nccl_env(plan, os.environ))}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,6 +35,7 @@ class Finding(BaseModel):
     severity: Severity
     message: str
     fix: str | None = None
+    figures: dict[str, Any] | None = None  # measured and expected numbers, for scripts (gpu-allreduce, gpu-p2p)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Verdict:
     severity: Severity
     message: str
     fix: str | None = None
+    figures: dict[str, Any] | None = None
 
 
 def ok(message: str) -> Verdict:
@@ -84,4 +86,4 @@ class Check:
 
     def run(self, ctx: Context) -> Finding:
         v = self.fn(ctx)
-        return Finding(id=self.id, severity=v.severity, message=v.message, fix=v.fix)
+        return Finding(id=self.id, severity=v.severity, message=v.message, fix=v.fix, figures=v.figures)

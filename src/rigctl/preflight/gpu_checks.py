@@ -1,10 +1,28 @@
-"""GPU checks: pure functions of (recipe, facts, chosen layout)."""
+"""GPU checks: pure functions of (recipe, facts, chosen layout).
+
+Each check judges the chosen GPUs; when the automatic layout found no set, it also judges the GPUs left
+out for its own reason (``Choice.left_out``), so the cause of a failed gpu-count fails under its own id.
+"""
 
 from __future__ import annotations
 
-from rigctl.host.facts import Gpu
-from rigctl.preflight.finding import Context, Verdict, fail, ok, skip, warn
-from rigctl.preflight.layout import BUSY_BYTES, is_busy
+from typing import TYPE_CHECKING, Any
+
+from rigctl.host.facts import P2P_STATUS_NAMES, Gpu
+from rigctl.preflight.finding import Context, Severity, Verdict, fail, ok, skip, warn
+from rigctl.preflight.layout import (
+    BUSY_BYTES,
+    CHECK_COMPUTE_CAPABILITY,
+    CHECK_DRIVER,
+    CHECK_MEMORY,
+    CHECK_MIG,
+    CHECK_MODEL,
+    LeftOut,
+    is_busy,
+)
+
+if TYPE_CHECKING:
+    from rigctl.preflight.links import PairLink
 
 NO_NVML_FIX = (
     "install the NVIDIA driver and check `nvidia-smi` works on the host; inside a container, run rigctl on the "
@@ -15,6 +33,26 @@ NO_NVML_FIX = (
 def _chosen(ctx: Context) -> list[Gpu]:
     by_index = {g.index: g for g in ctx.facts.gpu.devices}
     return [by_index[i] for i in ctx.choice.indices if i in by_index]
+
+
+def _left_out(ctx: Context, check: str) -> list[LeftOut]:
+    """The GPUs the automatic layout left out for this check's reason, when no layout fits: they are why."""
+    if ctx.choice.ok or ctx.choice.explicit:
+        return []
+    return [x for x in ctx.choice.left_out if x.check == check]
+
+
+def _left_out_text(ctx: Context, gone: list[LeftOut]) -> str:
+    """The left-out GPUs, those with one name and one reason together, and what that cost."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for x in gone:
+        groups.setdefault((x.name, x.why), []).append(x.index)
+    return ("; ".join(f"GPU {', '.join(map(str, indices))} ({name}): {why}" for (name, why), indices in groups.items())
+            + f"; left out, so no layout of {ctx.choice.wanted} GPU(s) fits (see gpu-count)")
+
+
+def _indices(gone: list[LeftOut]) -> str:
+    return ",".join(str(x.index) for x in gone)
 
 
 def _no_gpu_facts(ctx: Context) -> Verdict | None:
@@ -48,6 +86,10 @@ def check_driver(ctx: Context) -> Verdict:
         return fail(f"{have} is older than the recipe's minimum {want.min_driver}",
                     f"install NVIDIA driver >= {want.min_driver} (CUDA 13.0 needs >= 580.65.06, 12.9 >= 575.51.03, "
                     "12.8 >= 570.26), reboot, then regenerate the CDI spec")
+    gone = _left_out(ctx, CHECK_DRIVER)
+    if gone:
+        return fail(f"{have}; " + _left_out_text(ctx, gone),
+                    f"look for Xid errors in `dmesg`; reset the GPU (`nvidia-smi -r -i {_indices(gone)}`) or reboot")
     return ok(have + (f" (>= {want.min_driver})" if want.min_driver else ""))
 
 
@@ -71,16 +113,24 @@ def check_count(ctx: Context) -> Verdict:
 
 def check_model(ctx: Context) -> Verdict:
     early = _no_gpu_facts(ctx)
-    if early:
+    gone = _left_out(ctx, CHECK_MODEL)
+    if early and not gone:
         return early
     chosen = _chosen(ctx)
     want = ctx.recipe.gpus
+    fix = ("choose other GPUs with --gpus, or add the product to gpus.products only if it is truly the "
+           "same card (an RTX 6000D is NOT an RTX PRO 6000)")
     bad = [f"GPU {g.index} {g.name} ({g.pci_device_hex or 'device id unknown'}): product not accepted"
            for g in chosen if want.products and g.name not in want.products]
     if bad:
-        return fail("; ".join(bad) + f"; the recipe accepts: {', '.join(want.products)}",
-                    "choose other GPUs with --gpus, or add the product to gpus.products only if it is truly the "
-                    "same card (an RTX 6000D is NOT an RTX PRO 6000)")
+        return fail("; ".join(bad) + f"; the recipe accepts: {', '.join(want.products)}", fix)
+    if gone:
+        by_index = {g.index: g for g in ctx.facts.gpu.devices}
+        pci = {x.index: by_index[x.index].pci_device_hex for x in gone if x.index in by_index}
+        named = [x.model_copy(update={"name": f"{x.name} [{pci.get(x.index) or 'device id unknown'}]"}) for x in gone]
+        mixed = any("allow_mixed" in x.why for x in gone)
+        return fail(_left_out_text(ctx, named),
+                    fix + ("; or set gpus.allow_mixed: true if the mix is validated" if mixed else ""))
     names = sorted({g.name for g in chosen})
     if len(names) > 1 and not want.allow_mixed:
         return fail(f"mixed products {names} but the recipe does not allow a mix",
@@ -91,7 +141,8 @@ def check_model(ctx: Context) -> Verdict:
 
 def check_memory(ctx: Context) -> Verdict:
     early = _no_gpu_facts(ctx)
-    if early:
+    gone = _left_out(ctx, CHECK_MEMORY)
+    if early and not gone:
         return early
     need = ctx.recipe.gpus.min_memory_mib
     rows = []
@@ -101,24 +152,26 @@ def check_memory(ctx: Context) -> Verdict:
         rows.append(f"GPU {g.index}: {'?' if mib is None else f'{mib:,}'} MiB")
         if need and (mib is None or mib < need):
             short.append(f"GPU {g.index} has {'unknown' if mib is None else f'{mib:,}'} MiB")
-    if short:
-        return fail("; ".join(short) + f" (the recipe needs {need:,} MiB per GPU)",
+    if short or gone:
+        return fail("; ".join([*short, *([_left_out_text(ctx, gone)] if gone else [])])
+                    + f" (the recipe needs {need:,} MiB per GPU)",
                     "use GPUs with more memory (--gpus), or a smaller checkpoint/context")
     return ok(", ".join(rows) + (f" (>= {need:,} MiB)" if need else ""))
 
 
 def check_compute_capability(ctx: Context) -> Verdict:
     early = _no_gpu_facts(ctx)
-    if early:
+    gone = _left_out(ctx, CHECK_COMPUTE_CAPABILITY)
+    if early and not gone:
         return early
     allowed = ctx.recipe.gpus.compute_capability
     ccs = {g.index: g.compute_capability for g in _chosen(ctx)}
-    if allowed:
-        bad = {i: cc for i, cc in ccs.items() if cc not in allowed}
-        if bad:
-            listing = ", ".join(f"GPU {i}: {cc or 'unknown'}" for i, cc in bad.items())
-            return fail(f"{listing}; the recipe's kernels are built for {', '.join(allowed)}",
-                        "use GPUs of a supported compute capability, or a recipe/image built for this one")
+    bad = {i: cc for i, cc in ccs.items() if allowed and cc not in allowed}
+    if bad or gone:
+        listing = "; ".join([*(f"GPU {i}: {cc or 'unknown'}" for i, cc in bad.items()),
+                             *([_left_out_text(ctx, gone)] if gone else [])])
+        return fail(f"{listing}; the recipe's kernels are built for {', '.join(allowed)}",
+                    "use GPUs of a supported compute capability, or a recipe/image built for this one")
     return ok(", ".join(f"GPU {i}: sm_{(cc or '?').replace('.', '')}" for i, cc in ccs.items()))
 
 
@@ -150,14 +203,17 @@ def check_busy(ctx: Context) -> Verdict:
 
 def check_mig(ctx: Context) -> Verdict:
     early = _no_gpu_facts(ctx)
-    if early:
+    gone = _left_out(ctx, CHECK_MIG)
+    if early and not gone:
         return early
     chosen = _chosen(ctx)
     on = [g.index for g in chosen if g.mig_enabled]
     pending = [g.index for g in chosen if not g.mig_enabled and g.mig_pending]
-    if on:
-        return fail(f"MIG mode is on for GPU {', '.join(map(str, on))}; the engine needs whole GPUs",
-                    f"`nvidia-smi -i {','.join(map(str, on))} -mig 0` (then reset the GPU or reboot)")
+    if on or gone:
+        every = sorted({*on, *(x.index for x in gone)})
+        return fail("; ".join([*([f"MIG mode is on for GPU {', '.join(map(str, on))}"] if on else []),
+                               *([_left_out_text(ctx, gone)] if gone else [])]) + "; the engine needs whole GPUs",
+                    f"`nvidia-smi -i {','.join(map(str, every))} -mig 0` (then reset the GPU or reboot)")
     if pending:
         return warn(f"MIG mode will turn on at the next reset for GPU {', '.join(map(str, pending))}",
                     f"`nvidia-smi -i {','.join(map(str, pending))} -mig 0` before the next reset")
@@ -167,7 +223,16 @@ def check_mig(ctx: Context) -> Verdict:
     return ok("MIG off")
 
 
+def _link_figures(link: PairLink) -> dict[str, Any]:
+    return {"a": link.a, "b": link.b, "link": link.kind, "name": link.name, "p2p": link.p2p,
+            "gbps_each_way": None if link.ceiling_gbps is None else round(link.ceiling_gbps, 1)}
+
+
 def check_p2p(ctx: Context) -> Verdict:
+    """Name the link between each chosen pair (NVLink with its links, or PCIe with its common ancestor and
+    speed) and warn where the driver says P2P will not work or the pair crosses CPU sockets."""
+    from rigctl.preflight.links import describe_pair  # noqa: PLC0415 - only multi-GPU layouts need it
+
     early = _no_gpu_facts(ctx)
     if early:
         return early
@@ -177,26 +242,41 @@ def check_p2p(ctx: Context) -> Verdict:
     bad = []
     rows = []
     far = []
+    detour = []
+    links = []
     for i, a in enumerate(chosen):
         for b in chosen[i + 1 :]:
             pair = ctx.facts.gpu.pair(a.index, b.index)
             if pair is None:
                 bad.append(f"GPU {a.index}<->{b.index}: not probed")
                 continue
-            rows.append(f"GPU {a.index}<->{b.index}: P2P {pair.p2p_text}, {pair.topology_text}")
+            link = describe_pair(ctx.facts.gpu, pair)
+            links.append(link)
+            rows.append(link.text)
             if pair.p2p_ok is not True:
-                bad.append(f"GPU {a.index}<->{b.index}: P2P read {pair.p2p_text}")
-            if pair.topology is not None and pair.topology >= 50:
+                bad.append(f"GPU {a.index}<->{b.index}: P2P read {pair.p2p_text} ({link.name})")
+            elif link.kind != "nvlink" and pair.p2p_nvlink not in (None, 0):
+                detour.append(f"GPU {a.index}<->{b.index}: NVLinks are up but NVLink P2P between them is "
+                              f"{P2P_STATUS_NAMES.get(pair.p2p_nvlink, pair.p2p_nvlink)}; traffic takes PCIe")
+            if link.kind != "nvlink" and pair.topology is not None and pair.topology >= 50:
                 far.append(f"GPU {a.index}<->{b.index}")
+    figures = {"pairs": [_link_figures(x) for x in links]}
     tail = " Note: P2P OK from the driver is not enough: NCCL can still hang on the first all_reduce under " \
            "IOMMU/ACS; `rigctl preflight RECIPE --deep` runs a real one."
     if bad:
-        return warn("; ".join(bad) + "; NCCL falls back to copies through host memory (slower all-reduce)",
-                    "check BIOS ACS/IOMMU settings (iommu=pt, ACS off) and `nvidia-smi topo -p2p r`; if NCCL hangs, "
-                    "set NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce")
+        return Verdict(Severity.WARN, "; ".join(bad) + "; NCCL falls back to copies through host memory (slower "
+                       "all-reduce)",
+                       "check BIOS ACS/IOMMU settings (iommu=pt, ACS off), `nvidia-smi topo -p2p r` and, for "
+                       "NVLink, `nvidia-smi nvlink -s`; if NCCL hangs, set NCCL_P2P_DISABLE=1 and "
+                       "--disable-custom-all-reduce", figures)
+    if detour:
+        return Verdict(Severity.WARN, "; ".join(detour),
+                       "check `nvidia-smi topo -m` and `nvidia-smi nvlink -s`: the NVLink bridge may join other GPUs "
+                       "than these (choose a linked pair with --gpus), or the links are not trained", figures)
     if far:
-        return warn("; ".join(rows) + f"; {', '.join(far)} cross NUMA nodes", "prefer GPUs under one CPU socket")
-    return ok("; ".join(rows) + "." + tail)
+        return Verdict(Severity.WARN, "; ".join(rows) + f"; {', '.join(far)} cross NUMA nodes",
+                       "prefer GPUs under one CPU socket", figures)
+    return Verdict(Severity.OK, "; ".join(rows) + "." + tail, None, figures)
 
 
 def _watts(mw: int | None) -> str:

@@ -5,6 +5,11 @@ MIG mode), keeps one product unless the recipe allows a mix, and among the sets 
 prefers idle GPUs, then GPUs that can reach each other by P2P under the closest common PCIe ancestor,
 then low indices. An explicit selection (``gpus.select`` in the recipe, ``--gpus`` on the command line)
 wins; it is resolved and its mismatches are reported by the checks, not silently corrected.
+
+Every GPU the automatic choice leaves out carries its reason and the id of the check that owns that
+reason (``LeftOut``): when no layout fits, that check fails and names the GPUs, so a script keyed on
+``gpu-mig`` hears about the MIG card that made the layout impossible. ``unit_gpu_ids`` is the one place
+a choice becomes the device names a unit gets (``render`` and ``up`` both go through it).
 """
 
 from __future__ import annotations
@@ -29,6 +34,27 @@ class ChosenGpu(BaseModel):
     name: str
 
 
+# The checks that own each reason a GPU can be left out (ids as in preflight.runner.CHECKS). A busy GPU is
+# never left out, only ranked last: when no layout fits it is among the chosen, and gpu-busy names it there.
+CHECK_DRIVER = "gpu-driver"
+CHECK_MODEL = "gpu-model"
+CHECK_MEMORY = "gpu-memory"
+CHECK_COMPUTE_CAPABILITY = "gpu-compute-capability"
+CHECK_MIG = "gpu-mig"
+LEFT_OUT_CHECKS = (CHECK_DRIVER, CHECK_MODEL, CHECK_MEMORY, CHECK_COMPUTE_CAPABILITY, CHECK_MIG)
+
+
+class LeftOut(BaseModel):
+    """One reason one GPU was not a candidate, under the id of the check that judges that reason."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int
+    name: str
+    check: str
+    why: str
+
+
 class Choice(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -37,6 +63,7 @@ class Choice(BaseModel):
     explicit: bool = False
     reasons: list[str] = Field(default_factory=list, description="why these GPUs, why others were left out")
     problems: list[str] = Field(default_factory=list, description="why no valid layout could be made")
+    left_out: list[LeftOut] = Field(default_factory=list, description="each GPU left out, each reason, its check")
 
     @property
     def ok(self) -> bool:
@@ -55,21 +82,42 @@ def is_busy(gpu: Gpu) -> bool:
     return bool(gpu.processes) or (gpu.memory_used_bytes or 0) > BUSY_BYTES
 
 
-def mismatches(recipe: Recipe, gpu: Gpu) -> list[str]:
-    """Why ``gpu`` does not fit the recipe (empty: it fits)."""
+def unreachable(gpu: Gpu) -> str | None:
+    """Why the driver cannot talk to ``gpu`` (it fell off the bus, needs a reset), or None."""
+    lost = next((u for u in gpu.unsupported if u.call == "nvmlDeviceGetHandleByIndex"), None)
+    if lost is None:
+        return None
+    return f"the driver cannot reach it ({lost.error}{': ' + lost.message if lost.message else ''})"
+
+
+def left_out(recipe: Recipe, gpu: Gpu) -> list[LeftOut]:
+    """Why ``gpu`` does not fit the recipe, each reason under its check's id (empty: it fits)."""
     want = recipe.gpus
-    out = []
+
+    def out(check: str, why: str) -> LeftOut:
+        return LeftOut(index=gpu.index, name=gpu.name, check=check, why=why)
+
+    lost = unreachable(gpu)
+    if lost is not None:  # nothing else about it is known: its name and memory are NVML's blanks
+        return [out(CHECK_DRIVER, lost)]
+    found = []
     if want.products and gpu.name not in want.products:
-        out.append(f"product {gpu.name!r} is not one of the recipe's ({', '.join(want.products)})")
+        found.append(out(CHECK_MODEL, f"product {gpu.name!r} is not one of the recipe's ({', '.join(want.products)})"))
     mib = gpu.memory_total_mib
     if want.min_memory_mib and (mib is None or mib < want.min_memory_mib):
-        out.append(f"{'unknown' if mib is None else f'{mib:,}'} MiB < {want.min_memory_mib:,} MiB required")
+        found.append(out(CHECK_MEMORY,
+                         f"{'unknown' if mib is None else f'{mib:,}'} MiB < {want.min_memory_mib:,} MiB required"))
     if want.compute_capability and gpu.compute_capability not in want.compute_capability:
-        out.append(f"compute capability {gpu.compute_capability or 'unknown'} not in "
-                   f"{', '.join(want.compute_capability)}")
+        found.append(out(CHECK_COMPUTE_CAPABILITY, f"compute capability {gpu.compute_capability or 'unknown'} not in "
+                                                   f"{', '.join(want.compute_capability)}"))
     if gpu.mig_enabled:
-        out.append("MIG mode is on (whole-GPU serving needs it off)")
-    return out
+        found.append(out(CHECK_MIG, "MIG mode is on (whole-GPU serving needs it off)"))
+    return found
+
+
+def mismatches(recipe: Recipe, gpu: Gpu) -> list[str]:
+    """Why ``gpu`` does not fit the recipe (empty: it fits)."""
+    return [x.why for x in left_out(recipe, gpu)]
 
 
 def _resolve(token: str, devices: Sequence[Gpu]) -> Gpu | str:
@@ -117,11 +165,13 @@ def choose_gpus(recipe: Recipe, facts: HostFacts, explicit: Sequence[str] | None
         return _explicit(recipe, devices, selection, from_cli=bool(explicit))
 
     reasons: list[str] = []
+    excluded: list[LeftOut] = []
     candidates: list[Gpu] = []
     for gpu in devices:
-        why = mismatches(recipe, gpu)
+        why = left_out(recipe, gpu)
         if why:
-            reasons.append(f"GPU {gpu.index} ({gpu.name}) left out: {'; '.join(why)}")
+            reasons.append(f"GPU {gpu.index} ({gpu.name}) left out: {'; '.join(x.why for x in why)}")
+            excluded.extend(why)
         else:
             candidates.append(gpu)
     groups: list[list[Gpu]]
@@ -147,8 +197,14 @@ def choose_gpus(recipe: Recipe, facts: HostFacts, explicit: Sequence[str] | None
     if best is None:
         largest = max((len(g) for g in groups), default=0)
         mixed_note = "" if recipe.gpus.allow_mixed or len(groups) <= 1 else " of one product (allow_mixed is off)"
-        return Choice(wanted=want, gpus=[_chosen(g) for g in (max(groups, key=len) if groups else [])],
-                      reasons=reasons,
+        kept = max(groups, key=len) if groups else []
+        for group in groups:  # the other products' GPUs: left out because the recipe takes one product
+            if group is not kept:
+                excluded.extend(LeftOut(index=g.index, name=g.name, check=CHECK_MODEL,
+                                        why=f"another product than GPU {kept[0].index} ({kept[0].name}) and "
+                                            "the recipe does not allow a mix (gpus.allow_mixed: false)")
+                                for g in group)
+        return Choice(wanted=want, gpus=[_chosen(g) for g in kept], reasons=reasons, left_out=excluded,
                       problems=[f"need {want} matching GPU(s){mixed_note}, found {largest} "
                                 f"among {len(devices)} on this host"])
     (busy, no_p2p, _dist, _), combo = best
@@ -158,7 +214,7 @@ def choose_gpus(recipe: Recipe, facts: HostFacts, explicit: Sequence[str] | None
         reasons.append(f"{busy} of the chosen GPUs are busy: no idle matching set was available")
     if want > 1 and no_p2p:
         reasons.append("no matching set had P2P between every pair")
-    return Choice(wanted=want, gpus=[_chosen(g) for g in combo], reasons=reasons)
+    return Choice(wanted=want, gpus=[_chosen(g) for g in combo], reasons=reasons, left_out=excluded)
 
 
 def _explicit(recipe: Recipe, devices: Sequence[Gpu], selection: list[str], *, from_cli: bool) -> Choice:
@@ -179,3 +235,13 @@ def _explicit(recipe: Recipe, devices: Sequence[Gpu], selection: list[str], *, f
     reasons = [f"explicit selection from {where}: " + ", ".join(f"{g.index} ({g.name})" for g in chosen)]
     return Choice(wanted=want, gpus=[_chosen(g) for g in chosen], explicit=True, reasons=reasons,
                   problems=problems)
+
+
+def unit_gpu_ids(recipe: Recipe, choice: Choice) -> list[str]:
+    """The CDI device names a unit gets for ``choice``: the chosen GPUs' UUIDs (the index only for a GPU
+    NVML gave no UUID), so the unit keeps its GPUs when enumeration order changes; ``[]`` when the recipe
+    needs no GPU. A choice that is not ``ok`` gives what it has (possibly too few): rendering refuses a
+    wrong count rather than guess, and callers decide whether to go that far."""
+    if recipe.gpus.count == 0:
+        return []
+    return [g.uuid or str(g.index) for g in choice.gpus]

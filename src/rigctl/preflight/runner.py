@@ -132,5 +132,5 @@ def run_preflight(
     findings = [_apply_force(_run_one(c, ctx), c, forced) for c in CHECKS]
     for check_id, verdict in deep_results.items():
         findings.append(_apply_force(Finding(id=check_id, severity=verdict.severity, message=verdict.message,
-                                             fix=verdict.fix), None, forced))
+                                             fix=verdict.fix, figures=verdict.figures), None, forced))
     return PreflightReport(findings=findings, choice=choice, checksums=sums, forced=sorted(forced))

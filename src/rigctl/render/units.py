@@ -7,22 +7,16 @@ escapes every value through ``rigctl.render.escape``.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from jinja2 import FileSystemLoader, StrictUndefined
-from jinja2.sandbox import SandboxedEnvironment
+from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import UsageError
-from rigctl.recipe.catalog import templates_dir
-from rigctl.recipe.model import Recipe
 from rigctl.render import escape
-from rigctl.render.engines import engine_line
 from rigctl.render.escape import RenderError
+from rigctl.render.install import SYSTEM_UNIT_DIR, USER_UNIT_SUBDIR, Scope, install_dir, install_path
 from rigctl.render.versions import (
     CIDFILE_CLEANED,
     NOTIFY_HEALTHY,
@@ -34,9 +28,16 @@ from rigctl.render.versions import (
 )
 from rigctl.util import safefs
 
-Scope = Literal["system", "user"]
-SYSTEM_UNIT_DIR = Path("/etc/containers/systemd")
-USER_UNIT_SUBDIR = Path("containers/systemd")  # under $XDG_CONFIG_HOME (default ~/.config)
+__all__ = [  # where units install is render.install's; re-exported for the renderer's callers
+    "SYSTEM_UNIT_DIR", "USER_UNIT_SUBDIR", "Note", "RenderedUnits", "Scope", "UnitFile", "install_dir", "install_path",
+    "render_units", "write_units",
+]
+
+if TYPE_CHECKING:
+    from jinja2.sandbox import SandboxedEnvironment
+
+    from rigctl.recipe.model import Recipe
+
 
 # Health check timing, as the seed image's own Dockerfile health check has it (facts.md); the start
 # period is the recipe's warmup budget instead of a fixed 30 minutes.
@@ -58,9 +59,10 @@ class UnitFile:
 @dataclass(frozen=True)
 class Note:
     """Something the operator should know about the rendered unit. ``adapted``: changed to suit the
-    target podman; ``assumed``: a default filled in; ``info``: anything else."""
+    target podman; ``assumed``: a default filled in; ``warning``: the unit may be wrong for the host (its
+    GPUs are guessed); ``info``: anything else."""
 
-    kind: Literal["adapted", "assumed", "info"]
+    kind: Literal["adapted", "assumed", "warning", "info"]
     message: str
 
 
@@ -83,21 +85,13 @@ class RenderedUnits:
         return self.container_file.name.removesuffix(".container") + ".service"
 
 
-def install_dir(scope: Scope, *, config_home: Path | None = None) -> Path:
-    """Where quadlet looks for units: system /etc/containers/systemd/, user
-    $XDG_CONFIG_HOME/containers/systemd/ (~/.config/... when unset)."""
-    if scope == "system":
-        return SYSTEM_UNIT_DIR
-    if config_home is None:
-        config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return config_home / USER_UNIT_SUBDIR
-
-
-def install_path(scope: Scope, name: str, *, config_home: Path | None = None) -> Path:
-    return install_dir(scope, config_home=config_home) / name
-
-
 def _environment() -> SandboxedEnvironment:
+    # jinja2 loads only to render: `status` and `down` import this module for install_dir alone
+    from jinja2 import FileSystemLoader, StrictUndefined  # noqa: PLC0415
+    from jinja2.sandbox import SandboxedEnvironment  # noqa: PLC0415
+
+    from rigctl.recipe.catalog import templates_dir  # noqa: PLC0415
+
     env = SandboxedEnvironment(
         loader=FileSystemLoader(str(templates_dir())),
         undefined=StrictUndefined,
@@ -236,6 +230,8 @@ def render_units(
     if qv != pv:
         notes.append(Note("info", f"quadlet {fmt(qv)} generates the unit; podman {fmt(pv)} runs the container: "
                                   f"only `podman run` flags that {fmt(pv)} accepts are used"))
+
+    from rigctl.render.engines import engine_line  # noqa: PLC0415 - see _environment
 
     line = engine_line(recipe)
     notes.extend(Note("info", n) for n in line.notes)

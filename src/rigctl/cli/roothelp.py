@@ -1,0 +1,65 @@
+"""The root help (`rigctl --help`) as typer renders it in a terminal of 80 columns or more, kept here so
+that printing it loads no command and not typer (``rigctl.cli.app``). tests/cli/test_lazy_commands.py
+keeps it equal to typer's own rendering; after a command or its help changes, regenerate it:
+
+    uv run python -m rigctl.cli.roothelp
+"""
+
+from __future__ import annotations
+
+ROOT_HELP = """\
+Usage: rigctl [OPTIONS] COMMAND [ARGS]...
+
+  Make self-hosted LLM serving boring: recipes, preflight, quadlet units,
+  verification.
+
+Options:
+  --host NAME   Run the command on this inventory host over ssh.
+  --hosts FILE  Host inventory (default $XDG_CONFIG_HOME/rigctl/hosts.yaml).
+  -h, --help    Show this message and exit.
+
+Commands:
+  up         Deploy RECIPE: preflight, render, install the quadlet,...
+  status     Every rigctl-managed service on this host: state, restarts,...
+  logs       The engine's output, with the recipe's known crash...
+  down       Stop RECIPE's service (idempotent) and report whether its...
+  doctor     Audit every serving unit on this host (quadlet .container...
+  swap       Replace FROM by TO: preflight TO (FROM's GPUs counted free),...
+  inventory  Gather this host's facts (GPUs, shm, podman, CDI, systemd,...
+  preflight  Check that RECIPE can run on this host (or on a captured...
+  recipes    List the recipes rigctl can find:...
+  show       Show a recipe after overlays and --set, with every default...
+  validate   Check recipe files strictly; every problem is listed as...
+  render     Render RECIPE into podman quadlet units (.container) for the...
+  verify     Check a served model: health, model list, known answers,...
+  fleet      Run status, doctor, preflight or swap on every host of an...
+"""
+
+
+def typer_root_help() -> str:
+    """What typer prints for `rigctl --help` at the widest layout, every command registered."""
+    import typer.main  # noqa: PLC0415 - only to regenerate or check the copy above
+
+    from rigctl.cli.app import app  # noqa: PLC0415 - registers every command
+
+    group = typer.main.get_command(app)
+    with group.make_context("rigctl", ["--help"], resilient_parsing=True, terminal_width=78) as ctx:
+        return group.get_help(ctx) + "\n"
+
+
+def main() -> None:  # pragma: no cover - a maintainer's tool
+    from pathlib import Path  # noqa: PLC0415
+
+    path = Path(__file__)
+    text = path.read_text(encoding="utf-8")
+    start = text.index('ROOT_HELP = """\\\n') + len('ROOT_HELP = """\\\n')
+    end = text.index('"""\n', start)
+    new = typer_root_help()
+    if '"""' in new or "\\" in new:
+        raise SystemExit("the help text holds a quote triple or a backslash: store it another way")
+    path.write_text(text[:start] + new + text[end:], encoding="utf-8")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
