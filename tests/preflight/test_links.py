@@ -1,8 +1,8 @@
 """The link between GPUs, named right (issue #12, point 3): in `rigctl inventory` (text and JSON) and gpu-p2p.
 
 NVLink from the real two-H200 NVML capture through the fake (boxes/h200x2-nvlink.json) and a two-H200
-inventory with link facts (h200x2-links.json: built from that capture through the fake until a real
-recapture replaces it; tests/host/test_facts.py holds it to what the fake gathers); the real two-H200
+inventory with link facts (h200x2-links.json: `rigctl inventory --json` on the real two-H200 box, with
+nvml-h200x2-capture.json beside it; tests/host/test_facts.py holds it to what the fake gathers); the real two-H200
 inventory of an older rigctl (h200x2.json, no link fields); PCIe from the field's boxes; a card without
 NVLink from the real single-H200 capture.
 """
