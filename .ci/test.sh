@@ -33,7 +33,9 @@ uv run --frozen mypy
 log "pytest"
 export RIGCTL_REQUIRE_TESTBED=1  # everything above was installed: a skip for a missing part is a failure
 set +e
-uv run --frozen pytest "$@"
+# The real llama-server interop test is opt-in (its build takes ~15 min): `bash .ci/llama-server.sh`, then
+# `uv run pytest -m llama_server`. It is deselected here, not skipped: CI does not pretend to have run it.
+uv run --frozen pytest -m "not llama_server" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

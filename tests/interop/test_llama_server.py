@@ -28,7 +28,7 @@ MODEL = Path(os.environ.get("RIGCTL_LLAMA_GGUF", REPO / ".cache" / "llama-server
 NAME = "tiny-llama"
 CONTEXT, SLOTS = 4096, 4
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.interop, pytest.mark.llama_server, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
