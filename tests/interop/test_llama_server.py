@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from tests.interop.serving import serving
 
 from rigctl.verify import Endpoint, Expectations, run_checks
 
@@ -40,37 +38,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
             pytest.fail(f"RIGCTL_LLAMA_SERVER is set but {why}")
         pytest.skip(why)
     log = tmp_path_factory.mktemp("llama") / "llama-server.log"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(BINARY), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(port), "-c", str(CONTEXT),
-             "-np", str(SLOTS), "--alias", NAME, "-t", "2"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"llama-server exited {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"llama-server not ready in 60 s: {log.read_text()[-2000:]}")
+    with serving(
+        lambda port: [str(BINARY), "-m", str(MODEL), "--host", "127.0.0.1", "--port", str(port), "-c", str(CONTEXT),
+                      "-np", str(SLOTS), "--alias", NAME, "-t", "2"],
+        log, what="llama-server", ready_s=60,
+    ) as url:
         yield url, log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def server_errors(log: Path) -> list[str]:

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from tests.interop.serving import serving
 
 from rigctl.recipe.model import NeedleSettings, SoakSettings
 from rigctl.verify import Endpoint, Expectations, run_checks
@@ -29,44 +27,14 @@ CONTEXT = 2048
 pytestmark = pytest.mark.interop
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(SERVE), "serve", str(MODEL), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"transformers serve not ready in 180 s: {log.read_text()[-2000:]}")
+    with serving(
+        lambda port: [str(SERVE), "serve", str(MODEL), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+        tmp_path_factory.mktemp("serve") / "serve.log", what="transformers serve", ready_s=180, env=env,
+    ) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(autouse=True)

@@ -305,29 +305,25 @@ class HttpEngine:
         await self.aclose()
 
     async def get(self, path: str, *, timeout: float) -> HttpAnswer:
-        start = time.perf_counter()
-        try:
-            async with asyncio.timeout(timeout):
-                status, body = await self._fetch("GET", path, None, timeout=timeout, limit=API_LIMIT)
-        except TimeoutError:
-            raise EngineRequestError("timeout", f"GET {path} did not answer within {timeout:g}s") from None
-        except httpx.HTTPError as exc:
-            kind, msg = _describe_http_error(exc)
-            raise EngineRequestError(kind, f"GET {path}: {msg}") from None
-        return HttpAnswer(status, body, time.perf_counter() - start)
+        return await self._call("GET", path, None, timeout=timeout, limit=API_LIMIT)
 
     async def post_json(self, path: str, payload: dict[str, Any], *, timeout: float, limit: int) -> HttpAnswer:
-        """One JSON POST to an engine's own endpoint (a dialect's tokenizer): a 200 answer up to ``limit``
-        bytes, any other only its first ERROR_SHOWN bytes; a failed exchange is EngineRequestError."""
+        """One JSON POST to an engine's own endpoint (a dialect's tokenizer)."""
+        return await self._call("POST", path, payload, timeout=timeout, limit=limit)
+
+    async def _call(self, method: str, path: str, payload: dict[str, Any] | None, *, timeout: float,
+                    limit: int) -> HttpAnswer:
+        """A 200 answer up to ``limit`` bytes, any other only its first ERROR_SHOWN bytes, all within
+        ``timeout``; a failed exchange is EngineRequestError."""
         start = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
-                status, body = await self._fetch("POST", path, payload, timeout=timeout, limit=limit)
+                status, body = await self._fetch(method, path, payload, timeout=timeout, limit=limit)
         except TimeoutError:
-            raise EngineRequestError("timeout", f"POST {path} did not answer within {timeout:g}s") from None
+            raise EngineRequestError("timeout", f"{method} {path} did not answer within {timeout:g}s") from None
         except httpx.HTTPError as exc:
             kind, msg = _describe_http_error(exc)
-            raise EngineRequestError(kind, f"POST {path}: {msg}") from None
+            raise EngineRequestError(kind, f"{method} {path}: {msg}") from None
         return HttpAnswer(status, body, time.perf_counter() - start)
 
     @contextlib.asynccontextmanager
