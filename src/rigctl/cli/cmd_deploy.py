@@ -326,14 +326,20 @@ def _names(recipe: str, record: DeploymentRecord | None, loaded: Recipe | None) 
 @app.command("logs")
 def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     recipe: RecipeArg,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new output.")] = False,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Keep printing new output, across restarts, until the unit stops for good.")] = False,
     since: Annotated[str | None, typer.Option("--since", help="Only output after this (e.g. 10m, 2024-01-01).")] = None,
     tail: Annotated[int | None, typer.Option("--tail", "-n", help="Only the last N lines.")] = None,
+    restart_wait: Annotated[float, typer.Option(
+        "--restart-wait", min=1, metavar="SECONDS",
+        help="With -f: how long to wait for the next container after one exits (at least the recipe's "
+             "restart_sec + 30).")] = 120.0,
     user: UserOpt = False,
     system: SystemOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """The engine's output, with the recipe's known crash signatures highlighted and explained."""
+    """The engine's output, with the recipe's known crash signatures highlighted and explained.
+    With -f: exit 0 once the unit is stopped, 4 when it failed for good or no new container came."""
 
     def produce() -> Outcome:
         from rigctl.deploy import logs as logmod
@@ -348,24 +354,47 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         name, container, unit = _names(recipe, record, loaded)
         signatures = list(loaded.known_issues.signatures) if loaded else []
         podman = PodmanCli()
+        if follow and not as_json:
+            wait = max(restart_wait, loaded.service.restart_sec + 30.0) if loaded else restart_wait
+            return _follow(container=container, unit=unit, scope=scope, podman=podman, signatures=signatures,
+                           record=record if since is None else None, tail=tail, since=since, restart_wait_s=wait)
         lines = logmod.collect(container=container, unit=unit, scope=scope, podman=podman, signatures=signatures,
                                record=record, since=since, tail=tail)
-        if follow and not as_json:
-            _print_lines(sys.stdout, lines)
-            for line in logmod.follow(container=container, podman=podman, signatures=signatures):
-                _print_lines(sys.stdout, [line])
-            return Outcome("logs", True, {}, view=None)
         hits = [ln.signature.to_dict() for ln in lines if ln.signature is not None]
         return Outcome("logs", True, {"recipe": name, "container": container, "lines": [ln.to_dict() for ln in lines],
                                       "signatures": hits},
-                       view=lambda out: _print_lines(out, lines, summary=True))
+                       view=lambda out: _write_lines(out, lines))
 
     finish("logs", as_json, produce)
 
 
-def _print_lines(out: TextIO, lines: list[Any], *, summary: bool = False) -> None:
+def _follow(
+    *, container: str, unit: str, scope: Scope, podman: Any, signatures: list[Any], record: DeploymentRecord | None,
+    tail: int | None, since: str | None, restart_wait_s: float,
+) -> Outcome:
+    """``logs -f``: the kept output of the last failed warmup, then the service's output as it comes,
+    across restarts (printed as it comes: the stream itself is this command's artefact)."""
+    from rigctl.deploy import logs as logmod
+    from rigctl.deploy.ports import RealClock, SystemctlCli
+    from rigctl.exitcodes import ExitCode
+
+    end = logmod.FollowEnd()
+    source = _print_lines(sys.stdout, logmod.last_failure(record, signatures))
+    for line in logmod.follow_service(container=container, unit=unit, scope=scope, podman=podman,
+                                      systemd=SystemctlCli(scope), clock=RealClock(), signatures=signatures,
+                                      tail=tail, since=since, restart_wait_s=restart_wait_s, end=end):
+        source = _print_lines(sys.stdout, [line], source=source)
+    return Outcome("logs", end.ok, {}, view=None, exit_code=ExitCode.OK if end.ok else ExitCode.DEPLOY_FAILED)
+
+
+def _write_lines(out: TextIO, lines: list[Any]) -> None:
+    _print_lines(out, lines, summary=True)
+
+
+def _print_lines(out: TextIO, lines: list[Any], *, summary: bool = False, source: str | None = None) -> str | None:
+    """Write log lines; ``source`` is the source of the line written before (a stream is printed line by
+    line). Returns the source of the last line written."""
     color = out.isatty()
-    source = None
     for ln in lines:
         if ln.source != source and ln.source == "last-failure":
             out.write("--- output of the last failed warmup, kept by rigctl ---\n")
@@ -381,6 +410,7 @@ def _print_lines(out: TextIO, lines: list[Any], *, summary: bool = False) -> Non
     out.flush()
     if summary and not lines:
         out.write("(no output: the container is not running and no journal keeps its output)\n")
+    return source
 
 
 @app.command("down")

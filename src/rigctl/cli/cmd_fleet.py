@@ -118,7 +118,7 @@ app.add_typer(fleet_app, name="fleet")
 
 def _fleet_view(result: FleetResult) -> Any:
     def view(out: TextIO) -> None:
-        from rigctl.fleet.remote import shown  # every line below may hold what a host answered
+        from rigctl.fleet.remote import fix_lines, shown  # every line below may hold what a host answered
 
         out.write(f"rigctl fleet {result.command}: {len(result.hosts)} host(s), "
                   f"{sum(1 for h in result.hosts if h.ok)} ok, {result.elapsed_s:.1f}s\n")
@@ -131,19 +131,24 @@ def _fleet_view(result: FleetResult) -> Any:
                 out.write(shown(f"   {line}\n"))
             if host.findings:
                 _write_findings(out, host.findings, indent="   ")
+            fix = host.data.get("fix") if result.command == "doctor" else None
+            if isinstance(fix, dict):  # after the findings, as `rigctl doctor --fix` shows them
+                out.write(f"   --fix on {host.name}:\n")
+                for line in fix_lines(fix):
+                    out.write(shown(f"     {line}\n"))
 
     return view
 
 
 def _fleet(command: str, *, hosts_file: str | None, tags: list[str] | None, only: list[str] | None,
-           parallel: int, timeout: float, as_json: bool, extra: list[str] | None = None) -> None:
+           parallel: int, timeout: float, as_json: bool, extra: list[str] | None = None, fix: bool = False) -> None:
     def produce() -> Outcome:
         from rigctl.fleet.inventory import load_inventory
         from rigctl.fleet.remote import run_fleet
 
         inventory = load_inventory(hosts_file)
         chosen = inventory.select(tags=tags or (), names=only or ())
-        result = run_fleet(command, chosen, parallel=parallel, timeout=timeout, extra=extra or [])
+        result = run_fleet(command, chosen, parallel=parallel, timeout=timeout, extra=extra or [], fix=fix)
         return Outcome(f"fleet {command}", result.ok, result.to_dict(), view=_fleet_view(result))
 
     finish(f"fleet {command}", as_json, produce)
@@ -156,11 +161,19 @@ def fleet_status_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOp
     _fleet("status", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json)
 
 
+FleetFixOpt = Annotated[
+    bool,
+    typer.Option("--fix", help="Run `rigctl doctor --fix` on each host (needs rigctl there; a host without it "
+                               "is changed in no way and gets the patches only)."),
+]
+
+
 @fleet_app.command("doctor")
 def fleet_doctor_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, parallel: ParallelOpt = 16,
-                     timeout: TimeoutOpt = 60.0, as_json: JsonOpt = False) -> None:
+                     timeout: TimeoutOpt = 60.0, fix: FleetFixOpt = False, as_json: JsonOpt = False) -> None:
     """`rigctl doctor` on every host (remote rigctl when installed, else unit files shipped back by ssh)."""
-    _fleet("doctor", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json)
+    _fleet("doctor", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json,
+           fix=fix)
 
 
 @fleet_app.command("preflight")

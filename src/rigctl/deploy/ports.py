@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -157,35 +159,73 @@ class ContainerInfo:
     image_digest: str
     started_at: str
     labels: dict[str, str]
+    log_driver: str = ""  # k8s-file, journald, passthrough...: where `logs -f` must read the output from
 
 
 class Podman(Protocol):
     def version(self) -> str: ...
     def container(self, name: str) -> ContainerInfo | None: ...
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]: ...
-    def follow(self, name: str) -> LineStream: ...
+    def follow(self, name: str, *, tail: int | None = None, since: str | None = None) -> LineStream: ...
     def image_digest(self, ref: str) -> str | None: ...
 
 
 class LineStream(Protocol):
     def __iter__(self) -> Iterator[str]: ...
+    def next_lines(self, timeout: float) -> list[str] | None:
+        """The lines that came within ``timeout`` seconds (maybe none); None once the stream has ended
+        and every line was read. Use either this or iteration on one stream, not both."""
+        ...
     def close(self) -> None: ...
 
 
 class _ProcLines:
-    """Lines from a long-running child (``podman logs -f``); stdout and stderr merged, as the engine wrote
-    them. The only subprocess not run through ``proc.run``: that helper waits for completion."""
+    """Lines from a long-running child (``podman logs -f``, ``journalctl -f``); stdout and stderr merged,
+    as the engine wrote them. The only subprocess not run through ``proc.run``: that helper waits for
+    completion."""
 
     def __init__(self, argv: Sequence[str]) -> None:
         self._proc = subprocess.Popen(  # fixed argv, no shell
             list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             text=True, errors="replace", bufsize=1,
         )
+        self._queue: queue.SimpleQueue[str | None] | None = None
+        self._ended = False
 
     def __iter__(self) -> Iterator[str]:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
             yield line.rstrip("\r\n")
+
+    def _read_into(self, into: queue.SimpleQueue[str | None]) -> None:
+        try:
+            for line in self:
+                into.put(line)
+        except (OSError, ValueError):  # the pipe closed under the reader by close(): the stream is over
+            pass
+        finally:
+            into.put(None)  # the end of the stream
+
+    def next_lines(self, timeout: float) -> list[str] | None:
+        if self._queue is None:
+            # a reader thread: a pipe read cannot time out, and the caller must look around between lines
+            self._queue = queue.SimpleQueue()
+            threading.Thread(target=self._read_into, args=(self._queue,), name="lines", daemon=True).start()
+        if self._ended:
+            return None
+        out: list[str] = []
+        try:
+            item = self._queue.get(timeout=timeout)
+            while True:
+                if item is None:
+                    self._ended = True
+                    return out or None
+                out.append(item)
+                if len(out) >= 1000:  # a burst is handed on in pieces, so signatures show as they come
+                    return out
+                item = self._queue.get_nowait()
+        except queue.Empty:
+            return out
 
     def close(self) -> None:
         if self._proc.poll() is None:
@@ -231,6 +271,7 @@ class PodmanCli:
             image_digest=str(item.get("ImageDigest", "")),
             started_at=str(state.get("StartedAt", "")),
             labels={str(k): str(v) for k, v in (config.get("Labels") or {}).items()},
+            log_driver=str(((item.get("HostConfig") or {}).get("LogConfig") or {}).get("Type") or ""),
         )
 
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]:
@@ -245,8 +286,13 @@ class PodmanCli:
         # podman logs writes the container's stdout to stdout and its stderr to stderr; keep both
         return (done.stdout + done.stderr).splitlines()
 
-    def follow(self, name: str) -> LineStream:
-        return _ProcLines([self.binary, "logs", "-f", "--", name])
+    def follow(self, name: str, *, tail: int | None = None, since: str | None = None) -> LineStream:
+        argv = [self.binary, "logs", "-f"]
+        if tail is not None:
+            argv += ["--tail", str(tail)]
+        if since is not None:
+            argv += ["--since", since]
+        return _ProcLines([*argv, "--", name])
 
     def image_digest(self, ref: str) -> str | None:
         done = run([self.binary, "image", "inspect", "--format", "{{.Digest}}", "--", ref], timeout=30.0)
@@ -268,6 +314,19 @@ def journal_lines(unit: str, scope: Scope, *, since: str | None = None, tail: in
         argv += ["-n", str(tail)]
     done = run(argv, timeout=60.0)
     return done.stdout.splitlines() if done.ok else []
+
+
+JOURNAL_FOLLOW_TAIL = 200  # where `logs -f` starts in the journal when neither --tail nor --since is given
+
+
+def journal_follow(unit: str, scope: Scope, *, tail: int | None = None, since: str | None = None) -> LineStream:
+    """``journalctl -f`` on the unit: it follows the unit, not a container, so it spans restarts."""
+    argv = ["journalctl", "--follow", "--no-pager", "-o", "cat", *(["--user"] if scope is Scope.USER else []),
+            f"--unit={unit}"]
+    if since:
+        argv += ["--since", since]
+    argv += ["-n", str(tail if tail is not None else "all" if since else JOURNAL_FOLLOW_TAIL)]
+    return _ProcLines(argv)
 
 
 # --- HTTP readiness --------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 The remote side needs nothing of ours: ``status`` reads podman, systemctl and nvidia-smi; ``doctor``
 runs the remote ``rigctl doctor --json`` when rigctl is installed there, and otherwise ships the unit
 files, CDI specs and driver version back (one ssh call, files separated by a random boundary) and
-audits them here with the same core. ``preflight`` and ``swap`` need rigctl on the host.
+audits them here with the same core. ``doctor --fix`` rewrites units only through the remote rigctl
+(its own rules: managed units, all or none, backups kept); without one it changes nothing on the host
+and only proposes patches. ``preflight`` and ``swap`` need rigctl on the host.
 
 Hosts run in a bounded thread pool, one result per host, in inventory order. A host that cannot be
 reached, times out, or answers nonsense becomes a result with ``reachable``/``error`` set; it never
@@ -39,7 +41,7 @@ from rigctl.fleet.discover import (
     default_roots,
     driver_from_proc,
 )
-from rigctl.fleet.doctor import CdiSpec, DoctorFacts, audit, serving_units
+from rigctl.fleet.doctor import CdiSpec, DoctorFacts, audit, plan_fixes, serving_units
 from rigctl.fleet.inventory import Host
 from rigctl.fleet.ssh import (
     NOT_FOUND,
@@ -392,8 +394,9 @@ _SNAPSHOT_DIRS = (
 _OTHER_HOME_DIRS = "/home/*/.config/containers/systemd /home/*/.config/systemd/user"
 
 
-def _doctor_script(boundary: str, program: str) -> str:
+def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
     b = boundary
+    doctor = [program, "doctor", *(["--fix"] if fix else []), "--json"]
     hint = SERVICE_HINT.pattern
     cdi = " ".join(f"{d}/*.yaml {d}/*.yml {d}/*.json" for d in CDI_DIRS)
     find = (
@@ -404,7 +407,7 @@ def _doctor_script(boundary: str, program: str) -> str:
     ship = f"echo '{b} file '\"$f\"; head -c {safefs.UNIT_LIMIT + 1} -- \"$f\"; echo"
     return "\n".join([
         f"if {remote_command(['command', '-v', program])} >/dev/null 2>&1; then echo '{b} via rigctl'; "
-        f"{remote_command([program, 'doctor', '--json'])}; rc=$?; echo; echo '{b} rc '\"$rc\"; exit 0; fi",
+        f"{remote_command(doctor)}; rc=$?; echo; echo '{b} rc '\"$rc\"; exit 0; fi",
         f"echo '{b} via ssh'",
         f"echo '{b} meta home'; echo \"$HOME\"",
         f"echo '{b} meta uid'; id -u",
@@ -461,6 +464,40 @@ class _RemoteError(BaseModel):
     message: str
 
 
+class _RemoteApplied(BaseModel):
+    """One unit a remote ``doctor --fix`` rewrote (fleet.checkup.AppliedFix)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    unit: str
+    files: list[str]
+    backups: list[str]
+    fixed: list[str]
+    patch: str
+
+
+class _RemotePatch(BaseModel):
+    """One unit a remote ``doctor --fix`` left alone, with the patch it proposes and why."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    unit: str
+    fixed: list[str]
+    patch: str
+    why: str | None = None
+
+
+class _RemoteFix(BaseModel):
+    """The ``fix`` part of a remote ``doctor --fix`` document; its lists are checked one by one."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    applied: list[Any]
+    patches: list[Any]
+    error: str | None = None
+    remaining: list[Any] = Field(default_factory=list)
+
+
 class _RemoteDoctor(BaseModel):
     """The rest of a remote doctor document; findings are checked one by one (``_findings``)."""
 
@@ -471,6 +508,7 @@ class _RemoteDoctor(BaseModel):
     driver_version: str | None = None
     counts: dict[str, int] | None = None
     error: _RemoteError | None = None
+    fix: _RemoteFix | None = None
 
 
 def _malformed(host: Host, what: str, problems: Sequence[str]) -> dict[str, Any]:
@@ -495,9 +533,60 @@ def _findings(host: Host, raw: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], stderr: str) -> None:
-    """Fill ``result`` from what the remote ``rigctl doctor --json`` answered (in ``sections``)."""
+def _checked(host: Host, model: type[BaseModel], what: str, raw: list[Any]) -> tuple[list[dict[str, Any]],
+                                                                                      list[dict[str, Any]]]:
+    """Each item of a remote list checked against ``model``: (the good ones, a failing finding for each
+    malformed one)."""
+    good: list[dict[str, Any]] = []
+    bad: list[dict[str, Any]] = []
+    for i, item in enumerate(raw):
+        try:
+            good.append(model.model_validate(item).model_dump())
+        except ValidationError as exc:
+            bad.append(_malformed(host, f"{what} (#{i + 1})", format_validation_error(f"fix.{what}.{i}", exc)))
+    return good, bad
+
+
+def fix_lines(fix: dict[str, Any]) -> list[str]:
+    """What ``doctor --fix`` did on a host (``HostResult.data["fix"]``), as lines for the text view
+    (remote text: the view shows them through ``shown``)."""
+    lines: list[str] = []
+    if fix.get("error"):
+        lines.append(f"--fix changed nothing: {fix['error']}")
+    for applied in fix["applied"]:
+        lines.append(f"fixed {applied['unit']} ({', '.join(applied['fixed'])}); "
+                     f"backup: {', '.join(applied['backups'])}")
+        lines += ["  " + ln for ln in applied["patch"].splitlines()]
+    for patch in fix["patches"]:
+        lines.append(f"left untouched: {patch['unit']} ({patch.get('why') or 'not applied'}); "
+                     f"proposed patch ({', '.join(patch['fixed'])}):")
+        lines += ["  " + ln for ln in patch["patch"].splitlines()]
+    if fix["applied"]:
+        lines.append("apply with: systemctl [--user] daemon-reload && systemctl [--user] restart <unit>")
+    remaining = fix.get("remaining")
+    if isinstance(remaining, list):
+        lines.append(f"after --fix: {sum(1 for f in remaining if f.get('severity') == 'fail')} failing finding(s) "
+                     "remain")
+    return lines
+
+
+def _remote_fix(host: Host, fix: _RemoteFix | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The checked ``fix`` part of a remote ``doctor --fix`` answer, and a failing finding for each part
+    that has the wrong shape (a missing ``fix`` is one: the host did not say what it changed)."""
+    if fix is None:
+        return None, [_malformed(host, "doctor --fix report", ["fix: missing: the host did not say what it changed"])]
+    applied, bad_applied = _checked(host, _RemoteApplied, "applied", fix.applied)
+    patches, bad_patches = _checked(host, _RemotePatch, "patches", fix.patches)
+    remaining, bad_remaining = _checked(host, _RemoteFinding, "remaining", fix.remaining)
+    # a malformed remaining finding fails among the remaining ones too: what is left is not known
+    return ({"applied": applied, "patches": patches, "error": fix.error, "remaining": remaining + bad_remaining},
+            bad_applied + bad_patches + bad_remaining)
+
+
+def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], stderr: str, *, fix: bool) -> None:
+    """Fill ``result`` from what the remote ``rigctl doctor [--fix] --json`` answered (in ``sections``)."""
     result.via = "rigctl"
+    label = "doctor --fix --json" if fix else "doctor --json"
     rc_key = next((k for k in sections if k.startswith("rc ")), "rc ?")
     rc_text = rc_key[len("rc ") :]
     rc = int(rc_text) if rc_text.isdigit() else -1
@@ -505,7 +594,7 @@ def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], std
     if problem is None and rc_key == "rc ?":
         problem = "it did not finish"
     if problem is not None:
-        result.error = _answer_failure(host, "doctor --json", problem, stderr)
+        result.error = _answer_failure(host, label, problem, stderr)
         return
     assert document is not None  # parse_answer returns one when there is no problem
     try:
@@ -517,13 +606,36 @@ def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], std
     result.data = {"units": report.units, "driver_version": report.driver_version, "counts": report.counts}
     if report.error is not None:
         result.error = report.error.message
-    result.ok = bool(document["ok"]) and not any(f["severity"] == "fail" for f in result.findings)
+    # after --fix, what remains decides; the findings stay what the host found before it
+    judged = result.findings
+    if fix:
+        checked, malformed = _remote_fix(host, report.fix)
+        result.findings += malformed
+        if checked is not None:
+            result.data["fix"] = checked
+            judged = checked["remaining"] + malformed
+        else:
+            judged = result.findings
+    result.ok = bool(document["ok"]) and not any(f["severity"] == "fail" for f in judged)
 
 
-def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
+def _no_remote_fix(host: Host, units: Sequence[Any], facts: DoctorFacts) -> dict[str, Any]:
+    """--fix on a host without rigctl: nothing is changed there; the patches rigctl would apply are
+    proposed, made here from the files the snapshot shipped."""
+    why = (f"rigctl is not installed on {host.name} ({_brief(_program(host))} not found): --fix rewrites units "
+           "only through rigctl on the host itself, so nothing was changed there")
+    patches = [{"unit": p.unit.path, "fixed": list(p.fixed), "patch": p.patch(),
+                "why": "not changed: rigctl is not installed on the host; apply by hand or install rigctl"}
+               for p in plan_fixes(units, facts)]
+    return {"applied": [], "patches": patches, "error": why, "remaining": None}
+
+
+def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False) -> HostResult:
+    """``rigctl doctor`` on ``host`` (through the remote rigctl, else a snapshot audited here); with
+    ``fix``, ``doctor --fix`` through the remote rigctl, and on a host without one nothing changed."""
     result = HostResult(host.name, _destination(host))
     boundary = "@@rigctl-" + secrets.token_hex(6)
-    done = ssh.run(host, _doctor_script(boundary, _program(host)), timeout=timeout)
+    done = ssh.run(host, _doctor_script(boundary, _program(host), fix=fix), timeout=timeout)
     if unreachable(done):
         return _unreachable(result, done)
     cut = output_cut(done)
@@ -532,7 +644,7 @@ def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
         return result
     sections = _sections(done.stdout, boundary)
     if "via rigctl" in sections:
-        _remote_doctor(result, host, sections, done.stderr)
+        _remote_doctor(result, host, sections, done.stderr, fix=fix)
     else:
         if "end" not in sections:
             result.error = f"doctor snapshot did not finish (exit {done.rc}): {_tail(done.stderr)}"
@@ -556,13 +668,17 @@ def host_doctor(host: Host, ssh: Transport, timeout: float) -> HostResult:
         result.data = {"units": [u.path for u in units], "driver_version": version,
                        "skipped": [s.to_dict() for s in skipped]}
         result.ok = not any(f.fails for f in found)
+        if fix:
+            result.data["fix"] = _no_remote_fix(host, units, facts)
         if skipped:
             result.summary.append(f"{len(skipped)} file(s) not read: " + "; ".join(
                 shown(f"{s.path}: {s.reason}") for s in skipped[:5]))
     fails = sum(1 for f in result.findings if f.get("severity") == "fail")
     warns = sum(1 for f in result.findings if f.get("severity") == "warn")
     units_seen = result.data.get("units") or []
-    result.summary.append(f"{len(units_seen)} serving unit(s); {fails} fail, {warns} warn")
+    fixed = result.data.get("fix")
+    result.summary.append(f"{len(units_seen)} serving unit(s); {fails} fail, {warns} warn"
+                          + (" (before --fix)" if fixed else ""))
     return result
 
 
@@ -613,9 +729,11 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
 
 
 def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeout: float = 60.0,
-              extra: Sequence[str] = (), transport: Transport | None = None) -> FleetResult:
+              extra: Sequence[str] = (), transport: Transport | None = None, fix: bool = False) -> FleetResult:
     if command not in COMMANDS:
         raise UsageError(f"unknown fleet command {command!r}; one of {', '.join(COMMANDS)}")
+    if fix and command != "doctor":
+        raise UsageError(f"--fix goes with fleet doctor, not fleet {command}")
     needed = _ARGS_NEEDED.get(command, ())
     if len(extra) < len(needed):
         raise UsageError(f"fleet {command} needs {' '.join(needed)}")
@@ -626,7 +744,7 @@ def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeou
             return host_status(h, ssh, timeout)
     elif command == "doctor":
         def job(h: Host) -> HostResult:
-            return host_doctor(h, ssh, timeout)
+            return host_doctor(h, ssh, timeout, fix=fix)
     else:
         def job(h: Host) -> HostResult:
             return host_rigctl(h, ssh, timeout, [command, *extra])
