@@ -99,6 +99,42 @@ def _root_help(argv: Sequence[str]) -> int | None:
     return 2
 
 
+def _is_the_program() -> bool:
+    """Whether this process is rigctl itself (the console script or ``python -m rigctl``), not a program
+    that called ``main`` and goes on afterwards (a test, a tool)."""
+    top = sys.modules.get("__main__")
+    path = getattr(top, "__file__", None)
+    spec = getattr(top, "__spec__", None)
+    return bool(path) and (os.path.basename(str(path)) == "rigctl" or getattr(spec, "name", "") == "rigctl.__main__")
+
+
+def _exit_now(code: object) -> None:
+    """End the process the way the interpreter would, without tearing it down: the exit callbacks run and
+    stdout and stderr are flushed, then the OS frees the rest. Freeing every module and object one by
+    one (pydantic's schemas, the typer app) cost a short command about a tenth of its run. Returns (and
+    the interpreter exits as usual) while another thread still runs, or if a stream cannot be flushed."""
+    import atexit  # noqa: PLC0415 - only at the end
+    import threading  # noqa: PLC0415
+
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): the message goes to stderr and the status is 1, as the interpreter does it
+        sys.stderr.write(f"{code}\n")
+        status = 1
+    atexit._run_exitfuncs()  # what the interpreter runs first on exit (e.g. a progress bar's stop)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):  # a closed pipe: leave the report of it to the interpreter
+        return
+    os._exit(status & 0xFF if status >= 0 else status % 256)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     code = _root_help(argv)
@@ -110,6 +146,10 @@ def main() -> None:
     register(command_modules(argv))
     try:
         app()
+    except SystemExit as done:  # how click ends every command, success included
+        if _is_the_program():
+            _exit_now(done.code)
+        raise
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(int(ExitCode.INTERRUPTED))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
@@ -13,6 +14,7 @@ from rigctl.cli.output import for_rich as v
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from rigctl.host.early import PodmanCli
     from rigctl.host.facts import HostFacts
     from rigctl.preflight.runner import PreflightReport
 
@@ -92,25 +94,60 @@ def inventory_cmd(
     """Gather this host's facts (GPUs, shm, podman, CDI, systemd, ports, disks) as one versioned document."""
 
     def produce() -> Outcome:
-        from rigctl.host import gather_facts
+        from rigctl.host.early import start_podman_cli
 
-        facts = gather_facts(paths or ())
+        podman_cli = start_podman_cli()  # podman answers while pydantic and the facts models load
+        try:
+            from rigctl.host import gather_facts
+
+            facts = gather_facts(paths or (), podman_cli=podman_cli)
+        finally:
+            if podman_cli is not None:
+                podman_cli.cancel()
         return Outcome("inventory", True, facts.model_dump(mode="json"), view=_facts_view(facts))
 
     finish("inventory", as_json, produce)
 
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim", "error": "bold magenta"}
+REPORT_WIDTH = 160
+
+
+def _summary(report: PreflightReport) -> tuple[bool, str]:
+    counts: dict[str, int] = {}
+    for f in report.findings:
+        counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
+    return report.ok, ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def _plain_report(report: PreflightReport, recipe_name: str, out: TextIO) -> None:
+    """The report for a pipe or a file: the title, rows, GPU line and summary rich prints to a terminal,
+    in a plain table (``plaintable``), without loading rich. Every value goes through ``printable``."""
+    from rigctl.cli.output import printable
+    from rigctl.cli.plaintable import render
+
+    rows = [(printable(f.id), f.severity.value, printable(f.message, LINE_LIMIT), printable(f.fix or "", LINE_LIMIT))
+            for f in report.findings]
+    out.write(render(("check", "result", "message", "fix"), rows, title=f"preflight {printable(recipe_name)}",
+                     width=REPORT_WIDTH))
+    if report.choice.gpus:
+        out.write("GPUs: " + ", ".join(f"{g.index} {printable(g.name)} {printable(g.uuid)}"
+                                       for g in report.choice.gpus) + "\n")
+    ok, summary = _summary(report)
+    out.write(f"{'ready' if ok else 'not ready'}: {summary}\n")
 
 
 def report_view(report: PreflightReport, recipe_name: str) -> Callable[[TextIO], None]:
     def view(out: TextIO) -> None:
+        if not (out.isatty() or os.environ.get("FORCE_COLOR")):  # no colour to show: rich would add nothing
+            _plain_report(report, recipe_name, out)
+            return
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text
 
         # finding messages quote GPU and process names from NVML or an inventory: shown through for_rich
-        console = Console(file=out, width=160, emoji=False, highlight=False)
+        console = Console(file=out, width=REPORT_WIDTH, emoji=False, highlight=False)
         table = Table("check", "result", "message", "fix", title=f"preflight {v(recipe_name)}", show_lines=False)
         for f in report.findings:
             sev = f.severity.value
@@ -118,11 +155,8 @@ def report_view(report: PreflightReport, recipe_name: str) -> Callable[[TextIO],
         console.print(table)
         if report.choice.gpus:
             console.print("GPUs: " + ", ".join(f"{g.index} {v(g.name)} {v(g.uuid)}" for g in report.choice.gpus))
-        counts: dict[str, int] = {}
-        for f in report.findings:
-            counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
-        summary = ", ".join(f"{n} {s}" for s, n in counts.items())
-        console.print(("[green]ready[/green]" if report.ok else "[bold red]not ready[/bold red]") + f": {summary}")
+        ok, summary = _summary(report)
+        console.print(("[green]ready[/green]" if ok else "[bold red]not ready[/bold red]") + f": {summary}")
 
     return view
 
@@ -172,6 +206,17 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
     """Check that RECIPE can run on this host (or on a captured --inventory) before a long boot."""
 
     def produce() -> Outcome:
+        from rigctl.host.early import start_podman_cli
+
+        # podman answers while the recipe and the facts models load (it is most of a gather's wait)
+        podman_cli = start_podman_cli() if inventory is None else None
+        try:
+            return check(podman_cli)
+        finally:
+            if podman_cli is not None:
+                podman_cli.cancel()  # reaps the calls if the recipe failed to load before the gather
+
+    def check(podman_cli: PodmanCli | None) -> Outcome:
         from rigctl.host import facts_for_recipe
         from rigctl.host.licenses import accept
         from rigctl.preflight.runner import run_preflight
@@ -181,7 +226,7 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
         r = loaded.recipe
         for license_id in _split(accept_license):
             accept(license_id, recipe=r.name)
-        facts = facts_for_recipe(r, inventory)
+        facts = facts_for_recipe(r, inventory, podman_cli=podman_cli)
         deep_runner = None
         if deep:
             from rigctl.preflight.allreduce import deep_allreduce

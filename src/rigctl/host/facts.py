@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, model_validator
 
+from rigctl.util.fields import empty_list
+
 FACTS_SCHEMA = "1"  # the "rigctl" key of the document; bump on incompatible changes
 
 MIB = 1024 * 1024
@@ -54,7 +56,9 @@ def _unique(kind: str, values: list[tuple[int, object]]) -> None:
 
 
 class _Fact(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not at import. A replayed inventory validates
+    # HostFacts only (one validator covers the nested models); a live gather builds the parts it makes.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # --- GPUs (NVML) -----------------------------------------------------------------------------------
@@ -137,8 +141,8 @@ class Gpu(_Fact):
     pcie_width_max: Count | None = None
     numa_node: int | None = None
     nvlink: NvLink | None = Field(default=None, description="None: not probed (an inventory from an older rigctl)")
-    processes: list[GpuProcess] = Field(default_factory=list)
-    unsupported: list[Unsupported] = Field(default_factory=list)
+    processes: list[GpuProcess] = Field(default_factory=empty_list)
+    unsupported: list[Unsupported] = Field(default_factory=empty_list)
 
     @model_validator(mode="after")
     def _memory_adds_up(self) -> Gpu:
@@ -199,7 +203,7 @@ class GpuPair(_Fact):
     nvlink_links: Count | None = Field(default=None, le=NVLINK_LINKS_MAX,
                                        description="NVLinks between the pair (NV18 in nvidia-smi topo -m)")
     nvlink_version: Count | None = Field(default=None, le=255, description="NVML_NVLINK_VERSION_* of those links")
-    unsupported: list[Unsupported] = Field(default_factory=list)
+    unsupported: list[Unsupported] = Field(default_factory=empty_list)
 
     @model_validator(mode="after")
     def _links_match_the_kind(self) -> GpuPair:
@@ -232,8 +236,8 @@ class GpuInventory(_Fact):
     driver_version: Name | None = None
     nvml_version: Name | None = None
     cuda_driver_version: Count | None = Field(default=None, description="e.g. 13000 for CUDA 13.0")
-    devices: list[Gpu] = Field(default_factory=list, max_length=1024)
-    pairs: list[GpuPair] = Field(default_factory=list)
+    devices: list[Gpu] = Field(default_factory=empty_list, max_length=1024)
+    pairs: list[GpuPair] = Field(default_factory=empty_list)
 
     @model_validator(mode="after")
     def _each_gpu_once(self) -> GpuInventory:
@@ -292,8 +296,8 @@ class Shm(_Fact):
 class PodmanImage(_Fact):
     id: Name
     digest: Name | None = None
-    repo_digests: list[LongName] = Field(default_factory=list)
-    names: list[LongName] = Field(default_factory=list)
+    repo_digests: list[LongName] = Field(default_factory=empty_list)
+    names: list[LongName] = Field(default_factory=empty_list)
 
 
 class Podman(_Fact):
@@ -303,24 +307,24 @@ class Podman(_Fact):
     api_ok: bool = False
     quadlet: LongName | None = Field(default=None, description="the quadlet generator binary, if one is installed")
     images_via: Literal["api", "cli", "none"] = "none"
-    images: list[PodmanImage] = Field(default_factory=list)
+    images: list[PodmanImage] = Field(default_factory=empty_list)
     error: Text | None = None
 
 
 class CdiSpec(_Fact):
     path: LongName
     kind: Name | None = None
-    devices: list[Name] = Field(default_factory=list, description="device names: indices, UUIDs, all")
+    devices: list[Name] = Field(default_factory=empty_list, description="device names: indices, UUIDs, all")
     mtime_ns: int | None = None
     driver_versions: list[Name] = Field(
-        default_factory=list, description="driver versions named inside the spec (library file suffixes)"
+        default_factory=empty_list, description="driver versions named inside the spec (library file suffixes)"
     )
     error: Text | None = None
 
 
 class Cdi(_Fact):
-    dirs: list[LongName] = Field(default_factory=list)
-    specs: list[CdiSpec] = Field(default_factory=list)
+    dirs: list[LongName] = Field(default_factory=empty_list)
+    specs: list[CdiSpec] = Field(default_factory=empty_list)
     driver_library: LongName | None = Field(default=None, description="libnvidia-ml.so.<driver version> found on disk")
     driver_installed_ns: int | None = Field(default=None, description="mtime of that library: the install time")
 
@@ -342,7 +346,7 @@ class Listener(_Fact):
 
 
 class Ports(_Fact):
-    listening: list[Listener] = Field(default_factory=list)
+    listening: list[Listener] = Field(default_factory=empty_list)
     error: Text | None = None
 
     def holder(self, port: int, address: str = "127.0.0.1") -> Listener | None:
@@ -373,12 +377,12 @@ class HostFacts(_Fact):
     cpu_count: Count | None = None
     gpu: GpuInventory
     shm: Shm = Field(default_factory=Shm)
-    paths: list[PathProbe] = Field(default_factory=list)
+    paths: list[PathProbe] = Field(default_factory=empty_list)
     podman: Podman = Field(default_factory=lambda: Podman(installed=False))
     cdi: Cdi = Field(default_factory=Cdi)
     systemd: Systemd = Field(default_factory=lambda: Systemd(system_manager=False, user_manager=False))
     ports: Ports = Field(default_factory=Ports)
-    licenses: list[LicenseAcceptance] = Field(default_factory=list)
+    licenses: list[LicenseAcceptance] = Field(default_factory=empty_list)
     probe_errors: dict[LongName, Text] = Field(
         default_factory=dict, description="probes that crashed, by section: the rest of the document is valid"
     )

@@ -6,15 +6,16 @@ import datetime as dt
 import functools
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
 from rigctl.errors import InvalidInputError
 from rigctl.host import probes
+from rigctl.host.early import PodmanCli
 from rigctl.host.facts import (
     FACTS_SCHEMA,
     Cdi,
@@ -47,6 +48,30 @@ def default_cache_dirs() -> list[str]:
     return [hf, str(Path(xdg) / "rigctl")]
 
 
+class _Probe(threading.Thread, Generic[T]):
+    """One probe on a thread of its own, started at once; ``result`` waits for it and returns its value or
+    raises what it raised. (concurrent.futures would do, and cost its import and logging's on every run.)"""
+
+    def __init__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> None:
+        super().__init__(name="rigctl-probe")
+        self._call = functools.partial(fn, *args, **kwargs)
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # handed to the caller of result(), which decides what to catch
+            self._error = exc
+
+    def result(self) -> T:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value] # set by run() when it did not raise
+
+
 def gather_facts(
     paths: Iterable[str] = (),
     *,
@@ -54,44 +79,44 @@ def gather_facts(
     include_cache_dirs: bool = True,
     podman_sockets: list[str] | None = None,
     cdi_dirs: tuple[str, ...] = probes.CDI_DIRS,
+    podman_cli: PodmanCli | None = None,
 ) -> HostFacts:
     """Probe this host. ``paths`` are the paths a recipe needs (checkpoint and draft directories).
-    Each section is isolated: a probe that crashes leaves its default and an entry in probe_errors."""
+    Each section is isolated: a probe that crashes leaves its default and an entry in probe_errors.
+    ``podman_cli``: the podman CLI calls, started early by the caller (``early.start_podman_cli``)."""
     wanted = list(dict.fromkeys([*paths, *(default_cache_dirs() if include_cache_dirs else [])]))
     errors: dict[str, str] = {}
 
-    def guarded(section: str, fut: Future[T], default: Callable[[], T]) -> T:
+    def guarded(section: str, probe: _Probe[T], default: Callable[[], T]) -> T:
         try:
-            return fut.result()
+            return probe.result()
         except Exception as exc:  # a probe bug must not take the inventory down; it is reported instead
             errors[section] = f"{type(exc).__name__}: {exc}"
             return default()
 
-    with ThreadPoolExecutor(max_workers=6, thread_name_prefix="rigctl-probe") as pool:
-        f_gpu = pool.submit(probe_gpus, nvml)
-        f_podman = pool.submit(probes.probe_podman, podman_sockets)
-        f_ports = pool.submit(probes.probe_ports)
-        f_shm = pool.submit(probes.probe_shm)
-        f_paths = [pool.submit(probes.probe_path, p) for p in wanted]
-        f_systemd = pool.submit(probes.probe_systemd)
-        gpu = guarded("gpu", f_gpu, lambda: GpuInventory(available=False, error="probe crashed"))
-        # the CDI probe needs the driver version to find the driver's install time
-        f_cdi = pool.submit(probes.probe_cdi, gpu.driver_version, cdi_dirs)
-        path_facts = [guarded(f"path {p}", f, functools.partial(PathProbe, path=p, exists=False,
-                                                                 error="probe crashed"))
-                      for p, f in zip(wanted, f_paths, strict=True)]
-        facts = HostFacts(
-            hostname=socket.gethostname(),
-            captured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            cpu_count=os.cpu_count(),
-            gpu=gpu,
-            shm=guarded("shm", f_shm, Shm),
-            paths=path_facts,
-            podman=guarded("podman", f_podman, lambda: Podman(installed=False)),
-            cdi=guarded("cdi", f_cdi, Cdi),
-            systemd=guarded("systemd", f_systemd, lambda: Systemd(system_manager=False, user_manager=False)),
-            ports=guarded("ports", f_ports, Ports),
-        )
+    f_gpu = _Probe(probe_gpus, nvml)
+    f_podman = _Probe(probes.probe_podman, podman_sockets, started=podman_cli)
+    f_ports = _Probe(probes.probe_ports)
+    f_shm = _Probe(probes.probe_shm)
+    f_paths = [_Probe(probes.probe_path, p) for p in wanted]
+    f_systemd = _Probe(probes.probe_systemd)
+    gpu = guarded("gpu", f_gpu, lambda: GpuInventory(available=False, error="probe crashed"))
+    # the CDI probe needs the driver version to find the driver's install time
+    f_cdi = _Probe(probes.probe_cdi, gpu.driver_version, cdi_dirs)
+    path_facts = [guarded(f"path {p}", f, functools.partial(PathProbe, path=p, exists=False, error="probe crashed"))
+                  for p, f in zip(wanted, f_paths, strict=True)]
+    facts = HostFacts(
+        hostname=socket.gethostname(),
+        captured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        cpu_count=os.cpu_count(),
+        gpu=gpu,
+        shm=guarded("shm", f_shm, Shm),
+        paths=path_facts,
+        podman=guarded("podman", f_podman, lambda: Podman(installed=False)),
+        cdi=guarded("cdi", f_cdi, Cdi),
+        systemd=guarded("systemd", f_systemd, lambda: Systemd(system_manager=False, user_manager=False)),
+        ports=guarded("ports", f_ports, Ports),
+    )
     records, problem = read_acceptances()
     if problem:
         errors["licenses"] = problem
@@ -135,10 +160,14 @@ def load_inventory(path: str | Path) -> HostFacts:
     return facts_from_json(data, str(path))
 
 
-def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None) -> HostFacts:
+def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *,
+                     podman_cli: PodmanCli | None = None) -> HostFacts:
     """The facts a recipe's preflight needs: a captured inventory replayed (licence acceptances recorded
-    on this machine count too), or this host gathered with the recipe's checkpoint paths probed."""
+    on this machine count too), or this host gathered with the recipe's checkpoint paths probed (with
+    ``podman_cli``, the podman calls the caller started early)."""
     if inventory is not None:
+        if podman_cli is not None:
+            podman_cli.cancel()
         records, problem = read_acceptances()
         facts = load_inventory(inventory).with_licenses(records)
         if problem:  # the license check names it: a damaged record here must not read as "not accepted"
@@ -147,4 +176,4 @@ def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None) -> Hos
     paths = [recipe.checkpoint.path]
     if isinstance(recipe.speculative, SpecDraft):
         paths.append(recipe.speculative.draft.path)
-    return gather_facts(paths)
+    return gather_facts(paths, podman_cli=podman_cli)

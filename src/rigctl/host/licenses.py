@@ -10,6 +10,7 @@ A record that cannot be read counts as no record: the gate fails closed.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 from pathlib import Path
@@ -22,7 +23,11 @@ from rigctl.recipe.catalog import clip
 from rigctl.util.jsonfile import JsonFileError, load_json
 from rigctl.util.safefs import RECORD_LIMIT, write_own
 
-_RECORDS = TypeAdapter(list[LicenseAcceptance])
+
+@functools.cache
+def _records() -> TypeAdapter[list[LicenseAcceptance]]:
+    """Built when a record is first read, not at import: most runs have no record file at all."""
+    return TypeAdapter(list[LicenseAcceptance])
 
 
 def store_path() -> Path:
@@ -41,7 +46,7 @@ def read_acceptances(path: Path | None = None) -> tuple[list[LicenseAcceptance],
     if data is None:
         return [], None
     try:
-        return _RECORDS.validate_python(data.get("accepted", []) if isinstance(data, dict) else data), None
+        return _records().validate_python(data.get("accepted", []) if isinstance(data, dict) else data), None
     except ValidationError as exc:
         return [], f"{path}: not a license record ({str(exc).splitlines()[0]})"
 

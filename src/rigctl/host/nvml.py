@@ -10,9 +10,12 @@ driver makes ``GpuInventory(available=False, error=...)``, never an exception.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, TypeVar
 
+from rigctl.host import procfs
 from rigctl.host.facts import Gpu, GpuInventory, GpuPair, GpuProcess, NvLink, PowerLimits, Unsupported
 
 T = TypeVar("T")
@@ -69,12 +72,38 @@ ProcessNamer = Callable[[int], str | None]
 
 
 def psutil_process_name(pid: int) -> str | None:
-    import psutil  # noqa: PLC0415 - lazy: only probing needs it
+    """The process's name as psutil gives it: read from /proc (``procfs``), through psutil where there is
+    no /proc. None: gone, in another PID namespace, or not ours to read."""
+    if os.path.isdir(procfs.PROC):
+        return procfs.process_name(pid)
+    import psutil  # noqa: PLC0415 - lazy: only where /proc cannot answer
 
     try:
         return psutil.Process(pid).name()
-    except (psutil.Error, OSError):  # gone, another PID namespace, or not ours to read
+    except (psutil.Error, OSError):
         return None
+
+
+# The shared library pynvml loads on Linux, and what its nvmlInit() raises when that fails to load
+NVML_LIBRARY = "libnvidia-ml.so.1"
+LIBRARY_NOT_FOUND = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
+
+
+def nvml_library_loads() -> bool:
+    """Whether pynvml's nvmlInit() can load the NVML library: the same dlopen of the same name (the handle
+    stays loaded, so pynvml's own load finds it). pynvml and ctypes.util cost tens of milliseconds to
+    import, so a host without the driver learns it has no GPUs without them."""
+    if not sys.platform.startswith("linux"):
+        return True  # pynvml looks elsewhere on other systems: let it say
+    try:  # ctypes.CDLL(name) is this call (mode 0: RTLD_NOW | RTLD_LOCAL) after building all of ctypes' types
+        from _ctypes import dlopen  # noqa: PLC0415 - lazy: only a GPU probe
+    except ImportError:  # pragma: no cover - CPython on Linux has it
+        return True
+    try:
+        dlopen(NVML_LIBRARY, 0)
+    except OSError:
+        return False
+    return True
 
 
 def load_pynvml() -> NvmlLib | str:
@@ -107,6 +136,8 @@ def _error_text(exc: BaseException) -> str:
 def probe_gpus(lib: NvmlLib | None = None, *, process_name: ProcessNamer = psutil_process_name) -> GpuInventory:
     """Every GPU fact NVML can give. Never raises for an NVML error."""
     if lib is None:
+        if not nvml_library_loads():
+            return GpuInventory(available=False, error=LIBRARY_NOT_FOUND)  # as nvmlInit() would have said
         loaded = load_pynvml()
         if isinstance(loaded, str):
             return GpuInventory(available=False, error=loaded)

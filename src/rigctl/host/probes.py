@@ -13,13 +13,21 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from rigctl.errors import InvalidInputError
+from rigctl.host import procfs
+from rigctl.host.early import (
+    IMAGES_TIMEOUT_S,
+    VERSION_TIMEOUT_S,
+    PodmanCli,
+    images_argv,
+    podman_socket_candidates,
+    version_argv,
+)
 from rigctl.host.facts import (
     Cdi,
     CdiSpec,
@@ -32,7 +40,7 @@ from rigctl.host.facts import (
     Shm,
     Systemd,
 )
-from rigctl.util.proc import run
+from rigctl.util.proc import Started, run
 from rigctl.util.safefs import MiB, read_file
 
 CDI_LIMIT = 4 * MiB  # a CDI spec is tens of KiB even for many GPUs
@@ -102,18 +110,6 @@ def probe_path(path: str) -> PathProbe:
 # --- podman ----------------------------------------------------------------------------------------
 
 
-def podman_socket_candidates() -> list[str]:
-    found: list[str] = []
-    host = os.environ.get("CONTAINER_HOST", "")
-    if host.startswith("unix://"):
-        found.append(host[len("unix://") :])
-    if os.geteuid() == 0:
-        found.append("/run/podman/podman.sock")
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.geteuid()}"
-    found.append(f"{runtime}/podman/podman.sock")
-    return found
-
-
 def _image_from_api(attrs: dict[str, Any]) -> PodmanImage:
     return PodmanImage(
         id=str(attrs.get("Id", "")),
@@ -153,9 +149,10 @@ def find_quadlet(candidates: Sequence[str] = QUADLET_PATHS) -> str | None:
     return next((c for c in candidates if os.path.exists(c)), None)
 
 
-def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman") -> Podman:
+def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman",
+                 started: PodmanCli | None = None) -> Podman:
     """Podman's version and local images: through the API socket (podman-py) when one answers,
-    otherwise through the CLI."""
+    otherwise through the CLI. ``started``: the CLI calls, already running (``early.start_podman_cli``)."""
     quadlet = find_quadlet()
     api_error = None
     for socket in podman_socket_candidates() if sockets is None else sockets:
@@ -165,14 +162,17 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
         if isinstance(answer, str):
             api_error = answer
             continue
+        if started is not None:
+            started.cancel()
         version, images = answer
         return Podman(installed=True, version=version, api_socket=socket, api_ok=True, quadlet=quadlet,
                       images_via="api", images=images)
-    # the two CLI calls do not depend on each other: run them side by side (each costs tens of ms)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rigctl-podman") as pool:
-        listing = pool.submit(run, [podman_bin, "images", "--format", "json"], timeout=30)
-        ver = run([podman_bin, "version", "--format", "json"], timeout=15)
-        listed = listing.result()
+    # the two CLI calls do not depend on each other: they run side by side (each costs tens of ms)
+    cli = started or PodmanCli(podman_bin, Started(images_argv(podman_bin), timeout=IMAGES_TIMEOUT_S),
+                               Started(version_argv(podman_bin), timeout=VERSION_TIMEOUT_S))
+    podman_bin = cli.podman_bin
+    ver = cli.version.wait()
+    listed = cli.images.wait()
     if ver.rc == 127:
         return Podman(installed=False, quadlet=quadlet, error=f"{podman_bin} not found on PATH")
     version = None
@@ -268,8 +268,32 @@ def probe_systemd(run_dir: str = "/run/systemd/system", linger_dir: str = "/var/
                    linger=linger)
 
 
-def probe_ports() -> Ports:
-    import psutil  # noqa: PLC0415 - lazy: only this probe
+def probe_ports(proc: str = procfs.PROC) -> Ports:
+    """Every listening TCP socket, with the process that holds it where this user may see it: read from
+    /proc (``procfs``, as psutil would report it, without importing psutil), or through psutil where
+    there is no /proc."""
+    try:
+        found = procfs.listening_tcp(proc)
+    except procfs.ProcUnavailable:
+        return _probe_ports_psutil()
+    except (OSError, ValueError) as exc:  # a table that cannot be read or parsed
+        return Ports(error=f"cannot list sockets: {exc}")
+    names: dict[int, str | None] = {}
+    seen: set[tuple[str, int]] = set()
+    out: list[Listener] = []
+    for address, port, pid in found:
+        if (address, port) in seen:
+            continue
+        seen.add((address, port))
+        if pid is not None and pid not in names:
+            names[pid] = procfs.process_name(pid, proc)
+        out.append(Listener(address=address, port=port, pid=pid, process=None if pid is None else names[pid]))
+    out.sort(key=lambda lis: (lis.port, lis.address))
+    return Ports(listening=out)
+
+
+def _probe_ports_psutil() -> Ports:
+    import psutil  # noqa: PLC0415 - lazy: only where /proc cannot answer
 
     try:
         conns = psutil.net_connections(kind="inet")

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rigctl.host.facts import MIB, Gpu, HostFacts
 from rigctl.recipe.model import Recipe
+from rigctl.util.fields import empty_list
 
 BUSY_BYTES = 1024 * MIB  # a GPU with more than this in use is treated as busy (a desktop uses a few hundred MiB)
 MAX_EXHAUSTIVE = 12  # candidates beyond this are chosen greedily; combinations explode
@@ -59,11 +60,11 @@ class Choice(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     wanted: int
-    gpus: list[ChosenGpu] = Field(default_factory=list)
+    gpus: list[ChosenGpu] = Field(default_factory=empty_list)
     explicit: bool = False
-    reasons: list[str] = Field(default_factory=list, description="why these GPUs, why others were left out")
-    problems: list[str] = Field(default_factory=list, description="why no valid layout could be made")
-    left_out: list[LeftOut] = Field(default_factory=list, description="each GPU left out, each reason, its check")
+    reasons: list[str] = Field(default_factory=empty_list, description="why these GPUs, why others were left out")
+    problems: list[str] = Field(default_factory=empty_list, description="why no valid layout could be made")
+    left_out: list[LeftOut] = Field(default_factory=empty_list, description="each GPU left out, each reason, its check")
 
     @property
     def ok(self) -> bool:

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from rigctl.recipe.catalog import recipe_name_problem
+from rigctl.util.fields import empty_list
 
 # The exact error podman prints for `--ipc=host --shm-size=...` (podman 4.x and 5.x).
 PODMAN_IPC_SHM_ERROR = (
@@ -170,7 +171,10 @@ ComputeCapability = Annotated[str, BeforeValidator(_no_control_before), Field(pa
 class _Closed(BaseModel):
     """Frozen, no unknown key, and no line break in any key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+    # defer_build: a model's validator is built when it first validates, not when the class is created.
+    # A command validates Recipe (whose validator covers every nested model) and rarely a part alone, so
+    # building one validator per class at import was start-up time spent on validators never used.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, defer_build=True)
 
     # Line breaks are refused in EVERY string of a recipe -- keys included -- before any other check,
     # so a field with its own pattern still names the character, and no new field can forget it.
@@ -294,8 +298,9 @@ ENGINE_DEFAULT_PORT = {EngineKind.VLLM: 8000, EngineKind.TABBYAPI: 5000, EngineK
 
 class Engine(Strict):
     kind: EngineKind
-    command: list[UnitStr] = Field(default_factory=list, description="entrypoint override; empty keeps the image's")
-    args: list[UnitStr] = Field(default_factory=list)
+    command: list[UnitStr] = Field(default_factory=empty_list,
+                                   description="entrypoint override; empty keeps the image's")
+    args: list[UnitStr] = Field(default_factory=empty_list)
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     port: Port
     health_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]*$")] = "/health"
@@ -311,9 +316,9 @@ class GpuLayout(Strict):
     data_parallel: int = Field(default=1, ge=1)
     decode_context_parallel: int = Field(default=1, ge=1)
     expert_parallel: bool = False
-    products: list[NonEmptyStr] = Field(default_factory=list, description="accepted nvmlDeviceGetName strings")
+    products: list[NonEmptyStr] = Field(default_factory=empty_list, description="accepted nvmlDeviceGetName strings")
     min_memory_mib: int = Field(default=0, ge=0)
-    compute_capability: list[ComputeCapability] = Field(default_factory=list)
+    compute_capability: list[ComputeCapability] = Field(default_factory=empty_list)
     min_driver: DriverVersion | None = None
     allow_mixed: bool = Field(default=False, description="allow different products (e.g. Max-Q + Workstation)")
     select: list[GpuId] | None = Field(default=None, description="explicit GPU indices or UUIDs")
@@ -401,12 +406,12 @@ class Container(Strict):
     name: RecipeName | None = Field(default=None, description="defaults to rigctl-<recipe name>")
     ipc: Literal["private", "shareable", "host"] = "private"
     shm_size: Annotated[str, Field(pattern=_SIZE)] | None = None
-    volumes: list[Volume] = Field(default_factory=list)
+    volumes: list[Volume] = Field(default_factory=empty_list)
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
-    secrets: list[Secret] = Field(default_factory=list)
+    secrets: list[Secret] = Field(default_factory=empty_list)
     publish: Publish | None = None
     init: bool = True
-    extra_podman_args: list[UnitStr] = Field(default_factory=list)
+    extra_podman_args: list[UnitStr] = Field(default_factory=empty_list)
 
     @model_validator(mode="after")
     def _ipc_and_shm(self) -> Container:
@@ -508,8 +513,8 @@ class KnownBad(Strict):
 
 
 class KnownIssues(Strict):
-    signatures: list[CrashSignature] = Field(default_factory=list)
-    bad_combinations: list[KnownBad] = Field(default_factory=list)
+    signatures: list[CrashSignature] = Field(default_factory=empty_list)
+    bad_combinations: list[KnownBad] = Field(default_factory=empty_list)
 
 
 # --- the recipe ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,3 +58,43 @@ def run(
     if check and not done.ok:
         raise CommandError(done.describe())
     return done
+
+
+class Started:
+    """A command started now and collected later with ``wait`` (what ``run`` would have returned), so
+    that a slow command runs while the caller does other work; ``cancel`` kills one no longer wanted.
+    The timeout counts from the start, as it would for ``run`` called at that moment."""
+
+    def __init__(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> None:
+        self.argv = tuple(argv)
+        self.timeout = timeout
+        self._started = time.monotonic()
+        self._done: Completed | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        try:
+            self._proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True)
+        except FileNotFoundError as exc:
+            self._done = Completed(self.argv, 127, "", f"{self.argv[0]}: not found ({exc.strerror})")
+
+    def wait(self) -> Completed:
+        if self._done is not None:
+            return self._done
+        assert self._proc is not None
+        left = None if self.timeout is None else max(0.0, self.timeout - (time.monotonic() - self._started))
+        try:
+            out, err = self._proc.communicate(timeout=left)
+            self._done = Completed(self.argv, self._proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            out, _ = self._proc.communicate()
+            self._done = Completed(self.argv, 124, out or "", f"timed out after {self.timeout}s")
+        return self._done
+
+    def cancel(self) -> None:
+        """Kill the command if it still runs, and reap it (idempotent)."""
+        if self._done is None and self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.communicate()
+            self._done = Completed(self.argv, -9, "", "cancelled")
