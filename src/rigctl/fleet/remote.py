@@ -522,29 +522,29 @@ def _malformed(host: Host, what: str, problems: Sequence[str]) -> dict[str, Any]
     }
 
 
-def _findings(host: Host, raw: list[Any]) -> list[dict[str, Any]]:
-    """Each remote finding checked; a malformed one becomes a failing finding of its own, in its place."""
-    out: list[dict[str, Any]] = []
+def _each(host: Host, model: type[BaseModel], what: str, path: str,
+          raw: list[Any]) -> list[tuple[bool, dict[str, Any]]]:
+    """Each item of a remote list checked against ``model``, in order: (True, the item) when it is sound,
+    (False, a failing finding that says what is wrong with it) when not."""
+    out: list[tuple[bool, dict[str, Any]]] = []
     for i, item in enumerate(raw):
         try:
-            out.append(_RemoteFinding.model_validate(item).model_dump())
+            out.append((True, model.model_validate(item).model_dump()))
         except ValidationError as exc:
-            out.append(_malformed(host, f"finding (#{i + 1})", format_validation_error(f"findings.{i}", exc)))
+            out.append((False, _malformed(host, f"{what} (#{i + 1})", format_validation_error(f"{path}.{i}", exc))))
     return out
+
+
+def _findings(host: Host, raw: list[Any]) -> list[dict[str, Any]]:
+    """Each remote finding checked; a malformed one becomes a failing finding of its own, in its place."""
+    return [item for _, item in _each(host, _RemoteFinding, "finding", "findings", raw)]
 
 
 def _checked(host: Host, model: type[BaseModel], what: str, raw: list[Any]) -> tuple[list[dict[str, Any]],
                                                                                       list[dict[str, Any]]]:
-    """Each item of a remote list checked against ``model``: (the good ones, a failing finding for each
-    malformed one)."""
-    good: list[dict[str, Any]] = []
-    bad: list[dict[str, Any]] = []
-    for i, item in enumerate(raw):
-        try:
-            good.append(model.model_validate(item).model_dump())
-        except ValidationError as exc:
-            bad.append(_malformed(host, f"{what} (#{i + 1})", format_validation_error(f"fix.{what}.{i}", exc)))
-    return good, bad
+    """Each item of a remote ``fix`` list checked: (the good ones, a failing finding for each malformed one)."""
+    checked = _each(host, model, what, f"fix.{what}", raw)
+    return [item for ok, item in checked if ok], [item for ok, item in checked if not ok]
 
 
 def fix_lines(fix: dict[str, Any]) -> list[str]:
