@@ -8,10 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -109,3 +111,26 @@ def rig(need: Callable[[bool, str], None], tmp_path: Path) -> Iterator[Rig]:
         yield rig
     finally:
         rig.cleanup()
+
+
+def shared_prefix_load(url: str, n: int, stop: threading.Event | None = None) -> None:
+    """n streamed completions sharing one long prefix, at once: the test engine's crash-under-load mode
+    then prints the ReplaySSM traceback and exits 0, as vLLM's API server does when its EngineCore dies.
+    Returns when every stream has ended (or ``stop`` is set), each bounded in time."""
+    prefix = "You are a helpful agent. " * 60
+
+    def one(i: int) -> None:
+        body = {"model": "test-model", "prompt": prefix + f"task {i}", "max_tokens": 200, "stream": True}
+        try:
+            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=20) as r:
+                for _ in r.iter_lines():
+                    if stop is not None and stop.is_set():
+                        return
+        except httpx.HTTPError:
+            return  # the engine dying mid-stream is the point
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)

@@ -3,12 +3,11 @@ the test engine in a locally built image, pinned by digest. Every wait is bounde
 
 from __future__ import annotations
 
-import threading
 import time
 
 import httpx
 import pytest
-from tests.deploy.conftest import Rig
+from tests.deploy.conftest import Rig, shared_prefix_load
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -103,26 +102,6 @@ def test_stall_reported(rig: Rig) -> None:
     assert "stall budget 5 s" in doc["wait"]["detail"]
 
 
-def _load(url: str, n: int, stop: threading.Event) -> None:
-    prefix = "You are a helpful agent. " * 60
-
-    def one(i: int) -> None:
-        body = {"model": "test-model", "prompt": prefix + f"task {i}", "max_tokens": 200, "stream": True}
-        try:
-            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=20) as r:
-                for _ in r.iter_lines():
-                    if stop.is_set():
-                        return
-        except httpx.HTTPError:
-            return  # the engine dying mid-stream is the point
-
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-
-
 def test_exit_zero_under_load_is_restarted_by_systemd(rig: Rig) -> None:
     path = rig.recipe("rt-crash", 18205, env={
         "FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MODE": "crash-under-load", "FAKE_VLLM_CRASH_CONCURRENCY": "6",
@@ -130,7 +109,7 @@ def test_exit_zero_under_load_is_restarted_by_systemd(rig: Rig) -> None:
     })
     code, doc = rig.run("up", str(path), "--user")
     assert code == 0, doc
-    _load("http://127.0.0.1:18205", 8, threading.Event())
+    shared_prefix_load("http://127.0.0.1:18205", 8)
 
     deadline = time.monotonic() + 90
     row: dict[str, object] = {}

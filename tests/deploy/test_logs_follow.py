@@ -14,9 +14,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from tests.deploy.conftest import Rig
+from tests.deploy.conftest import Rig, shared_prefix_load
 
 from rigctl.deploy.logs import FollowEnd, LogLine, follow_service
 from rigctl.deploy.ports import PodmanCli, RealClock, Scope, SystemctlCli
@@ -82,27 +81,6 @@ def followers() -> Iterator[list[Follower]]:
         follower.stop()
 
 
-def _crash_under_load(url: str, n: int) -> None:
-    """n streamed completions sharing one long prefix: the test engine's crash-under-load mode then prints
-    the ReplaySSM traceback and exits 0, as vLLM's API server does when its EngineCore dies."""
-    prefix = "You are a helpful agent. " * 60
-
-    def one(i: int) -> None:
-        body = {"model": "test-model", "prompt": prefix + f"task {i}", "max_tokens": 200, "stream": True}
-        try:
-            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=20) as r:
-                for _ in r.iter_lines():
-                    pass
-        except httpx.HTTPError:
-            return  # the engine dying mid-stream is the point
-
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-
-
 def test_follow_spans_an_exit_zero_restart_and_ends_when_the_unit_is_stopped(
     rig: Rig, followers: list[Follower]
 ) -> None:
@@ -119,7 +97,7 @@ def test_follow_spans_an_exit_zero_restart_and_ends_when_the_unit_is_stopped(
     followers.append(follower)
     first_ready = follower.wait_for(READY_LINE)  # the running container's output so far
 
-    _crash_under_load("http://127.0.0.1:18210", 6)
+    shared_prefix_load("http://127.0.0.1:18210", 6)
     crash = follower.wait_for("ReplaySSM prefill source/state row count mismatch", after=first_ready)
     # the crash line is recognised as the recipe's known signature, with its remedy
     assert follower.lines[crash].startswith(">> ")
