@@ -429,3 +429,13 @@ def test_root_type_carries_realm_and_anchor() -> None:
     assert {r.anchor for r in alice} == {"/home/alice"}
     assert alice[0].parts() == (".config", "containers", "systemd")
     assert Root("/etc/containers/systemd", "quadlet", "system").parts() == ()
+
+
+def test_skip_reason_is_whole_when_the_name_holds_a_colon(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    os.mkfifo(units / "a: b.container")
+    report = doctor([str(units)], facts=NO_HOST)
+    (skip,) = report.skipped
+    assert skip.path == str(units / "a: b.container")
+    assert skip.reason == "a FIFO, not a regular file; rigctl reads only regular files"

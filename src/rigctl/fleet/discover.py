@@ -273,7 +273,7 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
             try:
                 sub = d.subdir(name)
             except InvalidInputError as exc:
-                snap.skipped.append(Skipped(path, exc.problems[0].split(": ", 1)[-1]))
+                snap.skipped.append(Skipped(path, safefs.reason_of(exc)))
                 continue
             with sub:
                 _walk(sub, (*rel, name), w)
@@ -287,7 +287,7 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
         try:
             text = _read_entry(d, name, st, owner, path)
         except InvalidInputError as exc:
-            snap.skipped.append(Skipped(path, exc.problems[0].split(": ", 1)[-1]))
+            snap.skipped.append(Skipped(path, safefs.reason_of(exc)))
             continue
         if name.endswith(".service") and not SERVICE_HINT.search(text):
             continue
@@ -309,7 +309,7 @@ def _snapshot_root(root: Root, snap: Snapshot) -> None:
             try:
                 snap.files[root.path] = _read_entry(parent, base.name, st, owner, root.path)
             except InvalidInputError as exc:
-                snap.skipped.append(Skipped(root.path, exc.problems[0].split(": ", 1)[-1]))
+                snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
                 return
             snap.found[root.path] = Found(Root(str(base.parent), "path", "path", root.realm), (base.name,), st, owner)
         return
@@ -319,7 +319,7 @@ def _snapshot_root(root: Root, snap: Snapshot) -> None:
     try:
         opened = SafeDir.open(anchor, root.parts())
     except InvalidInputError as exc:
-        snap.skipped.append(Skipped(root.path, exc.problems[0].split(": ", 1)[-1]))
+        snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
         return
     with opened:
         owner = (os.stat(anchor).st_uid if root.anchor else opened.stat().st_uid)

@@ -44,8 +44,22 @@ _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-def refuse(path: str | os.PathLike[str], why: str, fix: str | None = None) -> InvalidInputError:
-    return InvalidInputError([f"{path}: {why}"], fix=fix)
+class FileRefused(InvalidInputError):
+    """A file rigctl would not read or write, with the reason on its own (a path may hold ": " too)."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str, fix: str | None = None) -> None:
+        super().__init__([f"{os.fspath(path)}: {why}"], fix=fix)
+        self.path = os.fspath(path)
+        self.reason = why
+
+
+def refuse(path: str | os.PathLike[str], why: str, fix: str | None = None) -> FileRefused:
+    return FileRefused(path, why, fix)
+
+
+def reason_of(exc: InvalidInputError) -> str:
+    """Why a file was refused, without its path."""
+    return exc.reason if isinstance(exc, FileRefused) else exc.message
 
 
 def kind_of(mode: int) -> str:
@@ -224,7 +238,7 @@ class SafeDir:
         try:
             got = self.read(name, limit=limit, missing_ok=True)
         except InvalidInputError as exc:
-            raise refuse(os.path.join(self.path, name), exc.problems[0].split(": ", 1)[-1]) from None
+            raise refuse(os.path.join(self.path, name), reason_of(exc)) from None
         return None if got is None else got.text(os.path.join(self.path, name))
 
     # --- writing ------------------------------------------------------------------------------------
@@ -247,10 +261,6 @@ class SafeDir:
                 os.unlink(name, dir_fd=self.fd)
             raise
         os.close(fd)
-
-    def create_exclusive(self, name: str, data: bytes, *, mode: int = 0o644,
-                         owner: tuple[int, int] | None = None) -> None:
-        self._create(check_name(name), data, mode, owner)
 
     def stage(self, name: str, data: bytes, *, mode: int = 0o644, owner: tuple[int, int] | None = None) -> str:
         """Write ``data`` to a fresh hidden temporary beside ``name``; returns the temporary's name, for
