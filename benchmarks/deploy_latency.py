@@ -22,10 +22,10 @@ from pathlib import Path
 import httpx
 import yaml
 
-from rigctl.deploy.places import quadlet_dir, state_dir
-from rigctl.deploy.ports import HttpProbe, PodmanCli, RealClock, Scope, SystemctlCli
-from rigctl.deploy.stages import real_stages
-from rigctl.deploy.up import Places, Ports, UpOptions, up
+from rigctl.adapters import real_adapters
+from rigctl.adapters.systemd import SystemctlCli
+from rigctl.deploy.up import UpOptions, plan_here, up
+from rigctl.places import Dirs, Scope, install_dir, state_dir
 from rigctl.recipe.load import load
 
 
@@ -77,17 +77,17 @@ class Watcher(threading.Thread):
 def trial(workdir: Path, name: str, port: int, env: dict[str, str]) -> tuple[float | None, float | None, str]:
     scope = Scope.USER
     loaded = load(str(recipe_file(workdir, name, port, env)))
-    ports = Ports(SystemctlCli(scope), PodmanCli(), HttpProbe(), RealClock())
+    adapters = real_adapters(scope)
     watcher = Watcher(f"http://127.0.0.1:{port}")
     watcher.start()
     try:
-        result = up(loaded.recipe, recipe_source=name, scope=scope, stages=real_stages(scope, verify=False),
-                    ports=ports, places=Places(quadlet_dir(scope), state_dir(scope)),
+        result = up(plan_here(loaded.recipe, scope), recipe_source=name, adapters=adapters, dirs=Dirs.of(scope),
                     options=UpOptions(verify=False))
     finally:
         watcher.stop.set()
         watcher.join()
-        ports.systemd.stop(f"rigctl-{name}.service", wait=True, timeout=60)
+        adapters.systemd.stop(f"rigctl-{name}.service", wait=True, timeout=60)
+        adapters.probe.close()
     wait = result.wait
     assert wait is not None
     ready = wait.noticed_mono - watcher.ready_at if watcher.ready_at and wait.status == "ready" else None
@@ -118,7 +118,7 @@ def main() -> int:
             if dead is not None:
                 deaths.append(dead)
         for name in ("bench-ready", "bench-die"):
-            for path in (quadlet_dir(Scope.USER) / f"rigctl-{name}.container", state_dir(Scope.USER) / f"{name}.json"):
+            for path in (install_dir(Scope.USER) / f"rigctl-{name}.container", state_dir(Scope.USER) / f"{name}.json"):
                 path.unlink(missing_ok=True)
         SystemctlCli(Scope.USER).daemon_reload()
     for label, values, target in (("readiness", readies, 0.3), ("death", deaths, 1.0)):

@@ -17,8 +17,12 @@ from pathlib import Path
 import pytest
 from tests.deploy.conftest import Rig, shared_prefix_load
 
+from rigctl.adapters.clock import RealClock
+from rigctl.adapters.journal import Journalctl
+from rigctl.adapters.podman import PodmanCli
+from rigctl.adapters.systemd import SystemctlCli
 from rigctl.deploy.logs import FollowEnd, LogLine, follow_service
-from rigctl.deploy.ports import PodmanCli, RealClock, Scope, SystemctlCli
+from rigctl.places import Scope
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -149,8 +153,8 @@ def test_follow_gives_up_when_no_new_container_comes_within_the_bound(
 
     end = FollowEnd()
     stream = follow_service(container="rigctl-rt-follow-slow", unit="rigctl-rt-follow-slow.service",
-                            scope=Scope.USER, podman=podman, systemd=SystemctlCli(Scope.USER), clock=RealClock(),
-                            signatures=[], tail=1, restart_wait_s=4, end=end)
+                            podman=podman, journal=Journalctl(Scope.USER), systemd=SystemctlCli(Scope.USER),
+                            clock=RealClock(), signatures=[], tail=1, restart_wait_s=4, end=end)
     got: list[LogLine] = []
     for line in stream:
         got.append(line)

@@ -3,7 +3,7 @@ output, so a long load that only redraws its bar is progress, not a stall, and i
 
 from __future__ import annotations
 
-from rigctl.deploy.ports import _ProcLines
+from rigctl.adapters.lines import ProcLines
 from rigctl.deploy.warmup import Phase, PhaseState, parse_phase
 
 BAR = (
@@ -14,7 +14,7 @@ BAR = (
 
 
 def test_carriage_return_redraws_arrive_as_lines() -> None:
-    stream = _ProcLines(["printf", "%s", BAR])
+    stream = ProcLines(["printf", "%s", BAR])
     try:
         lines = list(stream)
     finally:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.nvml_fake import FakeNvml
 
 from rigctl.errors import InvalidInputError
 from rigctl.host import gather_facts, load_inventory
@@ -19,7 +20,6 @@ from rigctl.host.facts import HostFacts
 from rigctl.host.gather import facts_from_json
 from rigctl.host.licenses import accept, read_acceptances
 from rigctl.host.nvml import probe_gpus
-from rigctl.host.nvml_fake import FakeNvml
 from rigctl.host.probes import probe_cdi, probe_path, probe_podman, probe_ports, probe_systemd
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"

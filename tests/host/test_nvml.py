@@ -8,10 +8,10 @@ from typing import Any
 
 import pynvml
 import pytest
+from tests.support.nvml_fake import DEVICE_CALLS, RETURN_TYPES, FakeNvml, capture_nvml, to_json
 
 from rigctl.host.facts import GpuInventory
 from rigctl.host.nvml import probe_gpus
-from rigctl.host.nvml_fake import DEVICE_CALLS, RETURN_TYPES, FakeNvml, capture_nvml, to_json
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO.parent / "shared" / "reference" / "nvml-h200.json"

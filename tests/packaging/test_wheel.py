@@ -1,7 +1,9 @@
-"""Recipes and templates ship inside the wheel, and an installed rigctl finds them from any folder."""
+"""Recipes and templates ship inside the wheel, and an installed rigctl finds them from any folder; test and
+maintainer code (the fake NVML, the quadlets/ regenerator) does not ship."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -26,6 +28,7 @@ def test_wheel_carries_recipes_and_templates(tmp_path: Path, repo: Path) -> None
     for template in (repo / "templates").rglob("*"):
         if template.is_file():
             assert f"rigctl/_data/templates/{template.relative_to(repo / 'templates')}" in names
+    _assert_no_dev_code(zipfile.ZipFile(wheel))
 
     # Unpacked like an install, run from elsewhere: the bundled recipes must come from the package.
     site = tmp_path / "site"
@@ -39,3 +42,21 @@ def test_wheel_carries_recipes_and_templates(tmp_path: Path, repo: Path) -> None
     doc = json.loads(done.stdout)
     assert doc["searched"][0] == str(site / "rigctl" / "_data" / "recipes")
     assert {r["name"] for r in doc["recipes"]} >= {"glm53-flash", "glm53-flash-nvfp4"}
+
+
+DEV_MODULES = ("rigctl/host/nvml_fake.py", "rigctl/render/regen.py")  # moved to tests/support/ and tools/
+
+
+def _assert_no_dev_code(wheel: zipfile.ZipFile) -> None:
+    names = wheel.namelist()
+    code = [n for n in names if n.endswith(".py")]
+    assert "rigctl/host/nvml.py" in code and len(code) > 20  # the listing is the package's, not an empty one
+    assert not [n for n in DEV_MODULES if n in names]
+    assert not [n for n in names if n.startswith(("tests/", "tools/", "rigctl/tests/", "rigctl/tools/"))]
+    assert not [n for n in code if "fake" in n.rsplit("/", 1)[-1]]
+    for name in code:  # and nothing shipped reaches for them
+        for node in ast.walk(ast.parse(wheel.read(name).decode("utf-8"), name)):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [m for m in modules if m.split(".")[0] in ("tests", "tools") or "nvml_fake" in m
+                        or m.endswith("render.regen")], f"{name} imports {modules}"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.nvml_fake import FakeNvml
 
 from rigctl.host.facts import (
     Cdi,
@@ -22,7 +23,6 @@ from rigctl.host.facts import (
     Systemd,
 )
 from rigctl.host.nvml import probe_gpus
-from rigctl.host.nvml_fake import FakeNvml
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe
 

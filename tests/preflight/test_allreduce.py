@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rigctl.host import load_inventory
-from rigctl.host.facts import HostFacts
+from rigctl.host.facts import Cdi, HostFacts
 from rigctl.preflight.allreduce import (
     HANG_FIX,
     PROGRAM,
@@ -25,7 +29,7 @@ from rigctl.preflight.finding import Severity, Verdict
 from rigctl.preflight.layout import choose_gpus
 from rigctl.preflight.links import chosen_links
 from rigctl.recipe.model import Recipe
-from rigctl.util.proc import Completed
+from rigctl.util.proc import Completed, run
 
 Facts = Callable[..., HostFacts]
 
@@ -54,8 +58,88 @@ def test_host_plan_pins_gpus_by_uuid(glm: Recipe, facts_for: Facts) -> None:
     assert plan.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
 
-def test_program_compiles() -> None:
+# --- the program itself, run for real over a stand-in torch (tests/support/fake_torch: GPUs and NCCL) ---
+
+FAKE_TORCH = Path(__file__).resolve().parents[1] / "support" / "fake_torch"
+RUN_LIMIT_S = 60.0  # the program with 2 ranks over the stand-in takes a few seconds
+
+
+@pytest.fixture
+def fake_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every Python started from here imports the stand-in torch; returns the folder its ranks meet in."""
+    meet = tmp_path / "ranks"
+    meet.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(FAKE_TORCH))
+    monkeypatch.setenv("FAKE_TORCH_DIR", str(meet))
+    return meet
+
+
+def _ranks(meet: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(meet.glob("rank-*.json"))]
+
+
+def _run(plan_argv: list[str], plan_env: dict[str, str], **env: str) -> Completed:
+    return run(plan_argv, timeout=RUN_LIMIT_S, env={**os.environ, **plan_env, **env})
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")  # killed, not yet reaped by whoever adopted it
+
+
+def test_program_runs_one_rank_per_gpu_and_its_bandwidth_is_judged(
+        glm: Recipe, facts_for: Facts, fake_torch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     compile(PROGRAM, "<allreduce>", "exec")
+    monkeypatch.setenv("FAKE_TORCH_GBPS", "5")  # a tenth of what the PCIe Gen5 pair carries
+    facts = facts_for(glm, "pro6000-matched").model_copy(update={"cdi": Cdi()})  # no CDI spec: the host's torch
+    choice = choose_gpus(glm, facts)
+    verdict = deep_allreduce(glm, facts, choice)["gpu-allreduce"]  # the check as preflight --deep runs it
+    assert verdict.severity is Severity.WARN, verdict.message
+    assert verdict.message.startswith("all_reduce of 256 MiB over 2 GPU(s) with the host's torch")
+    assert "63.0 GB/s expected from the link" in verdict.message and "far below the 50%" in verdict.message
+    assert "(torch 0.0+fake, NCCL 2.0.0)" in verdict.message
+    assert verdict.figures is not None and verdict.figures["world"] == 2
+    assert 0 < verdict.figures["busbw_gbps"] <= 5.0 and verdict.figures["bytes"] == 256 << 20
+    ranks = _ranks(fake_torch)  # one process per chosen GPU, each on its own device, meeting over NCCL
+    assert [(r["device"], r["current_device"], r["world_size"], r["backend"]) for r in ranks] == [
+        (["cuda", 0], 0, 2, "nccl"), (["cuda", 1], 1, 2, "nccl")]
+    assert {r["env"]["CUDA_VISIBLE_DEVICES"] for r in ranks} == {",".join(choice.uuids)}
+    assert {r["env"]["MASTER_ADDR"] for r in ranks} == {"127.0.0.1"} and len({r["pid"] for r in ranks}) == 2
+
+
+def test_program_reports_a_wrong_sum(glm: Recipe, facts_for: Facts, fake_torch: Path) -> None:
+    plan = host_plan(glm, choose_gpus(glm, facts_for(glm, "pro6000-matched")), sys.executable, mib=4, iters=3)
+    done = _run(plan.argv, plan.env, FAKE_TORCH_MODE="wrong")
+    assert done.rc == 0, done.describe()
+    verdict = classify(done, plan)
+    assert verdict.severity is Severity.FAIL
+    assert "WRONG RESULTS: 12 element(s) differ, got 4.0 where 3.0 was expected" in verdict.message
+
+
+def test_program_kills_its_hung_ranks_and_says_hang(glm: Recipe, facts_for: Facts, fake_torch: Path) -> None:
+    plan = host_plan(glm, choose_gpus(glm, facts_for(glm, "pro6000-matched")), sys.executable, mib=4, iters=3)
+    done = _run(plan.argv, plan.env, FAKE_TORCH_MODE="hang", RIGCTL_TIMEOUT="2")
+    assert done.rc == 3, done.describe()
+    verdict = classify(done, plan)
+    assert verdict.severity is Severity.FAIL and "NCCL hang" in verdict.message and verdict.fix == HANG_FIX
+    pids = [r["pid"] for r in _ranks(fake_torch)]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in pids), "ranks stuck in NCCL must not keep holding the GPUs"
+
+
+def test_program_reports_an_nccl_error(glm: Recipe, facts_for: Facts, fake_torch: Path) -> None:
+    plan = host_plan(glm, choose_gpus(glm, facts_for(glm, "pro6000-matched")), sys.executable, mib=4, iters=3)
+    done = _run(plan.argv, plan.env, FAKE_TORCH_MODE="crash")
+    assert done.rc == 1, done.describe()
+    verdict = classify(done, plan)
+    assert verdict.severity is Severity.ERROR and "rank exit codes [1, 1]" in verdict.message
+    assert "RuntimeError: NCCL error: unhandled system error" in verdict.message
 
 
 def _done(rc: int, result: dict[str, object] | None = None, stderr: str = "") -> Completed:

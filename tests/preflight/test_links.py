@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pynvml
 import pytest
+from tests.support.nvml_fake import FakeNvml
 
 from rigctl.cli.cmd_preflight import _facts_view
 from rigctl.host import load_inventory
 from rigctl.host.facts import HostFacts
 from rigctl.host.nvml import probe_gpus
-from rigctl.host.nvml_fake import FakeNvml
 from rigctl.preflight.finding import Severity
 from rigctl.preflight.links import NVLINK_LINK_GBPS, PCIE_LANE_GBPS, chosen_links, describe_pair, slowest
 from rigctl.preflight.runner import run_preflight

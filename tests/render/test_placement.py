@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.nvml_fake import FakeNvml
 
 from rigctl.deploy.plan import make_plan
 from rigctl.host.facts import HostFacts
 from rigctl.host.nvml import probe_gpus
-from rigctl.host.nvml_fake import FakeNvml
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe
 from rigctl.render import DEFAULT_PODMAN, render_units

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools.regen_quadlets import bundled_units
 
 from rigctl.recipe.load import load
 from rigctl.render import render_units
-from rigctl.render.regen import bundled_units
 from rigctl.util.proc import run
 
 BUNDLED = sorted(name.removeprefix("rigctl-").removesuffix(".container") for name in bundled_units())

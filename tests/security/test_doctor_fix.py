@@ -15,18 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.fleet.checkup import doctor
-from rigctl.fleet.discover import (
-    Rewrite,
-    Root,
-    collect,
-    default_roots,
-    local_snapshot,
-    path_roots,
-    rewrite,
-    unpinned_images,
-)
-from rigctl.fleet.doctor import DoctorFacts, audit
+from rigctl.doctor.audit import audit
+from rigctl.doctor.checkup import doctor
+from rigctl.doctor.discover import Root, collect, default_roots, local_snapshot, path_roots
+from rigctl.doctor.facts import DoctorFacts, unpinned_images
+from rigctl.doctor.fix import Rewrite, rewrite
 from rigctl.util.safefs import InvalidInputError
 
 PIN = "docker.io/x/y@sha256:" + "0" * 64
@@ -357,7 +350,7 @@ def test_image_value_never_reaches_podman_as_an_option(tmp_path: Path, image: st
 def test_unpinned_images_only_passes_image_references() -> None:
     def unit(image: str) -> str:
         return f"[Container]\nImage={image}\n"
-    from rigctl.fleet.doctor import UnitFile
+    from rigctl.doctor.model import UnitFile
 
     units = [UnitFile(f"/u/{i}.container", unit(img)) for i, img in
              enumerate(["--root=/x", "-q", "docker.io/lib/python:3.12", "quay.io/a/b", "a b", "ok\u2028x"])]

@@ -717,7 +717,7 @@ def test_server_text_reaches_the_terminal_escaped() -> None:
     ("/health", bomb("deflate")),
 ], ids=["models-endless", "models-length-lie", "models-gzip-bomb", "health-endless", "health-deflate-bomb"])
 def test_deploy_readiness_probe_is_bounded(path: str, route: Route) -> None:
-    from rigctl.deploy.ports import HttpProbe
+    from rigctl.adapters.probe import HttpProbe
 
     probe = HttpProbe(timeout=TIMEOUT_S)
     try:
@@ -732,7 +732,7 @@ def test_deploy_readiness_probe_is_bounded(path: str, route: Route) -> None:
 
 
 def test_deploy_readiness_probe_still_reads_a_well_behaved_engine() -> None:
-    from rigctl.deploy.ports import HttpProbe
+    from rigctl.adapters.probe import HttpProbe
 
     probe = HttpProbe(timeout=TIMEOUT_S)
     try:

@@ -22,9 +22,12 @@ import pytest
 import yaml
 from tests.render.conftest import find_quadlet
 
+from rigctl.doctor.audit import audit
+from rigctl.doctor.facts import DoctorFacts
+from rigctl.doctor.fix import plan_fixes
+from rigctl.doctor.model import UnitFile
 from rigctl.exitcodes import ExitCode
-from rigctl.fleet.doctor import DoctorFacts, UnitFile, audit, plan_fixes
-from rigctl.fleet.units import (
+from rigctl.host.unitfile import (
     MergedUnit,
     UnitParseError,
     parse,
@@ -424,6 +427,6 @@ def test_doctor_sees_the_keys_quadlet_generates(tmp_path: Path, need: Callable[[
     ],
 )
 def test_status_reads_the_managed_label_by_systemds_line_rule(text: str, managed: bool) -> None:
-    from rigctl.deploy.status import _label_line
+    from rigctl.host.managed import is_managed  # the rule status.discover applies
 
-    assert _label_line(text) is managed
+    assert is_managed("/etc/containers/systemd/rigctl-x.container", text) is managed

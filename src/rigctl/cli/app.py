@@ -24,7 +24,7 @@ from typing import Any
 MODULES = ("cmd_deploy", "cmd_fleet", "cmd_preflight", "cmd_recipes", "cmd_render", "cmd_verify")
 COMMANDS = {
     "up": "cmd_deploy", "status": "cmd_deploy", "logs": "cmd_deploy", "down": "cmd_deploy",
-    "doctor": "cmd_fleet", "swap": "cmd_fleet", "fleet": "cmd_fleet",
+    "doctor": "cmd_fleet", "swap": "cmd_deploy", "fleet": "cmd_fleet",
     "inventory": "cmd_preflight", "preflight": "cmd_preflight",
     "recipes": "cmd_recipes", "show": "cmd_recipes", "validate": "cmd_recipes",
     "render": "cmd_render",

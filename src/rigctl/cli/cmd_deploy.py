@@ -1,4 +1,4 @@
-"""rigctl up | status | logs | down: deploy a recipe on this host through podman quadlets and systemd."""
+"""rigctl up | status | logs | down | swap: deploy a recipe on this host through podman quadlets and systemd."""
 
 from __future__ import annotations
 
@@ -11,20 +11,15 @@ from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt
 from rigctl.cli.output import LINE_LIMIT, Outcome, printable
 
 if TYPE_CHECKING:
-    from rigctl.deploy.ports import Scope
+    from rigctl.deploy.plan import Plan
     from rigctl.deploy.state import DeploymentRecord
     from rigctl.deploy.up import UpResult
+    from rigctl.places import Scope
+    from rigctl.preflight.finding import Finding
     from rigctl.recipe.model import Recipe
 
 UserOpt = Annotated[bool, typer.Option("--user", help="User scope: ~/.config/containers/systemd, systemctl --user.")]
 SystemOpt = Annotated[bool, typer.Option("--system", help="System scope: /etc/containers/systemd (root).")]
-
-
-def _ports(scope: Scope) -> Any:
-    from rigctl.deploy.ports import HttpProbe, PodmanCli, RealClock, SystemctlCli
-    from rigctl.deploy.up import Ports
-
-    return Ports(systemd=SystemctlCli(scope), podman=PodmanCli(), probe=HttpProbe(timeout=1.0), clock=RealClock())
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -51,53 +46,45 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     """Deploy RECIPE: preflight, render, install the quadlet, start, wait through warmup, verify."""
 
     def produce() -> Outcome:
-        from rigctl.deploy.places import quadlet_dir, resolve_scope, state_dir
-        from rigctl.deploy.stages import real_stages
-        from rigctl.deploy.up import Places, UpOptions, up
+        from rigctl.adapters import real_adapters
+        from rigctl.deploy.up import UpOptions, plan_here, up
         from rigctl.errors import UsageError
+        from rigctl.places import Dirs, locked, resolve_scope
         from rigctl.recipe.load import load
 
         loaded = load(recipe, overlays=overlays or (), sets=sets or ())
         scope = resolve_scope(user, system)
         if inventory and not dry_run:
             raise UsageError("--inventory plans another box: it only goes with --dry-run")
+        name, chosen = loaded.recipe.name, _split([gpus] if gpus else None) or None
         if dry_run:
-            return _dry_run(loaded.recipe, scope, force=_split(force), gpus=_split([gpus] if gpus else None),
-                            inventory=inventory)
-        stages = real_stages(scope, verify=not no_verify)
-        options = UpOptions(force=_split(force), gpus=gpus, verify=not no_verify, keep_failed=keep_failed)
-        ports = _ports(scope)
+            plan = plan_here(loaded.recipe, scope, force=_split(force), gpus=chosen, inventory=inventory)
+            return _dry_run(plan, inventory)
         display = _LiveDisplay(enabled=not as_json and sys.stderr.isatty(), quiet=as_json)
+        adapters = real_adapters(scope)
         try:
-            result = up(loaded.recipe, recipe_source=str(loaded.source.path), scope=scope, stages=stages,
-                        ports=ports, places=Places(quadlet_dir(scope), state_dir(scope)), options=options,
-                        on_progress=display.progress, on_stage=display.stage)
+            with locked(name, f"up {name}"):
+                display.stage("preflight")
+                plan = plan_here(loaded.recipe, scope, force=_split(force), gpus=chosen)
+                result = up(plan, recipe_source=str(loaded.source.path), adapters=adapters, dirs=Dirs.of(scope),
+                            options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
+                            on_progress=display.progress, on_stage=display.stage)
         finally:
             display.close()
-            ports.probe.close()
+            adapters.probe.close()
         return Outcome("up", result.ok, result.to_dict(), view=lambda out: _up_view(out, result),
                        exit_code=result.exit_code)
 
     finish("up", as_json, produce)
 
 
-def _dry_run(recipe: Recipe, scope: Scope, *, force: tuple[str, ...], gpus: tuple[str, ...],
-             inventory: str | None) -> Outcome:
-    """Preflight, GPU choice and the rendered unit, on this host's facts or a captured inventory's."""
+def _dry_run(plan: Plan, inventory: str | None) -> Outcome:
+    """The plan `up` would carry out (preflight, GPU choice, the rendered unit), on this host's facts or a
+    captured inventory's."""
     from rigctl.cli.cmd_preflight import report_view
-    from rigctl.deploy.plan import make_plan
-    from rigctl.deploy.stages import quadlet_version
-    from rigctl.host import facts_for_recipe
-    from rigctl.podman_versions import find_version
-
-    facts = facts_for_recipe(recipe, inventory)
-    # the generator systemd runs here decides the keys; a captured inventory's box is judged by its podman
-    quadlet = None if inventory else find_version(quadlet_version(scope))
-    plan = make_plan(recipe, facts, scope="user" if scope == "user" else "system", force=force,
-                     gpus=list(gpus) or None, quadlet_version=quadlet)
 
     def view(out: TextIO) -> None:
-        report_view(plan.report, recipe.name)(out)
+        report_view(plan.report, plan.recipe.name)(out)
         where = f"inventory {inventory}" if inventory else "this host"
         out.write(f"\nplanned on {where}: podman {plan.to_dict()['podman_version']}"
                   + (f" with quadlet {plan.to_dict()['quadlet_version']}" if plan.quadlet_version else "") + "\n")
@@ -163,12 +150,12 @@ class _LiveDisplay:
             self._live = None
 
 
-def _findings_view(out: TextIO, findings: list[dict[str, Any]]) -> None:
+def _findings_view(out: TextIO, findings: list[Finding]) -> None:
     for f in findings:
-        if f.get("severity") in ("fail", "error", "warn"):
-            out.write(f"  {f['severity']:<5} {f['id']}: {f['message']}\n")
-            if f.get("fix"):
-                out.write(f"        fix: {f['fix']}\n")
+        if f.severity in ("fail", "error", "warn"):
+            out.write(f"  {f.severity:<5} {f.id}: {f.message}\n")
+            if f.fix:
+                out.write(f"        fix: {f.fix}\n")
 
 
 def _up_view(out: TextIO, r: UpResult) -> None:
@@ -177,7 +164,7 @@ def _up_view(out: TextIO, r: UpResult) -> None:
         _findings_view(out, r.preflight)
         out.write("  (--force ID,... downgrades a forceable failure to a warning)\n")
         return
-    _findings_view(out, [f for f in r.preflight if f.get("severity") == "warn"])
+    _findings_view(out, [f for f in r.preflight if f.severity == "warn"])
     w = r.wait
     if w is not None and w.status != "ready":
         out.write(f"{r.recipe}: {w.status.upper()} after {w.elapsed_s:.1f}s in phase '{w.phase}': "
@@ -204,6 +191,8 @@ def _up_view(out: TextIO, r: UpResult) -> None:
     out.write(f"  restarts  {r.restarts}\n")
     for warning in [r.max_model_len_warning] if r.max_model_len_warning else []:
         out.write(f"  warning   {warning}\n")
+    for note in r.render_notes:
+        out.write(f"  note      {note.kind}: {printable(note.message, LINE_LIMIT)}\n")
     if r.checks is not None:
         for c in r.checks.results:
             out.write(f"  {c['status']:<5} {c['id']}: {c['message']}\n")
@@ -230,20 +219,20 @@ def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOp
     def produce() -> Outcome:
         import os
 
-        from rigctl.deploy.places import quadlet_dir, state_dir
-        from rigctl.deploy.ports import Scope
         from rigctl.deploy.status import discover
+        from rigctl.places import Scope, install_dir, resolve_scope, state_dir
 
         if user or system:
-            from rigctl.deploy.places import resolve_scope
-
             scopes = [resolve_scope(user, system)]
         else:
             scopes = [Scope.SYSTEM, Scope.USER] if os.geteuid() == 0 else [Scope.USER]
-        found = [item for scope in scopes for item in discover(scope, quadlet_dir(scope), state_dir(scope))]
+        found = [item for scope in scopes for item in discover(scope, install_dir(scope), state_dir(scope))]
         rows = []
         if found:  # the adapters (HTTP, podman, NVML) load only when there is a service to ask about
-            from rigctl.deploy.ports import HttpProbe, NvmlGpuMemory, PodmanCli, SystemctlCli
+            from rigctl.adapters.gpu_memory import NvmlGpuMemory
+            from rigctl.adapters.podman import PodmanCli
+            from rigctl.adapters.probe import HttpProbe
+            from rigctl.adapters.systemd import SystemctlCli
             from rigctl.deploy.status import describe
 
             podman, probe, gpu = PodmanCli(), HttpProbe(timeout=2.0), NvmlGpuMemory()
@@ -296,8 +285,8 @@ def _duration(seconds: float) -> str:
 
 def _find_record(recipe: str, scope: Scope) -> tuple[DeploymentRecord | None, Recipe | None]:
     from rigctl.deploy import state as records
-    from rigctl.deploy.places import state_dir
     from rigctl.errors import InvalidInputError
+    from rigctl.places import state_dir
     from rigctl.recipe.load import load
 
     record = records.load_record(state_dir(scope), recipe)
@@ -342,10 +331,11 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     With -f: exit 0 once the unit is stopped, 4 when it failed for good or no new container came."""
 
     def produce() -> Outcome:
+        from rigctl.adapters.journal import Journalctl
+        from rigctl.adapters.podman import PodmanCli
         from rigctl.deploy import logs as logmod
-        from rigctl.deploy.places import resolve_scope
-        from rigctl.deploy.ports import PodmanCli
         from rigctl.errors import DeployError
+        from rigctl.places import resolve_scope
 
         scope = resolve_scope(user, system)
         record, loaded = _find_record(recipe, scope)
@@ -358,8 +348,8 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             wait = max(restart_wait, loaded.service.restart_sec + 30.0) if loaded else restart_wait
             return _follow(container=container, unit=unit, scope=scope, podman=podman, signatures=signatures,
                            record=record if since is None else None, tail=tail, since=since, restart_wait_s=wait)
-        lines = logmod.collect(container=container, unit=unit, scope=scope, podman=podman, signatures=signatures,
-                               record=record, since=since, tail=tail)
+        lines = logmod.collect(container=container, unit=unit, podman=podman, journal=Journalctl(scope),
+                               signatures=signatures, record=record, since=since, tail=tail)
         hits = [ln.signature.to_dict() for ln in lines if ln.signature is not None]
         return Outcome("logs", True, {"recipe": name, "container": container, "lines": [ln.to_dict() for ln in lines],
                                       "signatures": hits},
@@ -374,13 +364,15 @@ def _follow(
 ) -> Outcome:
     """``logs -f``: the kept output of the last failed warmup, then the service's output as it comes,
     across restarts (printed as it comes: the stream itself is this command's artefact)."""
+    from rigctl.adapters.clock import RealClock
+    from rigctl.adapters.journal import Journalctl
+    from rigctl.adapters.systemd import SystemctlCli
     from rigctl.deploy import logs as logmod
-    from rigctl.deploy.ports import RealClock, SystemctlCli
     from rigctl.exitcodes import ExitCode
 
     end = logmod.FollowEnd()
     source = _print_lines(sys.stdout, logmod.last_failure(record, signatures))
-    for line in logmod.follow_service(container=container, unit=unit, scope=scope, podman=podman,
+    for line in logmod.follow_service(container=container, unit=unit, podman=podman, journal=Journalctl(scope),
                                       systemd=SystemctlCli(scope), clock=RealClock(), signatures=signatures,
                                       tail=tail, since=since, restart_wait_s=restart_wait_s, end=end):
         source = _print_lines(sys.stdout, [line], source=source)
@@ -424,17 +416,22 @@ def down_cmd(
     """Stop RECIPE's service (idempotent) and report whether its GPUs were released."""
 
     def produce() -> Outcome:
+        from rigctl.adapters.clock import RealClock
+        from rigctl.adapters.gpu_memory import NvmlGpuMemory
+        from rigctl.adapters.podman import PodmanCli
+        from rigctl.adapters.systemd import SystemctlCli
         from rigctl.deploy.down import down
-        from rigctl.deploy.places import quadlet_dir, resolve_scope, state_dir
-        from rigctl.deploy.ports import NvmlGpuMemory, PodmanCli, RealClock, SystemctlCli
+        from rigctl.deploy.state import check_record_name
+        from rigctl.places import install_dir, locked, resolve_scope, state_dir
 
         scope = resolve_scope(user, system)
         record, loaded = _find_record(recipe, scope)
         name, container, unit = _names(recipe, record, loaded)
         stop_timeout = loaded.service.stop_timeout_s if loaded else 120
-        result = down(name, unit=unit, container=container, unit_dir=quadlet_dir(scope),
-                      state_dir=state_dir(scope), remove=remove, stop_timeout_s=stop_timeout,
-                      systemd=SystemctlCli(scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock())
+        with locked(check_record_name(name), f"down {name}"):  # a name, never a path: it names the lock
+            result = down(name, unit=unit, container=container, unit_dir=install_dir(scope),
+                          state_dir=state_dir(scope), remove=remove, stop_timeout_s=stop_timeout,
+                          systemd=SystemctlCli(scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock())
 
         def view(out: TextIO) -> None:
             out.write(f"{result.recipe}: {result.message}\n")
@@ -451,3 +448,79 @@ def down_cmd(
         return Outcome("down", result.stopped, result.to_dict(), view=view)
 
     finish("down", as_json, produce)
+
+
+# --- swap -----------------------------------------------------------------------------------------
+
+
+def _swap_view(result: Any) -> Any:
+    def view(out: TextIO) -> None:
+        for step in result.steps:
+            out.write(f"  {'ok  ' if step.ok else 'FAIL'} {step.name:<15} {step.message}\n")
+        if result.outcome == "rollback-failed":
+            out.write("\n" + "!" * 78 + f"\n!! {result.message}\n" + "!" * 78 + "\n")
+            out.write("what to do now:\n")
+            for item in result.todo:
+                out.write(f"  - {item}\n")
+            return
+        out.write(f"{result.outcome}: {result.message}\n")
+
+    return view
+
+
+@app.command("swap")
+def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
+    source: Annotated[str, typer.Argument(metavar="FROM", help="The deployed recipe to replace (name or path).")],
+    target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead (name or path).")],
+    sets: SetOpt = None,
+    overlays: OverlayOpt = None,
+    force: Annotated[list[str] | None, typer.Option("--force", metavar="ID,...",
+                                                    help="Downgrade these preflight failures of TO.")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="IDS", help="Explicit GPUs for TO.")] = None,
+    release_timeout: Annotated[float, typer.Option(
+        "--release-timeout", min=0, help="Seconds to wait for FROM's GPU memory to be released.")] = 120.0,
+    user: Annotated[bool, typer.Option("--user", help="User scope (systemctl --user).")] = False,
+    system: Annotated[bool, typer.Option("--system", help="System scope (root).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replace FROM by TO: preflight TO (FROM's GPUs counted free), stop FROM, wait for its GPU memory,
+    up and verify TO; on any failure stop TO and bring FROM back. Exit 0 swapped, 4 rolled back,
+    70 rollback failed, 1 TO's preflight refused (nothing stopped)."""
+
+    def produce() -> Outcome:
+        from rigctl.adapters import real_adapters
+        from rigctl.deploy.state import load_record
+        from rigctl.deploy.swap import HostSwapDeploy, Side, SwapOptions, resolve_source, swap
+        from rigctl.errors import InvalidInputError
+        from rigctl.places import Dirs, resolve_scope
+        from rigctl.recipe.load import load
+
+        scope = resolve_scope(user, system)
+        dirs = Dirs.of(scope)
+        try:
+            from_loaded = load(source)
+        except InvalidInputError:
+            # A deployment made from a path is found by its name through its record.
+            record = load_record(dirs.state, source)
+            if record is None or not record.recipe_source:
+                raise
+            from_loaded = load(record.recipe_source)
+        from_side = resolve_source(from_loaded.recipe, str(from_loaded.source.path), state_dir=dirs.state)
+        to_loaded = load(target, overlays=overlays or (), sets=sets or ())
+        to_side = Side(to_loaded.recipe, str(to_loaded.source.path))
+
+        def progress(step: Any) -> None:
+            if not as_json:
+                sys.stderr.write(f"- {step.name}: {'ok' if step.ok else 'FAILED'}\n")
+
+        adapters = real_adapters(scope)
+        deploy = HostSwapDeploy(scope, adapters=adapters, dirs=dirs, force=_split(force),
+                                gpus=_split([gpus] if gpus else None) or None)
+        try:  # swap() holds both services' locks throughout
+            result = swap(from_side, to_side, deploy=deploy, gpu=adapters.gpu, clock=adapters.clock,
+                          options=SwapOptions(release_timeout_s=release_timeout), on_step=progress)
+        finally:
+            adapters.probe.close()
+        return Outcome("swap", result.ok, result.to_dict(), view=_swap_view(result), exit_code=result.exit_code)
+
+    finish("swap", as_json, produce)

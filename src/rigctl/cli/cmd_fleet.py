@@ -1,4 +1,4 @@
-"""rigctl doctor | fleet status|doctor|preflight | swap. Thin: parse, call one core function, render."""
+"""rigctl doctor | fleet status|doctor|preflight|swap. Thin: parse, call one core function, render."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from rigctl.cli.base import JsonOpt, OverlayOpt, SetOpt, app, finish
+from rigctl.cli.base import JsonOpt, app, finish
 from rigctl.cli.output import Outcome
 
 if TYPE_CHECKING:
-    from rigctl.fleet.checkup import DoctorReport
+    from rigctl.doctor.checkup import DoctorReport
     from rigctl.fleet.remote import FleetResult
 
 PathOpt = Annotated[
@@ -30,6 +30,12 @@ TagOpt = Annotated[
 ]
 OnlyOpt = Annotated[
     list[str] | None, typer.Option("--only", metavar="NAME", help="Only this host (repeatable).")
+]
+LimitOpt = Annotated[
+    str | None,
+    typer.Option("--limit", metavar="PATTERN",
+                 help="Hosts or groups as Ansible's --limit: a,b (or a:b), !x to leave out, &x to intersect, "
+                      "@FILE, * globs."),
 ]
 ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, max=256, help="Hosts contacted at once.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed per host.")]
@@ -97,7 +103,7 @@ def doctor_cmd(paths: PathOpt = None, fix: FixOpt = False, as_json: JsonOpt = Fa
     podman/docker or an engine): restart policy, ipc/shm, start timeouts, digests, exposure, CDI."""
 
     def produce() -> Outcome:
-        from rigctl.fleet.checkup import doctor
+        from rigctl.doctor.checkup import doctor
 
         report = doctor(paths or None, fix=fix)
         return Outcome("doctor", report.ok, report.to_dict(), view=_doctor_view(report))
@@ -116,10 +122,12 @@ fleet_app = typer.Typer(
 app.add_typer(fleet_app, name="fleet")
 
 
-def _fleet_view(result: FleetResult) -> Any:
+def _fleet_view(result: FleetResult, about: dict[str, Any] | None = None) -> Any:
     def view(out: TextIO) -> None:
         from rigctl.fleet.remote import fix_lines, shown  # every line below may hold what a host answered
 
+        for line in _inventory_lines(about) if about else []:
+            out.write(shown(f"{'  ' if line.startswith('warning:') else ''}{line}\n"))
         out.write(f"rigctl fleet {result.command}: {len(result.hosts)} host(s), "
                   f"{sum(1 for h in result.hosts if h.ok)} ok, {result.elapsed_s:.1f}s\n")
         for host in result.hosts:
@@ -140,25 +148,42 @@ def _fleet_view(result: FleetResult) -> Any:
     return view
 
 
+def _inventory_lines(about: dict[str, Any]) -> list[str]:
+    """Which file was read, as what, how many of its hosts were chosen, and what of it rigctl ignores."""
+    limit = f", --limit {about['limit']}" if about["limit"] else ""
+    head = f"inventory: {about['path']} ({about['kind']}; {about['chosen']} of {about['hosts']} host(s){limit})"
+    return [head, *(f"warning: {w}" for w in about["warnings"])]
+
+
 def _fleet(command: str, *, hosts_file: str | None, tags: list[str] | None, only: list[str] | None,
-           parallel: int, timeout: float, as_json: bool, extra: list[str] | None = None, fix: bool = False) -> None:
+           parallel: int, timeout: float, as_json: bool, extra: list[str] | None = None, fix: bool = False,
+           limit: str | None = None) -> None:
     def produce() -> Outcome:
         from rigctl.fleet.inventory import load_inventory
         from rigctl.fleet.remote import run_fleet
 
         inventory = load_inventory(hosts_file)
-        chosen = inventory.select(tags=tags or (), names=only or ())
+        chosen = inventory.select(tags=tags or (), names=only or (), limit=limit)
+        about = inventory.report(chosen, limit=limit)
+        if as_json:  # stdout holds the one JSON object: these go where warnings go
+            import sys
+
+            from rigctl.fleet.remote import shown
+
+            for line in _inventory_lines(about):
+                sys.stderr.write(shown(f"rigctl fleet {command}: {line}\n"))
         result = run_fleet(command, chosen, parallel=parallel, timeout=timeout, extra=extra or [], fix=fix)
-        return Outcome(f"fleet {command}", result.ok, result.to_dict(), view=_fleet_view(result))
+        return Outcome(f"fleet {command}", result.ok, result.to_dict(), view=_fleet_view(result, about))
 
     finish(f"fleet {command}", as_json, produce)
 
 
 @fleet_app.command("status")
-def fleet_status_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, parallel: ParallelOpt = 16,
-                     timeout: TimeoutOpt = 30.0, as_json: JsonOpt = False) -> None:
+def fleet_status_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
+                     parallel: ParallelOpt = 16, timeout: TimeoutOpt = 30.0, as_json: JsonOpt = False) -> None:
     """What each host serves: rigctl units, containers and their state."""
-    _fleet("status", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json)
+    _fleet("status", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json,
+           limit=limit)
 
 
 FleetFixOpt = Annotated[
@@ -169,23 +194,24 @@ FleetFixOpt = Annotated[
 
 
 @fleet_app.command("doctor")
-def fleet_doctor_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, parallel: ParallelOpt = 16,
-                     timeout: TimeoutOpt = 60.0, fix: FleetFixOpt = False, as_json: JsonOpt = False) -> None:
+def fleet_doctor_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
+                     parallel: ParallelOpt = 16, timeout: TimeoutOpt = 60.0, fix: FleetFixOpt = False,
+                     as_json: JsonOpt = False) -> None:
     """`rigctl doctor` on every host (remote rigctl when installed, else unit files shipped back by ssh)."""
     _fleet("doctor", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json,
-           fix=fix)
+           fix=fix, limit=limit)
 
 
 @fleet_app.command("preflight")
 def fleet_preflight_cmd(
     recipe: Annotated[str, typer.Argument(metavar="RECIPE", help="Recipe name known to the remote rigctl.")],
     *,
-    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, parallel: ParallelOpt = 16,
-    timeout: TimeoutOpt = 120.0, as_json: JsonOpt = False,
+    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
+    parallel: ParallelOpt = 16, timeout: TimeoutOpt = 120.0, as_json: JsonOpt = False,
 ) -> None:
     """`rigctl preflight RECIPE` on every host (needs rigctl installed there)."""
     _fleet("preflight", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,
-           as_json=as_json, extra=[recipe])
+           as_json=as_json, extra=[recipe], limit=limit)
 
 
 @fleet_app.command("swap")
@@ -193,7 +219,7 @@ def fleet_swap_cmd(
     source: Annotated[str, typer.Argument(metavar="FROM", help="The deployed recipe to replace on each host.")],
     target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead.")],
     *,
-    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None,
+    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
     parallel: Annotated[
         int, typer.Option("--parallel", min=1, help="Hosts swapped at once (default: one by one).")
     ] = 1,
@@ -201,85 +227,5 @@ def fleet_swap_cmd(
 ) -> None:
     """`rigctl swap FROM TO` on every chosen host (needs rigctl there): each rolls back on its own failure."""
     _fleet("swap", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,
-           as_json=as_json, extra=[source, target])
+           as_json=as_json, extra=[source, target], limit=limit)
 
-
-# --- swap ---------------------------------------------------------------------------------------------
-
-
-def _swap_view(result: Any) -> Any:
-    def view(out: TextIO) -> None:
-        for step in result.steps:
-            out.write(f"  {'ok  ' if step.ok else 'FAIL'} {step.name:<15} {step.message}\n")
-        if result.outcome == "rollback-failed":
-            out.write("\n" + "!" * 78 + f"\n!! {result.message}\n" + "!" * 78 + "\n")
-            out.write("what to do now:\n")
-            for item in result.todo:
-                out.write(f"  - {item}\n")
-            return
-        out.write(f"{result.outcome}: {result.message}\n")
-
-    return view
-
-
-@app.command("swap")
-def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
-    source: Annotated[str, typer.Argument(metavar="FROM", help="The deployed recipe to replace (name or path).")],
-    target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead (name or path).")],
-    sets: SetOpt = None,
-    overlays: OverlayOpt = None,
-    force: Annotated[list[str] | None, typer.Option("--force", metavar="ID,...",
-                                                    help="Downgrade these preflight failures of TO.")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", metavar="IDS", help="Explicit GPUs for TO.")] = None,
-    release_timeout: Annotated[float, typer.Option(
-        "--release-timeout", min=0, help="Seconds to wait for FROM's GPU memory to be released.")] = 120.0,
-    user: Annotated[bool, typer.Option("--user", help="User scope (systemctl --user).")] = False,
-    system: Annotated[bool, typer.Option("--system", help="System scope (root).")] = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Replace FROM by TO: preflight TO (FROM's GPUs counted free), stop FROM, wait for its GPU memory,
-    up and verify TO; on any failure stop TO and bring FROM back. Exit 0 swapped, 4 rolled back,
-    70 rollback failed, 1 TO's preflight refused (nothing stopped)."""
-
-    def produce() -> Outcome:
-        import sys
-
-        from rigctl.deploy.places import lock_dir, quadlet_dir, resolve_scope, state_dir
-        from rigctl.deploy.ports import NvmlGpuMemory, RealClock
-        from rigctl.deploy.state import load_record
-        from rigctl.errors import InvalidInputError
-        from rigctl.fleet.swap import HostSwapDeploy, Side, SwapOptions, private_lock_dir, resolve_source, swap
-        from rigctl.recipe.load import load
-
-        scope = resolve_scope(user, system)
-        states = state_dir(scope)
-        try:
-            from_loaded = load(source)
-        except InvalidInputError:
-            # A deployment made from a path is found by its name through its record.
-            record = load_record(states, source)
-            if record is None or not record.recipe_source:
-                raise
-            from_loaded = load(record.recipe_source)
-        from_side = resolve_source(from_loaded.recipe, str(from_loaded.source.path), state_dir=states)
-        to_loaded = load(target, overlays=overlays or (), sets=sets or ())
-        to_side = Side(to_loaded.recipe, str(to_loaded.source.path))
-        split = tuple(v.strip() for item in force or [] for v in item.split(",") if v.strip())
-
-        def progress(step: Any) -> None:
-            if not as_json:
-                sys.stderr.write(f"- {step.name}: {'ok' if step.ok else 'FAILED'}\n")
-
-        locks = lock_dir()
-        with private_lock_dir(locks) as inner:
-            deploy = HostSwapDeploy(scope, unit_dir=quadlet_dir(scope), state_dir=states, inner_lock_dir=inner,
-                                    force=split, gpus=gpus)
-            try:
-                result = swap(from_side, to_side, deploy=deploy, gpu=NvmlGpuMemory(), clock=RealClock(),
-                              options=SwapOptions(release_timeout_s=release_timeout), lock_dir=locks,
-                              on_step=progress)
-            finally:
-                deploy.close()
-        return Outcome("swap", result.ok, result.to_dict(), view=_swap_view(result), exit_code=result.exit_code)
-
-    finish("swap", as_json, produce)

@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
+from typer.core import TyperCommand, TyperOption
 
 from rigctl.cli.base import JsonOpt, OverlayOpt, SetOpt, app, finish
 from rigctl.cli.output import Outcome
@@ -14,9 +15,24 @@ if TYPE_CHECKING:
     from rigctl.verify.report import VerifyReport
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
+CHECKS_HELP = "Checks to run: {ids} (default: all)."
 
 
-@app.command("verify")
+class _VerifyCommand(TyperCommand):
+    """Names the checks in --checks' help from verify's registry (rigctl.verify.checks.REGISTRY), loaded only
+    when this help is shown: the registry brings the HTTP client along, which the other commands and the
+    root help must not pay for at start-up."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from rigctl.verify.runner import check_ids
+
+        for param in self.params:
+            if isinstance(param, TyperOption) and param.name == "checks":
+                param.help = CHECKS_HELP.format(ids=",".join(check_ids()))
+        super().format_help(ctx, formatter)
+
+
+@app.command("verify", cls=_VerifyCommand)
 def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
     recipe: Annotated[
         str | None,
@@ -34,8 +50,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
     ] = None,
     checks: Annotated[
         str | None,
-        typer.Option("--checks", metavar="a,b", help="Checks to run: health,models,smoke,repetition,determinism,"
-                     "needle,soak (default: all)."),
+        typer.Option("--checks", metavar="a,b", help="Checks to run (default: all)."),  # _VerifyCommand names them
     ] = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=1, help="Seconds one request may take (default 60).")
@@ -108,9 +123,8 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
 def _installed_endpoint(name: str, api_key: str | None) -> Any:
     """Where the installed deployment of ``name`` answers (rigctl's record of what `up` installed, which
     may differ from the recipe file by the --set/overlays it was deployed with), or None."""
-    from rigctl.deploy.places import state_dir
-    from rigctl.deploy.ports import Scope
     from rigctl.deploy.state import load_record
+    from rigctl.places import Scope, state_dir
     from rigctl.verify.client import Endpoint
 
     for scope in (Scope.SYSTEM, Scope.USER):

@@ -1,4 +1,5 @@
-"""`rigctl down`: stop a deployment (and remove its unit), idempotently, under the service lock."""
+"""`rigctl down`: stop a deployment (and remove its unit), idempotently. The caller holds the service's
+lock (``places.locked``): the command itself, or `swap` around its whole sequence."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_fixed
 
+from rigctl.adapters.clock import Clock
+from rigctl.adapters.gpu_memory import GpuMemory
+from rigctl.adapters.podman import Podman
+from rigctl.adapters.systemd import Systemd
 from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
-from rigctl.deploy.places import locked
-from rigctl.deploy.ports import Clock, GpuMemory, Podman, Systemd
 from rigctl.errors import InvalidInputError
 
 CONTAINER_GONE_WAIT_S = 15.0
@@ -81,41 +84,39 @@ def down(
     podman: Podman,
     gpu: GpuMemory,
     clock: Clock,
-    lock_dir: Path | None = None,
 ) -> DownResult:
-    records.check_record_name(recipe_name)  # a name, never a path: it names the lock and the record
-    with locked(recipe_name, f"down {recipe_name}", lock_dir):
-        record = records.load_record(state_dir, recipe_name)  # refused whole when damaged: exit 3
-        if record is not None:
-            unit, container = record.unit, record.container
-        records.check_unit_name(unit)
-        names = record.unit_files if record else [unit.removesuffix(".service") + ".container"]
-        if remove and record is not None:
-            _check_own_dir(record, unit_dir, records.record_path(state_dir, recipe_name))
-        before = systemd.show(unit)
-        if before.load == "loaded" or before.active != "inactive":
-            systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
-        after = systemd.show(unit)
-        # ExecStopPost removes the container; wait for it (bounded) so "GPUs released" means something.
-        gone = _wait_until_gone(podman, container, clock)
-        result = DownResult(
-            recipe=recipe_name, unit=unit, was_active=before.active,
-            stopped=after.active in ("inactive", "failed"), container_gone=gone,
-            gpu_ids=list(record.gpu_ids) if record else [],
-        )
-        if remove:
-            result.removed = [str(p) for p in remove_files(unit_dir, names)]
-            if result.removed:
-                systemd.daemon_reload()
-            systemd.reset_failed(unit)
-            records.delete(state_dir, recipe_name)
-        if result.gpu_ids:
-            busy = gpu.busy(result.gpu_ids)
-            result.gpus_released = None if busy is None else not busy
-        if before.load != "loaded" and before.active == "inactive" and not result.removed:
-            result.message = f"{unit} is not installed; nothing to do"
-        elif before.active in ("inactive", "failed") and not result.removed:
-            result.message = f"{unit} was already stopped"
-        else:
-            result.message = f"{unit} stopped" + (" and removed" if result.removed else "")
-        return result
+    records.check_record_name(recipe_name)  # a name, never a path: it names the record
+    record = records.load_record(state_dir, recipe_name)  # refused whole when damaged: exit 3
+    if record is not None:
+        unit, container = record.unit, record.container
+    records.check_unit_name(unit)
+    names = record.unit_files if record else [unit.removesuffix(".service") + ".container"]
+    if remove and record is not None:
+        _check_own_dir(record, unit_dir, records.record_path(state_dir, recipe_name))
+    before = systemd.show(unit)
+    if before.load == "loaded" or before.active != "inactive":
+        systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
+    after = systemd.show(unit)
+    # ExecStopPost removes the container; wait for it (bounded) so "GPUs released" means something.
+    gone = _wait_until_gone(podman, container, clock)
+    result = DownResult(
+        recipe=recipe_name, unit=unit, was_active=before.active,
+        stopped=after.active in ("inactive", "failed"), container_gone=gone,
+        gpu_ids=list(record.gpu_ids) if record else [],
+    )
+    if remove:
+        result.removed = [str(p) for p in remove_files(unit_dir, names)]
+        if result.removed:
+            systemd.daemon_reload()
+        systemd.reset_failed(unit)
+        records.delete(state_dir, recipe_name)
+    if result.gpu_ids:
+        busy = gpu.busy(result.gpu_ids)
+        result.gpus_released = None if busy is None else not busy
+    if before.load != "loaded" and before.active == "inactive" and not result.removed:
+        result.message = f"{unit} is not installed; nothing to do"
+    elif before.active in ("inactive", "failed") and not result.removed:
+        result.message = f"{unit} was already stopped"
+    else:
+        result.message = f"{unit} stopped" + (" and removed" if result.removed else "")
+    return result

@@ -14,18 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from rigctl.deploy.ports import (
-    Clock,
-    ContainerInfo,
-    LineStream,
-    Podman,
-    Scope,
-    Systemd,
-    UnitState,
-    journal_available,
-    journal_follow,
-    journal_lines,
-)
+from rigctl.adapters.clock import Clock
+from rigctl.adapters.journal import Journal
+from rigctl.adapters.lines import LineStream
+from rigctl.adapters.podman import ContainerInfo, Podman
+from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy.state import DeploymentRecord
 from rigctl.recipe.model import CrashSignature
 from rigctl.verify.signatures import SignatureMatch, match_signatures
@@ -63,14 +56,14 @@ def last_failure(record: DeploymentRecord | None, signatures: Sequence[CrashSign
 
 
 def collect(
-    *, container: str, unit: str, scope: Scope, podman: Podman, signatures: Sequence[CrashSignature],
+    *, container: str, unit: str, podman: Podman, journal: Journal, signatures: Sequence[CrashSignature],
     record: DeploymentRecord | None, since: str | None, tail: int | None,
 ) -> list[LogLine]:
     out: list[LogLine] = last_failure(record, signatures) if since is None else []
     lines = podman.logs(container, tail=tail, since=since)
-    if not lines and journal_available():
+    if not lines and journal.available():
         # The container is gone (quadlet runs it with --rm): its output may survive in the journal.
-        lines = journal_lines(unit, scope, since=since, tail=tail)
+        lines = journal.lines(unit, since=since, tail=tail)
         out += _mark("journal", lines, signatures)
     else:
         out += _mark("podman", lines, signatures)
@@ -128,7 +121,7 @@ def _signed(source: str, line: str, signatures: Sequence[CrashSignature]) -> Log
 
 
 def follow_service(
-    *, container: str, unit: str, scope: Scope, podman: Podman, systemd: Systemd, clock: Clock,
+    *, container: str, unit: str, podman: Podman, journal: Journal, systemd: Systemd, clock: Clock,
     signatures: Sequence[CrashSignature], tail: int | None = None, since: str | None = None,
     restart_wait_s: float = RESTART_WAIT_S, end: FollowEnd | None = None,
 ) -> Iterator[LogLine]:
@@ -138,8 +131,8 @@ def follow_service(
     with why following stopped."""
     end = end if end is not None else FollowEnd()
     current = podman.container(container)
-    if current is not None and current.log_driver in {"journald", "passthrough"} and journal_available():
-        yield from _follow_journal(unit=unit, scope=scope, systemd=systemd, clock=clock, signatures=signatures,
+    if current is not None and current.log_driver in {"journald", "passthrough"} and journal.available():
+        yield from _follow_journal(unit=unit, journal=journal, systemd=systemd, clock=clock, signatures=signatures,
                                    tail=tail, since=since, restart_wait_s=restart_wait_s, end=end)
         return
     yield from _follow_podman(current, container=container, unit=unit, podman=podman, systemd=systemd, clock=clock,
@@ -215,12 +208,12 @@ def _drain_container(stream: LineStream, container_id: str, podman: Podman, cloc
 
 
 def _follow_journal(
-    *, unit: str, scope: Scope, systemd: Systemd, clock: Clock, signatures: Sequence[CrashSignature],
+    *, unit: str, journal: Journal, systemd: Systemd, clock: Clock, signatures: Sequence[CrashSignature],
     tail: int | None, since: str | None, restart_wait_s: float, end: FollowEnd,
 ) -> Iterator[LogLine]:
     """``journalctl -f -u UNIT`` spans restarts by itself; the unit's restart counter says when one
     happened, and its state when it is over (looked at once a second at most, however chatty the engine)."""
-    stream = journal_follow(unit, scope, tail=tail, since=since)
+    stream = journal.follow(unit, tail=tail, since=since)
     try:
         seen_restarts = systemd.show(unit).restarts
         exit_status: int | None = None

@@ -1,9 +1,10 @@
-"""What `up` would do on a host, decided without touching it: the dry run.
+"""The plan: what `up` will do on a host, decided without touching it.
 
-A plan is preflight over (recipe, facts), the GPUs the layout picked, and the unit rendered for the
-podman those facts describe. The facts may be this host's or a captured inventory from another box
-(an operator plans a GPU box from a laptop), so nothing here probes the machine it runs on: the
-caller gathers or loads the facts and passes them in.
+``make_plan`` is preflight over (recipe, facts), the GPUs the layout picked, and the unit rendered for the
+podman and quadlet those facts describe. The facts come from ``facts_for_recipe`` (this host, with every
+path the recipe uses probed, or a captured inventory from another box), gathered once by the caller.
+`up --dry-run` prints the plan, `up` executes it, `swap` makes one for the recipe it brings in: one
+pipeline, so the three can never judge one recipe differently.
 
 The unit is rendered even when preflight fails: the operator asked what would be installed, and the
 unit shows it; the plan says that nothing will be installed until the failures are fixed.
@@ -11,46 +12,67 @@ unit shows it; the plan says that nothing will be installed until the failures a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rigctl.errors import RigctlError
 from rigctl.host.facts import HostFacts
+from rigctl.places import Scope, install_dir
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, find_version, fmt
 from rigctl.preflight.layout import unit_gpu_ids
 from rigctl.preflight.runner import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
-from rigctl.render.units import RenderedUnits, Scope, install_dir, render_units
+from rigctl.render.escape import RenderError
+from rigctl.render.units import Note, RenderedUnits, render_units
 
 
 @dataclass
 class Plan:
     recipe: Recipe
     scope: Scope
-    report: PreflightReport
+    report: PreflightReport  # typed findings and the GPU layout choice
     podman_version: Version
-    quadlet_version: Version | None
-    gpu_ids: list[str] | None
-    rendered: RenderedUnits | None
-    render_error: str | None = None
+    quadlet_version: Version | None = None
+    quadlet_path: str | None = None  # the generator systemd runs for this scope: asked when it rejects the unit
+    gpu_ids: list[str] = field(default_factory=list)  # what the unit pins: UUIDs, indices where NVML gave none
+    placeholders: bool = False  # no valid layout: the unit shown names GPU indices it cannot pin
+    rendered: RenderedUnits | None = None
+    render_failure: RigctlError | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """Would `up` go ahead: preflight passes and the unit renders for this host's podman."""
-        return self.report.ok and self.rendered is not None and self.render_error is None
+        """Would `up` go ahead: preflight passes and the unit renders, with its real GPUs, for this podman."""
+        return self.report.ok and self.rendered is not None and self.render_failure is None and not self.placeholders
+
+    @property
+    def render_error(self) -> str | None:
+        err = self.render_failure
+        return None if err is None else err.message + (f" (fix: {err.fix})" if err.fix else "")
 
     @property
     def unit_dir(self) -> str:
         return str(install_dir(self.scope))
+
+    def install_problem(self) -> RigctlError | None:
+        """Why the rendered unit cannot be installed although preflight passed (a render refusal, or GPU
+        indices that would only be guesses), or None."""
+        if self.render_failure is not None:
+            return self.render_failure
+        if self.placeholders or self.rendered is None:
+            problems = "; ".join(self.report.choice.problems) or "no GPUs chosen"
+            return RenderError(f"no valid GPU layout for {self.recipe.name} on this host ({problems}): the unit "
+                               "cannot pin its GPUs", fix="see `rigctl preflight`; or name them with --gpus")
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         choice = self.report.choice
         files = self.rendered.files if self.rendered else []
         return {
             "recipe": self.recipe.name,
-            "scope": self.scope,
+            "scope": str(self.scope),
             "dry_run": True,
             "would_install": self.ok,
             "findings": [f.model_dump(mode="json") for f in self.report.findings],
@@ -62,12 +84,15 @@ class Plan:
             "unit_dir": self.unit_dir,
             "service": self.rendered.service_name if self.rendered else None,
             "files": [{"name": f.name, "path": f"{self.unit_dir}/{f.name}", "text": f.text} for f in files],
-            "render_notes": [{"kind": n.kind, "message": n.message} for n in self.rendered.notes]
-            if self.rendered else [],
+            "render_notes": notes_dict(self.rendered.notes if self.rendered else []),
             "render_error": self.render_error,
             "notes": self.notes,
-            "endpoint": f"http://{self.recipe.publish.address}:{self.recipe.publish.port}/v1",
+            "endpoint": f"{self.recipe.base_url}/v1",
         }
+
+
+def notes_dict(notes: Sequence[Note]) -> list[dict[str, str]]:
+    return [{"kind": n.kind, "message": n.message} for n in notes]
 
 
 def make_plan(
@@ -77,34 +102,40 @@ def make_plan(
     scope: Scope,
     force: Sequence[str] = (),
     gpus: Sequence[str] | None = None,
-    quadlet_version: Version | None = None,
 ) -> Plan:
+    scope = Scope(scope)
     report = run_preflight(recipe, facts, force=force, gpus=gpus, scope=scope)
     notes: list[str] = []
-
-    podman = find_version(facts.podman.version) if facts.podman.installed else None
-    if podman is None:
-        podman = DEFAULT_PODMAN
-        notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
-
-    gpu_ids: list[str] | None = unit_gpu_ids(recipe, report.choice)  # as `up` and `render` pin them
-    if not report.choice.ok:
-        gpu_ids = None  # render falls back to indices 0..N-1 and says so in its notes
+    plan = Plan(recipe, scope, report, _podman_version(facts, notes), notes=notes)
+    pod = facts.podman
+    if pod.quadlet_scope in (None, scope):  # a captured box's generator counts for the scope it was found for
+        plan.quadlet_version, plan.quadlet_path = find_version(pod.quadlet_version), pod.quadlet
+    plan.gpu_ids = unit_gpu_ids(recipe, report.choice)  # as `render` pins them
+    plan.placeholders = recipe.gpus.count > 0 and not report.choice.ok
+    if plan.placeholders:
         notes.append("no valid GPU layout on this host: the unit shows GPU indices as placeholders")
-
-    rendered: RenderedUnits | None = None
-    render_error: str | None = None
     try:
-        rendered = render_units(recipe, podman_version=podman, quadlet_version=quadlet_version,
-                                gpu_ids=gpu_ids or None, scope=scope)
+        plan.rendered = render_units(recipe, podman_version=plan.podman_version,
+                                     quadlet_version=plan.quadlet_version,
+                                     gpu_ids=None if plan.placeholders else plan.gpu_ids, scope=scope)
     except RigctlError as err:  # e.g. a podman too old for quadlet: part of the plan, not a crash
-        render_error = err.message + (f" (fix: {err.fix})" if err.fix else "")
-        if podman < DEFAULT_PODMAN:
-            # still show what would be installed on a podman that can run it
-            rendered = render_units(recipe, podman_version=DEFAULT_PODMAN, gpu_ids=gpu_ids or None, scope=scope)
-            notes.append(f"the unit shown is rendered for podman {fmt(DEFAULT_PODMAN)}: this host's podman "
-                         f"{fmt(podman)} cannot run it as it is")
+        plan.render_failure = err
+        if plan.podman_version < DEFAULT_PODMAN:
+            # still show what would be installed on a podman that can run it (if the recipe renders at all)
+            with contextlib.suppress(RigctlError):
+                plan.rendered = render_units(recipe, podman_version=DEFAULT_PODMAN,
+                                             gpu_ids=None if plan.placeholders else plan.gpu_ids, scope=scope)
+                notes.append(f"the unit shown is rendered for podman {fmt(DEFAULT_PODMAN)}: this host's podman "
+                             f"{fmt(plan.podman_version)} cannot run it as it is")
     if not report.ok:
         notes.append("preflight failed: nothing would be installed until the failures above are fixed "
                      "(or forced with --force ID where that is safe)")
-    return Plan(recipe, scope, report, podman, quadlet_version, gpu_ids, rendered, render_error, notes)
+    return plan
+
+
+def _podman_version(facts: HostFacts, notes: list[str]) -> Version:
+    found = find_version(facts.podman.version) if facts.podman.installed else None
+    if found is None:
+        notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
+        return DEFAULT_PODMAN
+    return found

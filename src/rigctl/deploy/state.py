@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from rigctl.deploy.ports import Scope
 from rigctl.errors import InvalidInputError
+from rigctl.places import Scope
 from rigctl.recipe.catalog import clip, recipe_name_problem
 from rigctl.util import safefs
 from rigctl.util.jsonfile import JsonFileError, parse_json

@@ -1,5 +1,9 @@
 """`rigctl status`: every rigctl-managed service on the host, found from the quadlet directories (files
-carrying the ``rigctl.managed`` label) and from rigctl's deployment records."""
+carrying the ``rigctl.managed`` label) and from rigctl's deployment records.
+
+Unit files are read by the one parser (``rigctl.host.unitfile``) and judged rigctl's by the one rule
+(``rigctl.host.managed``, the unit file's own label), so status and ``doctor --fix`` agree on which units
+are rigctl's and on what their keys are, drop-ins included."""
 
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rigctl.adapters.gpu_memory import GpuMemory
+from rigctl.adapters.podman import Podman
+from rigctl.adapters.probe import Probe
+from rigctl.adapters.systemd import Systemd
 from rigctl.deploy import state as records
-from rigctl.deploy.ports import GpuMemory, Podman, Probe, Scope, Systemd
 from rigctl.errors import CommandError, InvalidInputError
+from rigctl.host.managed import is_managed
+from rigctl.host.unitfile import MergedUnit, UnitParseError, dropin_dirs, parse
+from rigctl.places import Scope
 from rigctl.util import safefs
-
-MANAGED_LABEL = "rigctl.managed"
 
 
 @dataclass
@@ -25,18 +33,6 @@ class Managed:
     unit: str
     unit_file: Path | None
     record: records.DeploymentRecord | None
-
-
-_MANAGED_WORD = re.compile(r"(?:^|[ \t])" + re.escape(MANAGED_LABEL) + r"=true(?:[ \t]|$)")
-
-
-def _label_line(text: str) -> bool:
-    """Whether the unit carries ``Label=rigctl.managed=true`` (systemd's line rule: ``\n`` only, so a
-    U+2028 inside a Description cannot fake the label; ``=false`` is not managed)."""
-    return any(
-        line.strip(" \t").startswith("Label=") and _MANAGED_WORD.search(line.strip(" \t")[len("Label="):])
-        for line in text.split("\n")
-    )
 
 
 def _unit_text(path: Path) -> str | None:
@@ -54,7 +50,7 @@ def discover(scope: Scope, unit_dir: Path, state_dir: Path) -> list[Managed]:
     if unit_dir.is_dir():
         for path in sorted(unit_dir.glob("*.container")):
             text = _unit_text(path)
-            if text is not None and _label_line(text):
+            if text is not None and is_managed(str(path), text):
                 unit = path.stem + ".service"
                 found[unit] = Managed(scope, unit, path, None)
     for record in records.all_records(state_dir):
@@ -69,9 +65,40 @@ def discover(scope: Scope, unit_dir: Path, state_dir: Path) -> list[Managed]:
     return list(found.values())
 
 
-_PUBLISH = re.compile(r"^PublishPort=(?:(\[[0-9a-fA-F:]+\]|[0-9.]+):)?(\d+):\d+", re.M)
-_IMAGE = re.compile(r"^Image=(\S+)", re.M)
-_NAME = re.compile(r"^ContainerName=(\S+)", re.M)
+def unit_keys(path: Path) -> MergedUnit | None:
+    """The unit file with its drop-ins applied, as doctor applies them (the directories
+    ``dropin_dirs`` names, in that order, each by file name). None when the unit cannot be read; a
+    drop-in that cannot be read is left out."""
+    text = _unit_text(path)
+    if text is None:
+        return None
+    try:
+        main = parse(str(path), text)
+    except UnitParseError:
+        return None
+    dropins = []
+    for dirname in dropin_dirs(str(path), text):
+        folder = path.parent / dirname
+        for conf in sorted(folder.glob("*.conf")) if folder.is_dir() else ():
+            conf_text = _unit_text(conf)
+            if conf_text is None:
+                continue
+            try:
+                dropins.append(parse(str(conf), conf_text))
+            except UnitParseError:
+                continue
+    return MergedUnit.of(main, dropins)
+
+
+_PUBLISH = re.compile(r"(?:(\[[0-9a-fA-F:]+\]|[0-9.]+):)?(\d+):\d+")
+
+
+def _endpoint(keys: MergedUnit) -> str | None:
+    """From the first ``PublishPort=`` that names a host port."""
+    for word in keys.words("Container", "PublishPort"):
+        if m := _PUBLISH.match(word):
+            return f"http://{(m.group(1) or '127.0.0.1')}:{m.group(2)}"
+    return None
 
 
 @dataclass
@@ -109,13 +136,13 @@ class ServiceStatus:
 def describe(
     item: Managed, *, systemd: Systemd, podman: Podman, probe: Probe, gpu: GpuMemory
 ) -> ServiceStatus:
-    text = (_unit_text(item.unit_file) if item.unit_file is not None else None) or ""
+    keys = (unit_keys(item.unit_file) if item.unit_file is not None else None) or MergedUnit(files=())
     record = item.record
     endpoint = record.endpoint if record else None
-    if endpoint is None and (m := _PUBLISH.search(text)):
-        endpoint = f"http://{(m.group(1) or '127.0.0.1')}:{m.group(2)}"
-    image = record.image if record else (m.group(1) if (m := _IMAGE.search(text)) else None)
-    container = record.container if record else (m.group(1) if (m := _NAME.search(text)) else None)
+    if endpoint is None:
+        endpoint = _endpoint(keys)
+    image = record.image if record else keys.value("Container", "Image")
+    container = record.container if record else keys.value("Container", "ContainerName")
     model = record.served_name if record else None
 
     try:

@@ -1,23 +1,24 @@
-"""`rigctl up`: preflight -> GPUs -> render -> atomic install -> daemon-reload -> start -> warmup -> checks.
+"""`rigctl up`: execute a plan. Atomic install -> daemon-reload -> start -> warmup -> smoke and repetition.
 
-The stages outside deploy (preflight, render, verify) come in as plain callables in ``Stages`` so that
-this module owns only the sequencing, the waiting and the safety: one lock per service, all-or-nothing
-installs, and an honest account of what state Ctrl-C left behind.
+The plan (``deploy.plan``: preflight, the GPUs, the rendered unit) is made before, by ``plan_here``;
+the caller holds the service lock around both. This module owns the sequencing, the waiting and the
+safety: all-or-nothing installs, a unit that dies in warmup is stopped rather than left to restart-loop
+on the GPUs, and an honest account of what state Ctrl-C left behind. systemd, podman, the HTTP probe
+and the clock come in as ``Adapters``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rigctl.adapters import Adapters
 from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts
-from rigctl.deploy.places import locked
-from rigctl.deploy.ports import Clock, Podman, Probe, Scope, Systemd, UnitState
+from rigctl.deploy.plan import Plan, make_plan, notes_dict
 from rigctl.deploy.warmup import (
     OutputFollower,
     Progress,
@@ -29,10 +30,18 @@ from rigctl.deploy.warmup import (
 )
 from rigctl.errors import DeployError
 from rigctl.exitcodes import ExitCode
+from rigctl.host.gather import facts_for_recipe
+from rigctl.places import Dirs, Scope
+from rigctl.podman_versions import fmt
+from rigctl.preflight.finding import Finding
 from rigctl.recipe.model import Recipe
+from rigctl.render.units import Note
 from rigctl.util.proc import run
-from rigctl.verify.report import endpoint_for
+from rigctl.verify.report import Expectations, endpoint_for
+from rigctl.verify.runner import run_checks
 from rigctl.verify.signatures import SignatureMatch, match_signatures
+
+VERIFY_CHECKS = ("health", "models", "smoke", "repetition")  # what `up` proves once the engine is ready
 
 
 class UpInterrupted(DeployError):
@@ -43,14 +52,6 @@ class UpInterrupted(DeployError):
 
 
 @dataclass
-class PreflightOutcome:
-    ok: bool
-    findings: list[dict[str, Any]]
-    gpu_ids: list[str] | None
-    podman_version: str | None = None
-
-
-@dataclass
 class ChecksOutcome:
     ok: bool
     results: list[dict[str, Any]]
@@ -58,31 +59,7 @@ class ChecksOutcome:
 
 
 @dataclass
-class Stages:
-    preflight: Callable[[Recipe, Sequence[str], str | None], PreflightOutcome]
-    render: Callable[[Recipe, str, list[str] | None], dict[str, str]]  # -> file name -> text
-    checks: Callable[[Recipe, str], ChecksOutcome] | None
-
-
-@dataclass
-class Ports:
-    systemd: Systemd
-    podman: Podman
-    probe: Probe
-    clock: Clock
-
-
-@dataclass
-class Places:
-    unit_dir: Path
-    state_dir: Path
-    lock_dir: Path | None = None
-
-
-@dataclass
 class UpOptions:
-    force: tuple[str, ...] = ()
-    gpus: str | None = None
     verify: bool = True
     keep_failed: bool = False  # leave a unit that died in warmup to systemd's restarts
 
@@ -98,18 +75,26 @@ class UpResult:
     image: str
     ok: bool
     exit_code: ExitCode
-    action: str = ""  # installed | replaced | unchanged | restarted | started | refused
+    action: str = ""  # installed | replaced | unchanged | restarted | started | attached | refused
     message: str = ""
     unit_dir: str = ""
     unit_files: list[str] = field(default_factory=list)
     gpu_ids: list[str] = field(default_factory=list)
-    preflight: list[dict[str, Any]] = field(default_factory=list)
+    preflight: list[Finding] = field(default_factory=list)
+    render_notes: list[Note] = field(default_factory=list)
     wait: WaitResult | None = None
     signatures: list[SignatureMatch] = field(default_factory=list)
     checks: ChecksOutcome | None = None
     max_model_len_warning: str | None = None
     restarts: int = 0
     stopped_after_failure: bool = False
+
+    @classmethod
+    def begin(cls, recipe: Recipe, scope: Scope, dirs: Dirs) -> UpResult:
+        """Nothing done yet: a failure until proven otherwise."""
+        return cls(recipe=recipe.name, scope=scope, unit="", container=recipe.container_name,
+                   endpoint=recipe.base_url, served_name=recipe.served_name, image=recipe.image, ok=False,
+                   exit_code=ExitCode.DEPLOY_FAILED, unit_dir=str(dirs.units))
 
     def to_dict(self) -> dict[str, Any]:
         wait = None
@@ -123,12 +108,81 @@ class UpResult:
             "recipe": self.recipe, "scope": str(self.scope), "unit": self.unit, "container": self.container,
             "endpoint": self.endpoint, "served_name": self.served_name, "image": self.image,
             "action": self.action, "message": self.message, "unit_dir": self.unit_dir,
-            "unit_files": self.unit_files, "gpu_ids": self.gpu_ids, "preflight": self.preflight, "wait": wait,
+            "unit_files": self.unit_files, "gpu_ids": self.gpu_ids,
+            "preflight": [f.model_dump(mode="json") for f in self.preflight],
+            "render_notes": notes_dict(self.render_notes), "wait": wait,
             "signatures": [s.to_dict() for s in self.signatures],
             "checks": None if self.checks is None else {"ok": self.checks.ok, "results": self.checks.results},
             "warnings": [w for w in [self.max_model_len_warning] if w],
             "restarts": self.restarts, "stopped_after_failure": self.stopped_after_failure,
         }
+
+
+def plan_here(recipe: Recipe, scope: Scope, *, force: Sequence[str] = (), gpus: Sequence[str] | None = None,
+              inventory: str | None = None) -> Plan:
+    """This host's facts for ``recipe``, gathered once (or a captured ``inventory``'s), and the plan made
+    on them. Ctrl-C here has changed nothing, and says so."""
+    try:
+        facts = facts_for_recipe(recipe, inventory, scope=scope)
+        return make_plan(recipe, facts, scope=scope, force=force, gpus=gpus)
+    except KeyboardInterrupt:
+        raise UpInterrupted("interrupted during preflight/render: nothing was installed or changed") from None
+
+
+def up(
+    plan: Plan,
+    *,
+    recipe_source: str,
+    adapters: Adapters,
+    dirs: Dirs,
+    options: UpOptions,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> UpResult:
+    """Carry ``plan`` out: refused (exit 1) when its preflight failed, nothing touched; a unit that cannot
+    be installed as planned is an error (exit 3); otherwise the unit's outcome (``install_and_start``)."""
+    recipe = plan.recipe
+    result = UpResult.begin(recipe, plan.scope, dirs)
+    result.preflight = list(plan.report.findings)
+    result.gpu_ids = list(plan.gpu_ids)
+    if not plan.report.ok:
+        result.action = "refused"
+        result.exit_code = ExitCode.CHECKS_FAILED
+        result.message = "preflight failed: nothing was installed or started"
+        return result
+    problem = plan.install_problem()
+    if problem is not None:
+        raise problem
+    assert plan.rendered is not None  # install_problem says why when it is not
+    result.render_notes = list(plan.rendered.notes)
+    if on_stage is not None:
+        on_stage(f"render (podman {fmt(plan.podman_version)})")
+    files = {f.name: f.text for f in plan.rendered.files}
+    return install_and_start(recipe, files, result, recipe_source=recipe_source, quadlet=plan.quadlet_path,
+                             adapters=adapters, dirs=dirs, options=options, on_progress=on_progress,
+                             on_stage=on_stage)
+
+
+def install_and_start(
+    recipe: Recipe, files: dict[str, str], result: UpResult, *, recipe_source: str, quadlet: str | None,
+    adapters: Adapters, dirs: Dirs, options: UpOptions, on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> UpResult:
+    """Install ``files`` (name -> text) and bring their unit to ready and verified. Identical files are
+    left alone, and a healthy unit then is too (``unchanged``); `swap` restores a unit through here."""
+    def stage(text: str) -> None:
+        if on_stage is not None:
+            on_stage(text)
+
+    result.unit = unit_name_for(files)
+    result.unit_files = [str(dirs.units / name) for name in files]
+    result = _install_and_run(recipe=recipe, recipe_source=recipe_source, files=files, result=result,
+                              quadlet=quadlet, adapters=adapters, dirs=dirs, options=options, stage=stage,
+                              on_progress=on_progress)
+    if result.ok and options.verify:
+        stage("verify: smoke and repetition")
+        _verify(recipe, result)
+    return result
 
 
 def unit_name_for(files: dict[str, str]) -> str:
@@ -138,100 +192,37 @@ def unit_name_for(files: dict[str, str]) -> str:
     return containers[0].removesuffix(".container") + ".service"
 
 
-def endpoint_of(recipe: Recipe) -> str:
-    return endpoint_for(recipe).base_url
-
-
-def quadlet_diagnosis(unit_dir: Path, scope: Scope) -> str:
-    """Ask the quadlet binary, when we can find one, why it generated nothing."""
-    candidates = [os.environ.get("RIGCTL_QUADLET", ""), "/usr/libexec/podman/quadlet",
-                  "/usr/local/libexec/rigctl/quadlet", shutil.which("quadlet") or ""]
-    binary = next((c for c in candidates if c and os.access(c, os.X_OK)), None)
-    if binary is None:
+def quadlet_diagnosis(quadlet: str | None, unit_dir: Path, scope: Scope) -> str:
+    """Ask the quadlet binary systemd runs (the one the host facts found) why it generated nothing."""
+    if quadlet is None:
         return "no quadlet generator found (podman >= 4.4 ships it as /usr/libexec/podman/quadlet)"
-    argv = [binary, "-dryrun", *(["-user"] if scope is Scope.USER else [])]
+    argv = [quadlet, "-dryrun", *(["-user"] if scope is Scope.USER else [])]
     done = run(argv, env={**os.environ, "QUADLET_UNIT_DIRS": str(unit_dir)}, timeout=30.0)
     lines = [ln for ln in (done.stderr or "").splitlines() if ln.strip()]
     return "\n".join(lines[-8:]) or f"`{' '.join(argv)}` gave no diagnosis"
 
 
-def up(
-    recipe: Recipe,
-    *,
-    recipe_source: str,
-    scope: Scope,
-    stages: Stages,
-    ports: Ports,
-    places: Places,
-    options: UpOptions,
-    on_progress: Callable[[Progress], None] | None = None,
-    on_stage: Callable[[str], None] | None = None,
-) -> UpResult:
-    def stage(text: str) -> None:
-        if on_stage is not None:
-            on_stage(text)
-
-    result = UpResult(
-        recipe=recipe.name, scope=scope, unit="", container=recipe.container_name, endpoint=endpoint_of(recipe),
-        served_name=recipe.served_name, image=recipe.image, ok=False, exit_code=ExitCode.DEPLOY_FAILED,
-        unit_dir=str(places.unit_dir),
-    )
-    with locked(recipe.name, f"up {recipe.name}", places.lock_dir):
-        try:
-            files = _prepare(recipe, result, stages=stages, ports=ports, places=places, options=options, stage=stage)
-        except KeyboardInterrupt:
-            raise UpInterrupted("interrupted during preflight/render: nothing was installed or changed") from None
-        if files is None:
-            return result
-        result = _install_and_run(recipe=recipe, recipe_source=recipe_source, files=files, result=result, ports=ports,
-                                  places=places, options=options, stage=stage, on_progress=on_progress)
-        if result.ok:
-            stage("verify: smoke and repetition")
-        return run_checks_stage(recipe, result, stages, options)
-
-
-def _prepare(
-    recipe: Recipe, result: UpResult, *, stages: Stages, ports: Ports, places: Places, options: UpOptions,
-    stage: Callable[[str], None],
-) -> dict[str, str] | None:
-    """Preflight and render; None when preflight refused (``result`` then says why)."""
-    stage("preflight")
-    pre = stages.preflight(recipe, options.force, options.gpus)
-    result.preflight = pre.findings
-    result.gpu_ids = list(pre.gpu_ids or [])
-    if not pre.ok:
-        result.action = "refused"
-        result.exit_code = ExitCode.CHECKS_FAILED
-        result.message = "preflight failed: nothing was installed or started"
-        return None
-    podman_version = pre.podman_version or ports.podman.version()
-    stage(f"render (podman {podman_version})")
-    files = stages.render(recipe, podman_version, pre.gpu_ids)
-    result.unit = unit_name_for(files)
-    result.unit_files = [str(places.unit_dir / name) for name in files]
-    return files
-
-
 def _install_and_run(
-    *, recipe: Recipe, recipe_source: str, files: dict[str, str], result: UpResult, ports: Ports, places: Places,
-    options: UpOptions, stage: Callable[[str], None], on_progress: Callable[[Progress], None] | None,
+    *, recipe: Recipe, recipe_source: str, files: dict[str, str], result: UpResult, quadlet: str | None,
+    adapters: Adapters, dirs: Dirs, options: UpOptions, stage: Callable[[str], None],
+    on_progress: Callable[[Progress], None] | None,
 ) -> UpResult:
-    systemd, clock = ports.systemd, ports.clock
+    systemd, clock = adapters.systemd, adapters.clock
     unit = result.unit
     before = systemd.show(unit)
-    old_container = ports.podman.container(recipe.container_name) if before.active != "inactive" else None
+    old_container = adapters.podman.container(recipe.container_name) if before.active != "inactive" else None
     started = False
     try:
         stage("install")
-        installed = install_files(places.unit_dir, files)
+        installed = install_files(dirs.units, files)
         record = records.DeploymentRecord(
             recipe=recipe.name, scope=result.scope, unit=unit, container=recipe.container_name,
-            unit_dir=str(places.unit_dir), unit_files=sorted(files), endpoint=result.endpoint,
+            unit_dir=str(dirs.units), unit_files=sorted(files), endpoint=result.endpoint,
             served_name=recipe.served_name, image=recipe.image, gpu_ids=result.gpu_ids,
             health_path=recipe.engine.health_path,
             recipe_source=recipe_source, installed_at=clock.time(),
         )
-        records.save(places.state_dir, record)
+        records.save(dirs.state, record)
         if installed.changed or before.load != "loaded":
             stage("daemon-reload")
             systemd.daemon_reload()
@@ -239,11 +230,11 @@ def _install_and_run(
             if loaded.load != "loaded":
                 raise DeployError(
                     f"systemd has no {unit} after daemon-reload: the quadlet generator rejected "
-                    f"{places.unit_dir / unit.removesuffix('.service')}.container:\n"
-                    + quadlet_diagnosis(places.unit_dir, result.scope),
+                    f"{dirs.units / unit.removesuffix('.service')}.container:\n"
+                    + quadlet_diagnosis(quadlet, dirs.units, result.scope),
                     fix="fix the recipe (or report a renderer bug); `rigctl render` shows the unit",
                 )
-        healthy = before.running and ports.probe.check(
+        healthy = before.running and adapters.probe.check(
             result.endpoint, recipe.engine.health_path, recipe.served_name).ready_for(recipe.served_name)
         if not installed.changed and healthy:
             result.action = "unchanged"
@@ -255,7 +246,7 @@ def _install_and_run(
             result.action = "attached"
             stage(f"attach to {unit} (warming up)")
             started = True
-            wait = _watch(recipe=recipe, result=result, ports=ports, start_mono=clock.monotonic(),
+            wait = _watch(recipe=recipe, result=result, adapters=adapters, start_mono=clock.monotonic(),
                           baseline=before.restarts, skip_id=None, on_progress=on_progress)
         else:
             if before.active not in ("inactive", "failed"):
@@ -270,14 +261,14 @@ def _install_and_run(
             stage(f"start {unit}")
             systemd.start(unit)
             started = True
-            wait = _watch(recipe=recipe, result=result, ports=ports, start_mono=start_mono, baseline=baseline,
+            wait = _watch(recipe=recipe, result=result, adapters=adapters, start_mono=start_mono, baseline=baseline,
                           skip_id=old_container.id if old_container else None, on_progress=on_progress)
     except KeyboardInterrupt:
-        raise UpInterrupted(_interrupted_state(files, places.unit_dir, unit, started)) from None
+        raise UpInterrupted(_interrupted_state(files, dirs.units, unit, started)) from None
 
     result.wait = wait
     if wait is not None and wait.status is not WaitStatus.READY:
-        return _failed_warmup(recipe, result, wait, ports=ports, places=places, options=options)
+        return _failed_warmup(recipe, result, wait, adapters=adapters, dirs=dirs, options=options)
     if wait is not None and wait.readiness is not None and wait.readiness.max_model_len not in (None,
                                                                                              recipe.context_length):
         result.max_model_len_warning = (
@@ -285,14 +276,17 @@ def _install_and_run(
             f"{recipe.context_length}: the engine may have clipped the context")
     if wait is not None and wait.unit is not None:
         result.restarts = wait.unit.restarts
-    return _after_ready(recipe, result)
+    result.ok = True
+    result.exit_code = ExitCode.OK
+    result.message = f"{recipe.served_name} ready at {result.endpoint}"
+    return result
 
 
 def _watch(
-    *, recipe: Recipe, result: UpResult, ports: Ports, start_mono: float, baseline: int, skip_id: str | None,
+    *, recipe: Recipe, result: UpResult, adapters: Adapters, start_mono: float, baseline: int, skip_id: str | None,
     on_progress: Callable[[Progress], None] | None,
 ) -> WaitResult:
-    follower = OutputFollower(ports.podman, recipe.container_name, ports.clock, skip_id=skip_id)
+    follower = OutputFollower(adapters.podman, recipe.container_name, adapters.clock, skip_id=skip_id)
     follower.start()
     try:
         target = WaitTarget(
@@ -301,21 +295,21 @@ def _watch(
             warmup_budget_s=recipe.service.warmup_budget_s, stall_budget_s=recipe.service.stall_budget_s,
             baseline_restarts=baseline, start_mono=start_mono,
         )
-        return wait_ready(target, systemd=ports.systemd, probe=ports.probe, follower=follower, clock=ports.clock,
-                          on_progress=on_progress)
+        return wait_ready(target, systemd=adapters.systemd, probe=adapters.probe, follower=follower,
+                          clock=adapters.clock, on_progress=on_progress)
     finally:
         follower.stop()
 
 
 def _failed_warmup(
-    recipe: Recipe, result: UpResult, wait: WaitResult, *, ports: Ports, places: Places, options: UpOptions,
+    recipe: Recipe, result: UpResult, wait: WaitResult, *, adapters: Adapters, dirs: Dirs, options: UpOptions,
 ) -> UpResult:
-    tail = wait.tail or ports.podman.logs(recipe.container_name, tail=40)
+    tail = wait.tail or adapters.podman.logs(recipe.container_name, tail=40)
     wait.tail = tail
     if wait.status is WaitStatus.DIED and wait.exit_status is None:
         # Noticed before systemd had the status: ask podman (the container awaits cleanup) or systemd again.
-        info = ports.podman.container(recipe.container_name)
-        later = ports.systemd.show(result.unit)
+        info = adapters.podman.container(recipe.container_name)
+        later = adapters.systemd.show(result.unit)
         code = info.exit_code if info is not None and not info.running else later.exit_status
         if code is not None:
             wait.exit_status = code
@@ -327,41 +321,34 @@ def _failed_warmup(
         result.restarts = wait.unit.restarts
     if wait.status is not WaitStatus.STOPPED and not options.keep_failed:
         # A deterministic warmup crash under Restart=always would loop on the GPUs forever.
-        ports.systemd.stop(result.unit, wait=False, timeout=30)
+        adapters.systemd.stop(result.unit, wait=False, timeout=30)
         result.stopped_after_failure = True
     result.message = f"{wait.status}: {wait.detail}"
-    record = records.load_record(places.state_dir, recipe.name)
+    record = records.load_record(dirs.state, recipe.name)
     if record is not None:
         record.last_failure = {
-            "at": ports.clock.time(), "status": str(wait.status), "detail": wait.detail,
+            "at": adapters.clock.time(), "status": str(wait.status), "detail": wait.detail,
             "exit_status": wait.exit_status, "phase": wait.phase, "last_lines": tail,
             "signatures": [s.id for s in result.signatures],
         }
-        records.save(places.state_dir, record)
+        records.save(dirs.state, record)
     return result
 
 
-def _after_ready(recipe: Recipe, result: UpResult) -> UpResult:
-    result.ok = True
-    result.exit_code = ExitCode.OK
-    result.message = f"{recipe.served_name} ready at {result.endpoint}"
-    return result
-
-
-def run_checks_stage(recipe: Recipe, result: UpResult, stages: Stages, options: UpOptions) -> UpResult:
-    """Smoke and repetition against the ready endpoint; a failure leaves the service running (it is
-    up, but wrong) and says so with exit 1."""
-    if not options.verify or stages.checks is None or not result.ok:
-        return result
-    checks = stages.checks(recipe, result.endpoint)
-    result.checks = checks
-    if not checks.ok:
+def _verify(recipe: Recipe, result: UpResult) -> None:
+    """Smoke and repetition against the ready endpoint; a failure leaves the service running (it is up,
+    but wrong) and says so with exit 1."""
+    report = run_checks(endpoint_for(recipe), Expectations.from_recipe(recipe), VERIFY_CHECKS)
+    results = [c.to_dict() for c in report.checks]
+    result.checks = ChecksOutcome(ok=report.ok, results=results,
+                                  output_lines=[str(c.get("message", "")) for c in results])
+    if not report.ok:
         result.ok = False
         result.exit_code = ExitCode.CHECKS_FAILED
-        result.signatures = match_signatures(recipe.known_issues.signatures, checks.output_lines, first_only=True)
+        result.signatures = match_signatures(recipe.known_issues.signatures, result.checks.output_lines,
+                                             first_only=True)
         result.message = (f"{recipe.served_name} is serving at {result.endpoint} but failed verification; "
                           "the service was left running")
-    return result
 
 
 def _interrupted_state(files: dict[str, str], unit_dir: Path, unit: str, started: bool) -> str:
@@ -375,8 +362,3 @@ def _interrupted_state(files: dict[str, str], unit_dir: Path, unit: str, started
                 f"keeps warming it up; `rigctl status` to watch, `rigctl down` to stop it")
     return (f"interrupted after the unit was fully installed ({where}) but before it was started; "
             f"`rigctl up` again to start it, `rigctl down --remove` to remove it")
-
-
-def unit_state_summary(state: UnitState) -> dict[str, Any]:
-    return {"active": state.active, "sub": state.sub, "restarts": state.restarts, "restart": state.restart_policy,
-            "exit_status": state.exit_status}

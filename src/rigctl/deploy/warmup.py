@@ -17,7 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from rigctl.deploy.ports import Clock, Podman, Probe, Readiness, Systemd, UnitState
+from rigctl.adapters.clock import Clock
+from rigctl.adapters.podman import Podman
+from rigctl.adapters.probe import Probe, Readiness
+from rigctl.adapters.systemd import Systemd, UnitState
 
 POLL_S = 0.1
 TAIL_LINES = 40

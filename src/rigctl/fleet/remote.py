@@ -30,18 +30,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rigctl.doctor.audit import audit, serving_units
+from rigctl.doctor.discover import SERVICE_HINT, Skipped, collect, default_roots
+from rigctl.doctor.facts import DoctorFacts, snapshot_facts
+from rigctl.doctor.fix import plan_fixes
 from rigctl.errors import CommandError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.fleet.discover import (
-    CDI_DIRS,
-    DRIVER_VERSION_FILE,
-    SERVICE_HINT,
-    Skipped,
-    collect,
-    default_roots,
-    driver_from_proc,
-)
-from rigctl.fleet.doctor import CdiSpec, DoctorFacts, audit, plan_fixes, serving_units
 from rigctl.fleet.inventory import Host
 from rigctl.fleet.ssh import (
     NOT_FOUND,
@@ -54,6 +48,7 @@ from rigctl.fleet.ssh import (
     stream,
     unreachable,
 )
+from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
 from rigctl.recipe.load import format_validation_error
 from rigctl.util import safefs
 from rigctl.util.proc import Completed
@@ -442,7 +437,7 @@ def _snapshot_files(sections: dict[str, str]) -> tuple[dict[str, str], list[Skip
 
 
 class _RemoteFinding(BaseModel):
-    """One finding of a remote ``rigctl doctor --json`` (fleet.doctor.UnitFinding.to_dict), checked
+    """One finding of a remote ``rigctl doctor --json`` (doctor.model.UnitFinding.to_dict), checked
     strictly: a remote host's answer is never trusted to have the shape the views rely on."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
@@ -465,7 +460,7 @@ class _RemoteError(BaseModel):
 
 
 class _RemoteApplied(BaseModel):
-    """One unit a remote ``doctor --fix`` rewrote (fleet.checkup.AppliedFix)."""
+    """One unit a remote ``doctor --fix`` rewrote (doctor.checkup.AppliedFix)."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
@@ -652,20 +647,16 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
         files, skipped = _snapshot_files(sections)
         meta = {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
         driver_text = files.pop(DRIVER_VERSION_FILE, "")
-        cdi = tuple(CdiSpec(p, t) for p, t in sorted(files.items()) if p.startswith(tuple(d + "/" for d in CDI_DIRS)))
-        for spec in cdi:
-            files.pop(spec.path, None)
+        cdi = {p: files.pop(p) for p in sorted(files) if p.startswith(tuple(d + "/" for d in CDI_DIRS))}
         uid_text = meta.get("uid", "")
         uid = int(uid_text) if uid_text.isdigit() else -1
         roots = default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,
                               meta.get("homes", "").split() if uid == 0 else [])
         units = serving_units(collect(files, roots))
-        version = driver_from_proc(driver_text) if driver_text else None
-        facts = DoctorFacts(driver_version=version, driver_source=DRIVER_VERSION_FILE if version else None,
-                            cdi_specs=cdi)
+        facts = snapshot_facts(driver_text, cdi)
         found = audit(units, facts)
         result.findings = [f.to_dict() for f in found]
-        result.data = {"units": [u.path for u in units], "driver_version": version,
+        result.data = {"units": [u.path for u in units], "driver_version": facts.driver_version,
                        "skipped": [s.to_dict() for s in skipped]}
         result.ok = not any(f.fails for f in found)
         if fix:

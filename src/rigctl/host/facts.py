@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, model_validator
 
+from rigctl.places import Scope
 from rigctl.util.fields import empty_list
 
 FACTS_SCHEMA = "1"  # the "rigctl" key of the document; bump on incompatible changes
@@ -305,7 +306,10 @@ class Podman(_Fact):
     version: Name | None = None
     api_socket: LongName | None = None
     api_ok: bool = False
-    quadlet: LongName | None = Field(default=None, description="the quadlet generator binary, if one is installed")
+    quadlet: LongName | None = Field(default=None, description="the quadlet generator binary systemd runs for "
+                                     "quadlet_scope, if one is installed")
+    quadlet_version: Name | None = Field(default=None, description="what that binary's -version says")
+    quadlet_scope: Scope | None = Field(default=None, description="the service manager it was looked up for")
     images_via: Literal["api", "cli", "none"] = "none"
     images: list[PodmanImage] = Field(default_factory=empty_list)
     error: Text | None = None

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from rigctl.errors import InvalidInputError
 from rigctl.host import probes
+from rigctl.host.cdi import CDI_DIRS
 from rigctl.host.early import PodmanCli
 from rigctl.host.facts import (
     FACTS_SCHEMA,
@@ -29,6 +30,7 @@ from rigctl.host.facts import (
 )
 from rigctl.host.licenses import read_acceptances
 from rigctl.host.nvml import NvmlLib, probe_gpus
+from rigctl.places import Scope
 from rigctl.recipe.catalog import clip
 from rigctl.recipe.model import Recipe, SpecDraft
 from rigctl.util.jsonfile import load_json
@@ -78,10 +80,12 @@ def gather_facts(
     nvml: NvmlLib | None = None,
     include_cache_dirs: bool = True,
     podman_sockets: list[str] | None = None,
-    cdi_dirs: tuple[str, ...] = probes.CDI_DIRS,
+    cdi_dirs: tuple[str, ...] = CDI_DIRS,
     podman_cli: PodmanCli | None = None,
+    scope: Scope | None = None,
 ) -> HostFacts:
-    """Probe this host. ``paths`` are the paths a recipe needs (checkpoint and draft directories).
+    """Probe this host. ``paths`` are the paths a recipe needs (``recipe_paths``); ``scope`` the service
+    manager a unit would go to (its quadlet generator is looked up; default: root's system, else user).
     Each section is isolated: a probe that crashes leaves its default and an entry in probe_errors.
     ``podman_cli``: the podman CLI calls, started early by the caller (``early.start_podman_cli``)."""
     wanted = list(dict.fromkeys([*paths, *(default_cache_dirs() if include_cache_dirs else [])]))
@@ -95,7 +99,7 @@ def gather_facts(
             return default()
 
     f_gpu = _Probe(probe_gpus, nvml)
-    f_podman = _Probe(probes.probe_podman, podman_sockets, started=podman_cli)
+    f_podman = _Probe(probes.probe_podman, podman_sockets, started=podman_cli, scope=scope)
     f_ports = _Probe(probes.probe_ports)
     f_shm = _Probe(probes.probe_shm)
     f_paths = [_Probe(probes.probe_path, p) for p in wanted]
@@ -160,11 +164,21 @@ def load_inventory(path: str | Path) -> HostFacts:
     return facts_from_json(data, str(path))
 
 
-def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *,
+def recipe_paths(recipe: Recipe) -> list[str]:
+    """The host paths a recipe uses, each probed once: the checkpoint, the draft model, every volume."""
+    paths = [recipe.checkpoint.path]
+    if isinstance(recipe.speculative, SpecDraft):
+        paths.append(recipe.speculative.draft.path)
+    paths += [v.host for v in recipe.container.volumes]
+    return list(dict.fromkeys(paths))
+
+
+def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *, scope: Scope | None = None,
                      podman_cli: PodmanCli | None = None) -> HostFacts:
     """The facts a recipe's preflight needs: a captured inventory replayed (licence acceptances recorded
-    on this machine count too), or this host gathered with the recipe's checkpoint paths probed (with
-    ``podman_cli``, the podman calls the caller started early)."""
+    on this machine count too), or this host gathered with ``recipe_paths`` probed for ``scope`` (with
+    ``podman_cli``, the podman calls the caller started early). `preflight`, `up`, `up --dry-run` and
+    `swap` all come through here, so they judge the same facts."""
     if inventory is not None:
         if podman_cli is not None:
             podman_cli.cancel()
@@ -173,7 +187,4 @@ def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *,
         if problem:  # the license check names it: a damaged record here must not read as "not accepted"
             facts = facts.model_copy(update={"probe_errors": {**facts.probe_errors, "licenses": problem}})
         return facts
-    paths = [recipe.checkpoint.path]
-    if isinstance(recipe.speculative, SpecDraft):
-        paths.append(recipe.speculative.draft.path)
-    return gather_facts(paths, podman_cli=podman_cli)
+    return gather_facts(recipe_paths(recipe), podman_cli=podman_cli, scope=scope)

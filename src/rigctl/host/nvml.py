@@ -2,9 +2,9 @@
 
 ``NvmlLib`` is the slice of the pynvml module rigctl calls; the real adapter is the module itself
 (nvidia-ml-py, imported lazily so that commands without GPUs never pay for it), and tests pass
-``rigctl.host.nvml_fake.FakeNvml``, which answers with the same types and raises the same exception
-classes. A call a device does not support is recorded in ``Gpu.unsupported``; a missing library or
-driver makes ``GpuInventory(available=False, error=...)``, never an exception.
+``FakeNvml`` from ``tests/support/nvml_fake.py`` (not shipped), which answers with the same types and
+raises the same exception classes. A call a device does not support is recorded in ``Gpu.unsupported``;
+a missing library or driver makes ``GpuInventory(available=False, error=...)``, never an exception.
 """
 
 from __future__ import annotations

@@ -16,10 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from rigctl.errors import InvalidInputError
 from rigctl.host import procfs
+from rigctl.host.cdi import CDI_DIRS, read_spec
 from rigctl.host.early import (
     IMAGES_TIMEOUT_S,
     VERSION_TIMEOUT_S,
@@ -30,7 +28,6 @@ from rigctl.host.early import (
 )
 from rigctl.host.facts import (
     Cdi,
-    CdiSpec,
     FileEntry,
     Listener,
     PathProbe,
@@ -40,13 +37,11 @@ from rigctl.host.facts import (
     Shm,
     Systemd,
 )
+from rigctl.places import Scope, default_scope
 from rigctl.util.proc import Started, run
-from rigctl.util.safefs import MiB, read_file
 
-CDI_LIMIT = 4 * MiB  # a CDI spec is tens of KiB even for many GPUs
 MAX_FILES = 20_000  # a checkpoint has hundreds of shards at most; a bigger directory is not one
 
-CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 LIB_DIRS = (
     "/usr/lib/x86_64-linux-gnu",
     "/usr/lib/aarch64-linux-gnu",
@@ -137,23 +132,63 @@ def _probe_podman_api(socket: str) -> tuple[str | None, list[PodmanImage]] | str
     return (str(version) if version else None), images
 
 
-QUADLET_PATHS = (
-    "/usr/libexec/podman/quadlet",
-    "/usr/lib/podman/quadlet",
-    "/run/systemd/user-generators/podman-user-generator",
-    "/run/systemd/system-generators/podman-system-generator",
-)
+# --- quadlet: the one place it is looked for ----------------------------------------------------------
+
+QUADLET_ENV = "RIGCTL_QUADLET"  # an explicit quadlet binary, for every scope (the testbed sets it)
+# Where systemd looks for generators, most specific first (systemd.generator(7)); quadlet installs itself
+# there as podman-{system,user}-generator, usually a link to podman's own copy, which comes last.
+GENERATOR_DIRS = {
+    Scope.SYSTEM: ("/run/systemd/system-generators", "/etc/systemd/system-generators",
+                   "/usr/local/lib/systemd/system-generators", "/usr/lib/systemd/system-generators",
+                   "/lib/systemd/system-generators"),
+    Scope.USER: ("/run/systemd/user-generators", "/etc/systemd/user-generators",
+                 "/usr/local/lib/systemd/user-generators", "/usr/lib/systemd/user-generators",
+                 "/lib/systemd/user-generators"),
+}
+PODMAN_QUADLETS = ("/usr/libexec/podman/quadlet", "/usr/lib/podman/quadlet")
 
 
-def find_quadlet(candidates: Sequence[str] = QUADLET_PATHS) -> str | None:
-    return next((c for c in candidates if os.path.exists(c)), None)
+def quadlet_candidates(scope: Scope) -> list[str]:
+    """Every place the quadlet for ``scope`` may be, in the order they are tried."""
+    override = os.environ.get(QUADLET_ENV, "")
+    generators = [f"{d}/podman-{scope.value}-generator" for d in GENERATOR_DIRS[scope]]
+    return [*([override] if override else []), *generators, *PODMAN_QUADLETS]
+
+
+def find_quadlet(scope: Scope) -> str | None:
+    """The quadlet binary systemd runs for ``scope``: it decides which unit keys are understood, and it
+    may be newer than podman itself (Debian 12's podman 4.3 has none; a newer one can drive it)."""
+    return next((c for c in quadlet_candidates(scope) if os.access(c, os.X_OK)), None)
+
+
+def _quadlet_version(asked: Started | None) -> str | None:
+    if asked is None:
+        return None
+    done = asked.wait()
+    match = re.search(r"(\d+\.\d+(?:\.\d+)?)", done.stdout + done.stderr)
+    return match.group(1) if done.ok and match else None
 
 
 def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman",
-                 started: PodmanCli | None = None) -> Podman:
+                 started: PodmanCli | None = None, *, scope: Scope | None = None) -> Podman:
+    """Podman (``_probe_podman``) and the quadlet generator of ``scope`` (default: root's system, anyone
+    else's user), whose ``-version`` runs meanwhile."""
+    scope = scope or default_scope()
+    quadlet = find_quadlet(scope)
+    asked = Started([quadlet, "-version"], timeout=10.0) if quadlet else None
+    try:
+        found = _probe_podman(sockets, podman_bin, started)
+    except BaseException:
+        if asked is not None:
+            asked.cancel()  # reaped, not left behind
+        raise
+    return found.model_copy(update={"quadlet": quadlet, "quadlet_version": _quadlet_version(asked),
+                                    "quadlet_scope": scope})
+
+
+def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: PodmanCli | None) -> Podman:
     """Podman's version and local images: through the API socket (podman-py) when one answers,
     otherwise through the CLI. ``started``: the CLI calls, already running (``early.start_podman_cli``)."""
-    quadlet = find_quadlet()
     api_error = None
     for socket in podman_socket_candidates() if sockets is None else sockets:
         if not os.path.exists(socket):
@@ -165,8 +200,8 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
         if started is not None:
             started.cancel()
         version, images = answer
-        return Podman(installed=True, version=version, api_socket=socket, api_ok=True, quadlet=quadlet,
-                      images_via="api", images=images)
+        return Podman(installed=True, version=version, api_socket=socket, api_ok=True, images_via="api",
+                      images=images)
     # the two CLI calls do not depend on each other: they run side by side (each costs tens of ms)
     cli = started or PodmanCli(podman_bin, Started(images_argv(podman_bin), timeout=IMAGES_TIMEOUT_S),
                                Started(version_argv(podman_bin), timeout=VERSION_TIMEOUT_S))
@@ -174,7 +209,7 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
     ver = cli.version.wait()
     listed = cli.images.wait()
     if ver.rc == 127:
-        return Podman(installed=False, quadlet=quadlet, error=f"{podman_bin} not found on PATH")
+        return Podman(installed=False, error=f"{podman_bin} not found on PATH")
     version = None
     try:
         data = json.loads(ver.stdout)
@@ -192,49 +227,22 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
             error = f"cannot parse `podman images --format json`: {exc}"
     else:
         error = listed.describe()
-    return Podman(installed=True, version=version, quadlet=quadlet, images_via="cli" if listed.ok else "none",
+    return Podman(installed=True, version=version, images_via="cli" if listed.ok else "none",
                   images=local, error=error)
 
 
 # --- CDI -------------------------------------------------------------------------------------------
 
-_SO_VERSION = re.compile(r"\.so\.(\d{3}\.\d+(?:\.\d+)?)\b")
-
-
-def _parse_cdi(path: Path) -> CdiSpec:
-    from rigctl.recipe.catalog import load_yaml  # noqa: PLC0415 - lazy: only CDI specs need YAML
-
-    try:  # bounded, regular files only: a FIFO dropped in /var/run/cdi must not hang the inventory
-        got = read_file(path, limit=CDI_LIMIT)
-        assert got is not None
-        text, mtime = got.text(path), got.st.st_mtime_ns
-    except InvalidInputError as exc:
-        return CdiSpec(path=str(path), error=exc.problems[0].removeprefix(f"{path}: "))
-    versions = sorted(set(_SO_VERSION.findall(text)))
-    try:  # JSON specs parse as YAML too; aliases are bounded like a recipe's
-        data = load_yaml(text, path)
-    except InvalidInputError as exc:
-        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions,
-                       error=f"not YAML/JSON: {exc.problems[0].removeprefix(f'{path}: ')}")
-    except RecursionError:
-        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions, error="not YAML/JSON: nested too deep")
-    if not isinstance(data, dict):
-        return CdiSpec(path=str(path), mtime_ns=mtime, driver_versions=versions, error="top level is not a mapping")
-    devices = [str(d.get("name")) for d in data.get("devices") or [] if isinstance(d, dict) and "name" in d]
-    try:
-        return CdiSpec(path=str(path), kind=data.get("kind"), devices=devices, mtime_ns=mtime,
-                       driver_versions=versions)
-    except ValidationError as exc:  # a kind that is not a string, a device name of 10 KB, ...
-        return CdiSpec(path=str(path), mtime_ns=mtime, error=f"not a CDI spec: {exc.errors()[0]['msg']}")
-
 
 def probe_cdi(driver_version: str | None, dirs: Sequence[str] = CDI_DIRS,
               lib_dirs: Sequence[str] = LIB_DIRS) -> Cdi:
+    """The specs (each read by ``cdi.read_spec``) and when the driver's library was installed: what
+    ``cdi.stale`` judges, for preflight and doctor alike."""
     specs = []
     for d in dirs:
         for name in sorted(glob.glob(os.path.join(d, "*"))):
             if name.endswith((".yaml", ".yml", ".json")):
-                specs.append(_parse_cdi(Path(name)))
+                specs.append(read_spec(Path(name)))
     library = installed = None
     if driver_version:
         for d in lib_dirs:

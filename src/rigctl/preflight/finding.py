@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from rigctl.host.facts import HostFacts
+    from rigctl.places import Scope
     from rigctl.preflight.layout import Choice
     from rigctl.recipe.model import Recipe
 
@@ -74,7 +75,7 @@ class Context:
     checksums: dict[str, str] | None = None  # shard name -> sha256, when --checksums ran
     checksum_problem: str | None = None  # why checksums could not be computed here
     deep: dict[str, Verdict] = field(default_factory=dict)  # results of opt-in deep checks, by id
-    scope: Literal["system", "user"] | None = None  # where the unit would go; None: root -> system, else user
+    scope: Scope | None = None  # where the unit would go; None: root -> system, else user
 
 
 @dataclass(frozen=True)

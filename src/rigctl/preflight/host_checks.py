@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rigctl.host.cdi import nvidia_specs, stale
 from rigctl.host.facts import GIB, PathProbe
 from rigctl.podman_versions import NOTIFY_HEALTHY, PODMAN_FLOOR, QUADLET_FIRST, QUADLET_KEYS
 from rigctl.podman_versions import find_version as _parse_version
@@ -141,7 +142,7 @@ def check_cdi(ctx: Context) -> Verdict:
         return skip("the recipe needs no GPU")
     cdi = ctx.facts.cdi
     gen = "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
-    specs = [s for s in cdi.specs if s.kind == "nvidia.com/gpu"]
+    specs = nvidia_specs(cdi)
     if not specs:
         where = " or ".join(cdi.dirs) or "/etc/cdi"
         broken = [f"{s.path}: {s.error}" for s in cdi.specs if s.error]
@@ -156,14 +157,10 @@ def check_cdi(ctx: Context) -> Verdict:
                     f"regenerate it: `{gen}`")
     driver = ctx.facts.gpu.driver_version
     for s in specs:
-        if driver and s.driver_versions and driver not in s.driver_versions:
-            return fail(f"{s.path} was generated for driver {', '.join(s.driver_versions)} but the driver is {driver}: "
-                        "containers fail with `cannot stat ...libEGL_nvidia.so...` or unresolvable CDI devices",
-                        f"regenerate it: `{gen}`")
-        if (s.mtime_ns is not None and cdi.driver_installed_ns is not None
-                and s.mtime_ns < cdi.driver_installed_ns):
-            return fail(f"{s.path} is older than the installed driver ({cdi.driver_library})",
-                        f"regenerate it: `{gen}`")
+        why = stale(s, driver, cdi)
+        if why:
+            return fail(f"{s.path} {why}: containers fail with `cannot stat ...libEGL_nvidia.so...` or "
+                        "unresolvable CDI devices", f"regenerate it: `{gen}`")
     covered = "all GPUs" if "all" in names else f"{len(names)} device name(s)"
     return ok(f"{', '.join(s.path for s in specs)}: {covered}" + (f", driver {driver}" if driver else ""))
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from rigctl.errors import UsageError
 from rigctl.host.facts import HostFacts
+from rigctl.places import Scope
 from rigctl.preflight import gpu_checks as g
 from rigctl.preflight import host_checks as h
 from rigctl.preflight.finding import Check, Context, Finding, Severity, Verdict
@@ -115,7 +115,7 @@ def run_preflight(
     gpus: Sequence[str] | None = None,
     deep: DeepRunner | None = None,
     progress: ProgressFactory | None = None,
-    scope: Literal["system", "user"] | None = None,
+    scope: Scope | None = None,
 ) -> PreflightReport:
     """Every check against ``facts``. ``gpus`` is an explicit selection (indices or UUIDs);
     ``force`` lists check ids whose failure is downgraded to a warning (not license, ipc-shm, driver)."""

@@ -293,9 +293,6 @@ class EngineKind(StrEnum):
     SGLANG = "sglang"
 
 
-ENGINE_DEFAULT_PORT = {EngineKind.VLLM: 8000, EngineKind.TABBYAPI: 5000, EngineKind.SGLANG: 30000}
-
-
 class Engine(Strict):
     kind: EngineKind
     command: list[UnitStr] = Field(default_factory=empty_list,
@@ -395,6 +392,21 @@ class Secret(Strict):
 
 
 _SIZE = r"^[1-9][0-9]*[bkmgBKMG]?$"
+
+
+def http_url(address: str, port: int) -> str:
+    """``http://HOST:PORT`` for a server published on ``address``: an unspecified address (``0.0.0.0``,
+    ``::``) is reached over the loopback of its family, an IPv6 address is bracketed, a name is kept."""
+    import ipaddress  # noqa: PLC0415 - only for a URL; the recipe model loads on every command
+
+    host = address or "127.0.0.1"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return f"http://{host}:{port}"  # a host name
+    if ip.is_unspecified:
+        ip = ipaddress.ip_address("::1" if ip.version == 6 else "127.0.0.1")
+    return f"http://[{ip}]:{port}" if ip.version == 6 else f"http://{ip}:{port}"
 
 
 class Publish(Strict):
@@ -560,6 +572,12 @@ class Recipe(Strict):
     def publish(self) -> Publish:
         """Where the endpoint is published; unset means the engine's own port on loopback."""
         return self.container.publish or Publish(port=self.engine.port)
+
+    @property
+    def base_url(self) -> str:
+        """Where this host reaches the engine (``http://127.0.0.1:8000``): what `up` waits on and records,
+        `verify` and `status` ask, and the dry run shows. The one place it is derived."""
+        return http_url(self.publish.address, self.publish.port)
 
     @property
     def image_digest(self) -> str:

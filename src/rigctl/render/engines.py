@@ -5,11 +5,17 @@ TabbyAPI's config-mirroring argparse, SGLang's ``launch_server``); the recipe's 
 appended after them. A flag rigctl derives may not be repeated in ``engine.args``: argparse would
 silently take the last one, and the recipe's structured value (which preflight and verify rely on)
 would no longer be what the engine runs with.
+
+What rigctl knows about each engine is one row of ``ENGINES``, keyed by engine kind: the function that
+spells its flags, and the launcher that replaces the image's command. A kind without a row is refused
+(``UnknownEngineError``): giving it another engine's flags would start a server that exits on them, or
+worse, runs with settings nobody chose. A new engine is one function plus one row.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -25,6 +31,12 @@ class EngineLine:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+
+class UnknownEngineError(RenderError):
+    """The recipe names an engine kind that ``ENGINES`` has no row for."""
+
+    code = "unknown-engine"
 
 
 def _mount_of(recipe: Recipe, host_path: str, what: str) -> str:
@@ -103,10 +115,7 @@ def _sglang(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, str]
         # chain drafting (top-k 1): steps+1 tokens verified per step
         argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
                  "--speculative-num-draft-tokens", str(steps + 1)]
-    if recipe.engine.command:
-        return argv, {}
-    notes.append("engine sglang: the image's command is replaced by `python3 -m sglang.launch_server`")
-    return ["python3", "-m", "sglang.launch_server", *argv], {}
+    return argv, {}
 
 
 def _tabbyapi(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -149,19 +158,40 @@ def _json(data: dict[str, object]) -> str:
     return json.dumps(data, separators=(",", ":"), sort_keys=False)
 
 
+@dataclass(frozen=True)
+class Engine:
+    """One row of the engine table."""
+
+    flags: Callable[[Recipe, list[str]], tuple[list[str], dict[str, str]]]  # (recipe, notes) -> argv, environment
+    launcher: tuple[str, ...] = ()  # replaces the image's command when engine.command is empty; () keeps it
+
+
+ENGINES: dict[EngineKind, Engine] = {
+    EngineKind.VLLM: Engine(_vllm),
+    EngineKind.TABBYAPI: Engine(_tabbyapi),
+    EngineKind.SGLANG: Engine(_sglang, launcher=("python3", "-m", "sglang.launch_server")),
+}
+
+
+def engine_for(kind: EngineKind) -> Engine:
+    """The table's row for ``kind``; a kind without one is refused, never given another engine's flags."""
+    engine = ENGINES.get(kind)
+    if engine is None:
+        raise UnknownEngineError(
+            f"engine.kind '{kind}': rigctl has no flags for this engine (it knows {', '.join(ENGINES)})",
+            fix=f"set engine.kind to one of {', '.join(ENGINES)}",
+        )
+    return engine
+
+
 def _flag_names(argv: list[str]) -> set[str]:
     return {a.split("=", 1)[0] for a in argv if a.startswith("--")}
 
 
 def engine_line(recipe: Recipe) -> EngineLine:
+    engine = engine_for(recipe.engine.kind)
     notes: list[str] = []
-    kind = recipe.engine.kind
-    if kind is EngineKind.VLLM:
-        derived, env = _vllm(recipe, notes)
-    elif kind is EngineKind.SGLANG:
-        derived, env = _sglang(recipe, notes)
-    else:
-        derived, env = _tabbyapi(recipe, notes)
+    derived, env = engine.flags(recipe, notes)
     clash = sorted(_flag_names(derived) & _flag_names(list(recipe.engine.args)))
     if clash:
         raise RenderError(
@@ -174,4 +204,7 @@ def engine_line(recipe: Recipe) -> EngineLine:
     if recipe.engine.command:
         entrypoint = [recipe.engine.command[0]]
         head = list(recipe.engine.command[1:])
+    elif engine.launcher:
+        head = list(engine.launcher)
+        notes.append(f"engine {recipe.engine.kind}: the image's command is replaced by `{' '.join(engine.launcher)}`")
     return EngineLine(entrypoint, [*head, *derived, *recipe.engine.args], env, notes)

@@ -29,8 +29,9 @@ from rigctl.render.versions import (
 from rigctl.util import safefs
 
 __all__ = [  # where units install is render.install's; re-exported for the renderer's callers
-    "SYSTEM_UNIT_DIR", "USER_UNIT_SUBDIR", "Note", "RenderedUnits", "Scope", "UnitFile", "install_dir", "install_path",
-    "render_units", "write_units",
+    "SYSTEM_UNIT_DIR", "USER_UNIT_SUBDIR", "EngineProcess", "Note", "RenderedUnits", "Scope", "UnitFile",
+    "engine_process", "gpu_devices", "http_probe_code", "install_dir", "install_path", "render_units", "write_files",
+    "write_units",
 ]
 
 if TYPE_CHECKING:
@@ -105,6 +106,24 @@ def _environment() -> SandboxedEnvironment:
     return env
 
 
+@dataclass(frozen=True)
+class EngineProcess:
+    """What the container runs and with which environment. The one source for every target (the quadlet
+    unit, the Kubernetes manifests), so the engine starts the same way whichever one deploys it."""
+
+    entrypoint: list[str] | None  # replaces the image's entrypoint; None keeps it
+    args: list[str]
+    env: list[tuple[str, str]]  # container.env, engine.env and what rigctl derives, checked for clashes
+    notes: list[str]
+
+
+def engine_process(recipe: Recipe) -> EngineProcess:
+    from rigctl.render.engines import engine_line  # noqa: PLC0415 - see _environment
+
+    line = engine_line(recipe)
+    return EngineProcess(line.entrypoint, line.argv, _merge_env(recipe, line.env), line.notes)
+
+
 def _merge_env(recipe: Recipe, derived: Mapping[str, str]) -> list[tuple[str, str]]:
     merged: dict[str, str] = {}
     origin: dict[str, str] = {}
@@ -129,7 +148,8 @@ def _merge_env(recipe: Recipe, derived: Mapping[str, str]) -> list[tuple[str, st
     return list(merged.items())
 
 
-def _gpu_devices(recipe: Recipe, gpu_ids: Sequence[str] | None, notes: list[Note]) -> list[str]:
+def gpu_devices(recipe: Recipe, gpu_ids: Sequence[str] | None, notes: list[Note]) -> list[str]:
+    """The CDI names of the GPUs the container gets (``nvidia.com/gpu=ID``), checked against the recipe."""
     count = recipe.gpus.count
     if gpu_ids is not None:
         ids = list(gpu_ids)
@@ -184,10 +204,15 @@ def _publish(recipe: Recipe) -> str:
     return f"{address}:{publish.port}:{recipe.engine.port}"
 
 
+def http_probe_code(port: int, path: str) -> str:
+    """Python code that fails unless the engine answers GET ``path`` within 4 s. Every supported engine
+    is a Python server, so python3 is in its image; curl often is not."""
+    url = f"http://127.0.0.1:{port}{path}"
+    return f'import urllib.request as u; u.urlopen("{url}", timeout=4)'
+
+
 def _health_cmd(recipe: Recipe) -> str:
-    # Every supported engine is a Python server, so python3 is in its image; curl often is not.
-    url = f"http://127.0.0.1:{recipe.engine.port}{recipe.engine.health_path}"
-    return f"python3 -c 'import urllib.request as u; u.urlopen(\"{url}\", timeout=4)'"
+    return f"python3 -c '{http_probe_code(recipe.engine.port, recipe.engine.health_path)}'"
 
 
 def render_units(
@@ -197,7 +222,7 @@ def render_units(
     quadlet_version: Version | None = None,
     gpu_ids: Sequence[str] | None = None,
     labels_extra: Mapping[str, str] | None = None,
-    scope: Scope = "system",
+    scope: Scope = Scope.SYSTEM,
 ) -> RenderedUnits:
     """The quadlet units for ``recipe``.
 
@@ -231,18 +256,15 @@ def render_units(
         notes.append(Note("info", f"quadlet {fmt(qv)} generates the unit; podman {fmt(pv)} runs the container: "
                                   f"only `podman run` flags that {fmt(pv)} accepts are used"))
 
-    from rigctl.render.engines import engine_line  # noqa: PLC0415 - see _environment
-
-    line = engine_line(recipe)
-    notes.extend(Note("info", n) for n in line.notes)
-    env = _merge_env(recipe, line.env)
-    devices = _gpu_devices(recipe, gpu_ids, notes)
+    process = engine_process(recipe)
+    notes.extend(Note("info", n) for n in process.notes)
+    devices = gpu_devices(recipe, gpu_ids, notes)
     container = recipe.container
     podman_args: list[list[str]] = [[f"--ipc={container.ipc}"]]
 
     entrypoint: str | None = None
-    if line.entrypoint is not None:
-        first = line.entrypoint[0]
+    if process.entrypoint is not None:
+        first = process.entrypoint[0]
         if first.startswith("["):
             raise RenderError(f"engine.command[0] {first!r} starts with '[', which podman reads as a JSON array",
                               fix="name the executable plainly")
@@ -324,8 +346,8 @@ def render_units(
         "image": recipe.image,
         "container_name": recipe.container_name,
         "entrypoint": entrypoint,
-        "exec_args": line.argv,
-        "env": env,
+        "exec_args": process.args,
+        "env": process.env,
         "secrets": secrets,
         "volumes": [_volume(v.host, v.container, v.read_only, v.selinux_relabel) for v in container.volumes],
         "publish": _publish(recipe),
@@ -351,6 +373,10 @@ def render_units(
 
 
 def write_units(rendered: RenderedUnits, out_dir: Path) -> list[Path]:
+    return write_files(rendered.files, out_dir)
+
+
+def write_files(files: Sequence[UnitFile], out_dir: Path) -> list[Path]:
     """Write each file atomically (``safefs``: a fresh temporary in the opened directory, renamed over
     the name there): a reader, or quadlet running mid-write, sees the old file or the new one, never
     half of one, and a link at a unit's name is replaced, never written through."""
@@ -362,7 +388,7 @@ def write_units(rendered: RenderedUnits, out_dir: Path) -> list[Path]:
         raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     written = []
     with directory:
-        for unit in rendered.files:
+        for unit in files:
             directory.write_atomic(unit.name, unit.text.encode(), mode=0o644)
             written.append(out_dir / unit.name)
     return written

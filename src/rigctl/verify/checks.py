@@ -1,13 +1,22 @@
-"""The checks short of the soak. Each takes the session and returns a CheckResult; the engine misbehaving
-is a finding (``fail``), never an exception. Help text for each check is its docstring."""
+"""Every verify check, and ``REGISTRY``, the one list of them that the runner and the CLI read.
+
+A check takes the session and returns a CheckResult; the engine misbehaving is a finding (``fail``),
+never an exception. Help text for each check is its docstring. A new check is one function here (or in its
+own module, like the soak) plus one ``REGISTRY`` entry: its id is then accepted by ``--checks``, run in
+the registry's order, and reported like the others.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, as_count
 from rigctl.verify.prompts import ESTIMATE_MARGIN, make_needles, needle_builder, score_needles
 from rigctl.verify.repetition import detect_repetition
 from rigctl.verify.report import CheckResult
 from rigctl.verify.session import Session
+from rigctl.verify.soak import check_soak
 
 REPETITION_PROBES: tuple[Request, ...] = (
     Request(max_tokens=128, prompt="Write a short paragraph about the history of the printing press.\n\n"),
@@ -112,8 +121,9 @@ async def check_smoke(s: Session) -> CheckResult:
     return CheckResult("smoke", "pass", f"{len(results)} known answer(s) correct", figures)
 
 
-async def probe_repetition(s: Session) -> list[str]:
-    """The repetition check's own open-ended prompts; their outputs join everything else the run sees."""
+async def probe_repetition(s: Session) -> CheckResult:
+    """The repetition check's own open-ended prompts; their outputs join everything else the run sees, and
+    the verdict (``judge_repetition``) waits until every other check's outputs are in."""
     errors: list[str] = []
     for i, probe in enumerate(REPETITION_PROBES):
         try:
@@ -122,12 +132,14 @@ async def probe_repetition(s: Session) -> list[str]:
             errors.append(err.message)
             if s.blocker:
                 break
-    return errors
+    return CheckResult("repetition", "skip", "probed; judged after the other checks", {"probe_errors": errors})
 
 
-def judge_repetition(s: Session, probe_errors: list[str]) -> CheckResult:
+def judge_repetition(s: Session, probed: CheckResult) -> CheckResult:
     """A loop detector over every output the run saw: word n-gram dominance, repeated subwords and
     characters (the story's `the capital France capital France ...`)."""
+    # probing that raised (a bug, isolated by the runner) counts as a failed probe
+    probe_errors: list[str] = [probed.message] if probed.status == "error" else probed.figures["probe_errors"]
     findings = []
     for out in s.outputs:
         finding = detect_repetition(out.text)
@@ -239,3 +251,28 @@ async def check_needle(s: Session) -> CheckResult:
                        f"(context {context:,})", figures)
 
 
+
+
+CheckFn = Callable[[Session], Awaitable[CheckResult]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A registry entry: how the runner treats one check."""
+
+    run: CheckFn
+    needs_engine: bool = True  # sends requests to the model: skipped once the engine stopped answering
+    # judged after every other check has run, from what ``run`` returned (and the outputs all checks saw)
+    judge: Callable[[Session, CheckResult], CheckResult] | None = None
+
+
+# The checks by id (``--checks``, the report's ``id``), in the order they run and are reported.
+REGISTRY: dict[str, Check] = {
+    "health": Check(check_health, needs_engine=False),
+    "models": Check(check_models),
+    "smoke": Check(check_smoke),
+    "repetition": Check(probe_repetition, judge=judge_repetition),
+    "determinism": Check(check_determinism),
+    "needle": Check(check_needle),
+    "soak": Check(check_soak),
+}

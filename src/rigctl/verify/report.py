@@ -11,7 +11,6 @@ from rigctl.verify.client import Endpoint
 from rigctl.verify.dialects import DIALECT_NAMES
 
 Status = Literal["pass", "warn", "fail", "skip", "error"]
-CHECK_IDS = ("health", "models", "smoke", "repetition", "determinism", "needle", "soak")
 FAILING: frozenset[str] = frozenset({"fail", "error"})
 
 
@@ -93,15 +92,8 @@ class Expectations:
 
 
 def endpoint_for(recipe: Recipe, *, api_key: str | None = None) -> Endpoint:
-    """The recipe's published endpoint; a wildcard bind address is reached over loopback."""
-    publish = recipe.publish
-    host = publish.address
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return Endpoint(f"http://{host}:{publish.port}", recipe.served_name, api_key=api_key,
-                    health_path=recipe.engine.health_path)
+    """The recipe's published endpoint (``Recipe.base_url``: a wildcard bind address over loopback)."""
+    return Endpoint(recipe.base_url, recipe.served_name, api_key=api_key, health_path=recipe.engine.health_path)
 
 
 class Progress(Protocol):

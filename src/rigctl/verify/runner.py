@@ -1,55 +1,37 @@
-"""The runner: an explicit registry of checks, run in order, each isolated (a bug in one is reported as
-``error`` and the others still run). ``run_checks`` is what the CLI and deploy call."""
+"""The runner: the checks of ``rigctl.verify.checks.REGISTRY``, run in its order, each isolated (a bug in one
+is reported as ``error`` and the others still run). ``run_checks`` is what the CLI and deploy call."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 
 from rigctl.errors import UsageError
-from rigctl.verify.checks import (
-    check_determinism,
-    check_health,
-    check_models,
-    check_needle,
-    check_smoke,
-    judge_repetition,
-    probe_repetition,
-)
+from rigctl.verify.checks import REGISTRY, CheckFn
 from rigctl.verify.client import Endpoint, EngineAPI, HttpEngine
-from rigctl.verify.report import CHECK_IDS, CheckResult, Expectations, NullProgress, Progress, VerifyReport
+from rigctl.verify.report import CheckResult, Expectations, NullProgress, Progress, VerifyReport
 from rigctl.verify.session import Session
-from rigctl.verify.soak import check_soak
 
-CheckFn = Callable[[Session], Awaitable[CheckResult]]
 
-# Checks that send completions: skipped once the engine is unreachable or hung.
-_NEEDS_ENGINE = frozenset({"models", "smoke", "repetition", "determinism", "needle", "soak"})
-
-DESCRIPTIONS = {
-    "health": "/health answers 200 (503: dead or unready engine)",
-    "models": "/v1/models lists the served name; the engine serves the expected context per request",
-    "smoke": "known answers at temperature 0",
-    "repetition": "loop detector over every output the run saw",
-    "determinism": "the same request twice at temperature 0 gives identical text",
-    "needle": "needles at several depths of a context-filling prompt are recalled",
-    "soak": "concurrent streams on a shared long prefix: no errors, no health drop, no runaway",
-}
+def check_ids() -> tuple[str, ...]:
+    """Every check's id, in the order they run (the registry's, read when asked)."""
+    return tuple(REGISTRY)
 
 
 def parse_checks(spec: str | Iterable[str] | None) -> tuple[str, ...]:
     """``"smoke,needle"`` -> the ids in canonical order; unknown ids are a usage error."""
+    known = check_ids()
     if spec is None:
-        return CHECK_IDS
+        return known
     items = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else [p.strip() for p in spec]
     wanted = {p for p in items if p}
-    unknown = sorted(wanted - set(CHECK_IDS))
+    unknown = sorted(wanted - set(known))
     if unknown:
-        raise UsageError(f"unknown check(s): {', '.join(unknown)}", fix=f"choose from {', '.join(CHECK_IDS)}")
+        raise UsageError(f"unknown check(s): {', '.join(unknown)}", fix=f"choose from {', '.join(known)}")
     if not wanted:
-        raise UsageError("no check selected", fix=f"choose from {', '.join(CHECK_IDS)}")
-    return tuple(c for c in CHECK_IDS if c in wanted)
+        raise UsageError("no check selected", fix=f"choose from {', '.join(known)}")
+    return tuple(c for c in known if c in wanted)
 
 
 async def _isolated(check_id: str, fn: CheckFn, s: Session) -> CheckResult:
@@ -65,17 +47,13 @@ async def _isolated(check_id: str, fn: CheckFn, s: Session) -> CheckResult:
 
 async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
     results: dict[str, CheckResult] = {}
-    probe_errors: list[str] = []
-    registry: dict[str, CheckFn] = {
-        "health": check_health, "models": check_models, "smoke": check_smoke,
-        "determinism": check_determinism, "needle": check_needle, "soak": check_soak,
-    }
-    rep_start = 0.0
+    to_judge: list[str] = []
     for check_id in checks:
-        if check_id in _NEEDS_ENGINE and s.blocker is not None:
+        check = REGISTRY[check_id]
+        if check.needs_engine and s.blocker is not None:
             results[check_id] = CheckResult(check_id, "skip", f"not run: the engine stopped answering ({s.blocker})")
             continue
-        if check_id in _NEEDS_ENGINE and not s.learnt:
+        if check.needs_engine and not s.learnt:
             # Once, before the first check that talks to the model: which engine this is, how long one of its
             # requests may be. After health, so that a dead engine is reported as such first.
             s.progress.phase(check_id, "learning the engine's dialect")
@@ -84,19 +62,15 @@ async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
             except Exception as exc:  # same isolation as _isolated: a bug here must not hide every check
                 s.detection = f"not detected ({type(exc).__name__}: {exc})"
             s.progress.finish(check_id)
-        if check_id == "repetition":
-            # Its probes run now; its verdict waits until every other check's outputs are in.
-            rep_start = time.perf_counter()
-            try:
-                probe_errors = await probe_repetition(s)
-            except Exception as exc:  # same isolation as _isolated
-                probe_errors = [f"{type(exc).__name__}: {exc}"]
-            rep_start = time.perf_counter() - rep_start
-            continue
-        results[check_id] = await _isolated(check_id, registry[check_id], s)
-    if "repetition" in checks and "repetition" not in results:
-        judged = judge_repetition(s, probe_errors)
-        results["repetition"] = CheckResult(judged.id, judged.status, judged.message, judged.figures, rep_start)
+        results[check_id] = await _isolated(check_id, check.run, s)
+        if check.judge is not None:
+            to_judge.append(check_id)  # e.g. repetition: its probes ran now, its verdict needs every output
+    for check_id in to_judge:
+        judge = REGISTRY[check_id].judge
+        assert judge is not None
+        ran = results[check_id]
+        judged = judge(s, ran)
+        results[check_id] = CheckResult(judged.id, judged.status, judged.message, judged.figures, ran.duration_s)
     # Every check says which dialect it spoke and which context it knew (the needle and the soak say which
     # context they sized for themselves).
     stamp = s.figures()
@@ -107,12 +81,12 @@ async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
 async def run_checks_async(
     endpoint: Endpoint,
     expectations: Expectations,
-    checks: Iterable[str] = CHECK_IDS,
+    checks: Iterable[str] | None = None,
     *,
     progress: Progress | None = None,
     engine: EngineAPI | None = None,
 ) -> VerifyReport:
-    selected = parse_checks(list(checks))
+    selected = parse_checks(None if checks is None else list(checks))
     own: HttpEngine | None = None
     if engine is None:
         # The pool must hold every soak stream at once, plus the health watcher.
@@ -130,10 +104,10 @@ async def run_checks_async(
 def run_checks(
     endpoint: Endpoint,
     expectations: Expectations,
-    checks: Iterable[str] = CHECK_IDS,
+    checks: Iterable[str] | None = None,
     *,
     progress: Progress | None = None,
 ) -> VerifyReport:
-    """Run the selected checks (canonical order) against ``endpoint``. Blocking; deploy calls this with
+    """Run the selected checks (canonical order; None: all) against ``endpoint``. Blocking; deploy calls this with
     ``checks=("health", "models", "smoke", "repetition")`` after warmup."""
     return asyncio.run(run_checks_async(endpoint, expectations, checks, progress=progress))

@@ -1,5 +1,5 @@
-"""Finding unit files and host facts for the doctor. This is the edge: it reads the filesystem (or a
-snapshot shipped back from another host over ssh) and hands plain values to ``doctor.audit``.
+"""Finding unit files for the doctor. This is the edge: it reads the filesystem (or a snapshot shipped
+back from another host over ssh) and hands plain values to ``audit``.
 
 A snapshot is a mapping {absolute path: text}. ``collect`` turns a snapshot plus the roots it was taken
 from into UnitFiles with their drop-ins, the way quadlet and systemd would see them: the first root
@@ -12,27 +12,20 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from rigctl.deploy.install import sigint_deferred
+from rigctl.doctor.model import DropIn, UnitFile
 from rigctl.errors import InvalidInputError
-from rigctl.fleet.doctor import CdiSpec, DoctorFacts, DropIn, UnitFile
-from rigctl.fleet.serving import describe
-from rigctl.fleet.units import UnitParseError, parse
+from rigctl.host.unitfile import dropin_dirs
 from rigctl.util import safefs
-from rigctl.util.proc import run
 from rigctl.util.safefs import SafeDir
 
 RootKind = Literal["quadlet", "systemd", "path"]
 Scope = Literal["system", "user", "path"]
-
-CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
-DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
 
 # A .service is only worth shipping/parsing when it mentions a container tool or a known engine.
 SERVICE_HINT = re.compile(
@@ -158,24 +151,8 @@ def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
             seen.add((root.scope, root.realm, name))
             # drop-ins from this unit's own realm and the shared directories, never another user's
             same_scope = [r for r in roots if r.scope == root.scope and r.realm in (root.realm, "")]
-            if name.endswith(".container"):
-                service = _service_name(path, text)
-                dirnames = ["container.d", f"{name}.d", "service.d", f"{service}.d"]
-            else:
-                dirnames = ["service.d", f"{name}.d"]
-            units.append(UnitFile(path, text, _dropins(tree, same_scope, dirnames), root.scope))
+            units.append(UnitFile(path, text, _dropins(tree, same_scope, dropin_dirs(path, text)), root.scope))
     return units
-
-
-def _service_name(path: str, text: str) -> str:
-    try:
-        entries = parse(path, text).entries
-    except UnitParseError:
-        entries = ()  # the audit reports the unit as unreadable; its drop-ins are still gathered by name
-    for entry in entries:
-        if entry.section == "Container" and entry.key == "ServiceName" and entry.value:
-            return entry.value if entry.value.endswith(".service") else entry.value + ".service"
-    return PurePosixPath(path).stem + ".service"
 
 
 # --- local snapshot ----------------------------------------------------------------------------------
@@ -340,178 +317,3 @@ def local_roots() -> list[Root]:
     if uid == 0 and Path("/home").is_dir():
         others = sorted(str(p) for p in Path("/home").iterdir() if p.is_dir())
     return default_roots(home, os.environ.get("XDG_RUNTIME_DIR"), uid, others)
-
-
-# --- host facts --------------------------------------------------------------------------------------
-
-_NVRM = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
-
-
-def driver_from_proc(text: str) -> str | None:
-    match = _NVRM.search(text)
-    return match.group(1) if match else None
-
-
-def _driver_from_nvml() -> str | None:
-    try:
-        import pynvml  # noqa: PLC0415 - only when there is no /proc/driver/nvidia: keeps doctor light
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # NVMLError_LibraryNotFound and friends: no driver, the CDI checks are skipped
-        return None
-    return version.decode() if isinstance(version, bytes) else str(version)
-
-
-def read_cdi_specs(dirs: Sequence[str] = CDI_DIRS) -> tuple[CdiSpec, ...]:
-    specs: list[CdiSpec] = []
-    for d in dirs:
-        base = Path(d)
-        if not base.is_dir():
-            continue
-        for path in sorted(base.iterdir()):
-            if path.suffix in (".yaml", ".yml", ".json"):
-                with contextlib.suppress(InvalidInputError):  # a FIFO or a huge file is no spec
-                    specs.append(CdiSpec(str(path), safefs.read_text(path, limit=safefs.UNIT_LIMIT)))
-    return tuple(specs)
-
-
-# An image reference as podman writes one; anything else (an option, a NUL, a space) is never passed on.
-IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}")
-
-
-def unpinned_images(units: Sequence[UnitFile]) -> list[str]:
-    """Unpinned image references of podman-run units that look like image references: a value from a
-    unit file reaches podman only when it cannot be read as an option."""
-    images: list[str] = []
-    for unit in units:
-        try:
-            spec = describe(unit.kind, unit.merged())
-        except UnitParseError:
-            continue  # an unreadable unit is audit()'s finding; it has no image to pin
-        if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \
-                and IMAGE_REF.fullmatch(spec.image):
-            images.append(spec.image)
-    return sorted(set(images))
-
-
-def local_image_digests(images: Sequence[str]) -> dict[str, str]:
-    """Digests of images already on this host (podman), so `--fix` can pin what actually runs."""
-    digests: dict[str, str] = {}
-    if not images or shutil.which("podman") is None:
-        return digests
-    for image in images:
-        if not IMAGE_REF.fullmatch(image):
-            continue
-        done = run(["podman", "image", "inspect", "--format", "{{.Digest}}", "--", image], timeout=20)
-        digest = done.stdout.strip()
-        if done.ok and re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-            digests[image] = digest
-    return digests
-
-
-def local_facts(units: Sequence[UnitFile], *, driver_file: str = DRIVER_VERSION_FILE,
-                cdi_dirs: Sequence[str] = CDI_DIRS) -> DoctorFacts:
-    try:
-        text = safefs.read_text_or_none(driver_file, limit=64 * safefs.KiB)
-    except InvalidInputError:
-        text = None
-    version = driver_from_proc(text) if text else None
-    source = driver_file if version else None
-    if version is None:
-        version = _driver_from_nvml()
-        source = "nvml" if version else None
-    return DoctorFacts(
-        driver_version=version, driver_source=source, cdi_specs=read_cdi_specs(cdi_dirs),
-        image_digests=local_image_digests(unpinned_images(units)),
-    )
-
-
-# --- writing -----------------------------------------------------------------------------------------
-
-
-def fix_refusal(path: str, snap: Snapshot) -> str | None:
-    """Why ``doctor --fix`` must not rewrite ``path`` (None: it may). Only a regular file read from
-    this host, not a link, owned by the owner of the directory it was found in."""
-    found = snap.found.get(path)
-    if found is None:
-        return "not a file doctor read from a directory on this host"
-    if found.link:
-        return "a symbolic link: --fix never writes through a link (fix the file it points to, or replace the link)"
-    if found.st.st_uid != found.owner:
-        where = found.root.anchor or found.root.path
-        return (f"owned by uid {found.st.st_uid}, not by uid {found.owner} who owns {where}: "
-                "--fix rewrites only files owned by the owner of their directory")
-    return None
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    path: str
-    before: str
-    after: str
-
-
-def _open_parent(found: Found) -> SafeDir:
-    root = found.root
-    return SafeDir.open(root.anchor or root.path, (*root.parts(), *found.rel[:-1]))
-
-
-def rewrite(changes: Sequence[Rewrite], snap: Snapshot) -> dict[str, str]:
-    """Apply every change or none. Each file is found again without following links and must still be
-    the entry (device, inode) that was audited, with the same text; its old text is kept as a new
-    ``NAME.bak`` (or ``.bak.N``: an earlier backup is never overwritten), created exclusively with the
-    file's mode and owner; the new text is staged beside it and all are renamed in at once, with Ctrl-C
-    held. Returns {path: backup path}. Raises InvalidInputError, having changed nothing, when a file
-    moved, changed or cannot be written."""
-    opened: list[tuple[Rewrite, SafeDir, Found]] = []
-    backups: list[tuple[SafeDir, str]] = []
-    staged: list[tuple[SafeDir, str, str]] = []  # (dir, temporary, name)
-    done: list[tuple[Rewrite, SafeDir, Found]] = []
-    try:
-        for change in changes:
-            refusal = fix_refusal(change.path, snap)
-            if refusal:
-                raise safefs.refuse(change.path, refusal)
-            found = snap.found[change.path]
-            d = _open_parent(found)
-            opened.append((change, d, found))
-            name = found.rel[-1]
-            st = d.lstat(name)
-            if st is None or (st.st_dev, st.st_ino) != (found.st.st_dev, found.st.st_ino) \
-                    or not stat.S_ISREG(st.st_mode) or st.st_uid != found.owner:
-                raise safefs.refuse(change.path, "replaced since doctor read it: nothing was changed; run doctor again")
-            if d.read_text(name, limit=safefs.UNIT_LIMIT) != change.before:
-                raise safefs.refuse(change.path, "edited since doctor read it: nothing was changed; run doctor again")
-        for change, d, found in opened:
-            owner = (found.st.st_uid, found.st.st_gid)
-            name = found.rel[-1]
-            backups.append((d, d.backup(name, change.before.encode(), mode=found.st.st_mode, owner=owner)))
-            staged.append((d, d.stage(name, change.after.encode(), mode=found.st.st_mode, owner=owner), name))
-        with sigint_deferred():
-            try:
-                for (d, tmp, name), item in zip(staged, opened, strict=True):
-                    d.commit(tmp, name)
-                    done.append(item)
-            except BaseException:
-                for change, d, found in done:  # put back what was already renamed in
-                    d.write_atomic(found.rel[-1], change.before.encode(), mode=found.st.st_mode,
-                                   owner=(found.st.st_uid, found.st.st_gid))
-                done.clear()
-                raise
-            for _, d, _ in opened:
-                d.sync()
-    except BaseException:
-        for d, tmp, _ in staged:
-            d.discard(tmp)
-        if not done:
-            for d, backup in backups:
-                d.discard(backup)
-        raise
-    finally:
-        for _, d, _ in opened:
-            d.close()
-    return {change.path: os.path.join(d.path, b) for (change, _, _), (d, b) in zip(opened, backups, strict=True)}

@@ -1,4 +1,7 @@
-"""systemd / quadlet unit files: parsing, word splitting, time spans, and line-level edits.
+"""systemd / quadlet unit files: parsing, word splitting, time spans, drop-in directories, line edits.
+
+The one reader of unit files: doctor audits with it, and ``rigctl status`` finds rigctl's units with it,
+so both see the same keys (drop-ins included) that quadlet and systemd see.
 
 Both quadlet and systemd read an INI dialect: ``#``/``;`` comment lines, ``[Section]`` headers,
 ``Key=Value`` with a trailing backslash continuing the line (comment lines inside a continuation are
@@ -242,6 +245,29 @@ class _QuadletReader(_Reader):
 def _is_control(ch: str) -> bool:
     """Go's unicode.IsControl: C0, DEL and C1."""
     return ch <= "\x1f" or "\x7f" <= ch <= "\x9f"
+
+
+def dropin_dirs(path: str, text: str) -> list[str]:
+    """The names of the drop-in directories that apply to a unit, in the order they apply (type-level
+    first): quadlet's ``container.d`` and ``NAME.container.d``, then systemd's ``service.d`` and
+    ``SERVICE.service.d`` for the service quadlet generates (``ServiceName=`` or NAME.service)."""
+    name = PurePosixPath(path).name
+    if not name.endswith(".container"):
+        return ["service.d", f"{name}.d"]
+    return ["container.d", f"{name}.d", "service.d", f"{service_name(path, text)}.d"]
+
+
+def service_name(path: str, text: str) -> str:
+    """The service quadlet generates from a ``.container``. An unreadable file keeps its default name:
+    the audit reports it, and its drop-ins are still gathered by name."""
+    try:
+        entries: tuple[Entry, ...] = parse(path, text).entries
+    except UnitParseError:
+        entries = ()
+    for entry in entries:
+        if entry.section == "Container" and entry.key == "ServiceName" and entry.value:
+            return entry.value if entry.value.endswith(".service") else entry.value + ".service"
+    return PurePosixPath(path).stem + ".service"
 
 
 @dataclass(frozen=True)

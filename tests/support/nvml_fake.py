@@ -1,4 +1,8 @@
-"""A fake NVML for tests and for planning boxes rigctl has never seen, driven by a capture.
+"""A fake NVML for tests, driven by a capture, and the tool that takes a capture on a real GPU box.
+
+Not shipped with rigctl: tests import it as ``tests.support.nvml_fake``, and
+``tests/fixtures/inventory/capture-on-gpu.sh`` runs it as a file (``python3 tests/support/nvml_fake.py``,
+nothing but nvidia-ml-py needed), so it imports nothing from rigctl or the tests.
 
 A capture is the JSON document ``capture_nvml`` writes (and ``shared/reference/nvml-h200.json`` is one,
 taken on a real H200): per call either ``{"ok": value}`` or ``{"error": "NVMLError_NotSupported",
@@ -20,6 +24,8 @@ The fake never invents an answer a capture does not hold: asking for one raises 
 from __future__ import annotations
 
 import copy
+import json
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -67,7 +73,7 @@ RETURN_TYPES = {
 
 
 def _pynvml() -> Any:
-    import pynvml  # noqa: PLC0415 - lazy, like the real adapter
+    import pynvml
 
     return pynvml
 
@@ -244,7 +250,7 @@ class FakeNvml:
 
 def capture_nvml(lib: Any) -> dict[str, Any]:
     """Record every call rigctl makes, the way the fake replays it, plus each value's Python type.
-    Run on a real GPU box (``python -m rigctl.host.nvml_fake``) to refresh a fixture."""
+    Run on a real GPU box (``python3 tests/support/nvml_fake.py > capture.json``) to refresh a fixture."""
 
     def record(fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
         try:
@@ -304,11 +310,10 @@ def _capture_nvlink(lib: Any, handle: Any, record: Callable[..., dict[str, Any]]
     return links
 
 
-if __name__ == "__main__":  # pragma: no cover - run by hand on a GPU box
-    import json
-    import sys
-
-    import pynvml
-
-    json.dump(capture_nvml(pynvml), sys.stdout, indent=1)
+def main() -> None:  # pragma: no cover - run by hand on a GPU box
+    json.dump(capture_nvml(_pynvml()), sys.stdout, indent=1)
     sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,10 @@
-"""Where deploy writes: the quadlet directory per scope, rigctl's deployment records, the lock files,
-and the host-wide lock itself."""
+"""Where rigctl works, by scope: the quadlet directory units are installed into, the deployment records,
+the lock files, and the per-service lock itself.
+
+A leaf (it needs only ``util`` and ``errors``) so that every layer names a scope and a directory the same
+way: the renderer (where a unit goes), host facts (which quadlet generator a scope runs), deploy (where
+records and locks live) and the CLI (which scope a command means).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +14,28 @@ import fcntl
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
-from rigctl.deploy.ports import Scope
 from rigctl.errors import DeployError, UsageError
-from rigctl.render.install import install_dir
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 
 
+class Scope(StrEnum):
+    """Which service manager runs the unit: the system one (root) or the user's own."""
+
+    SYSTEM = "system"
+    USER = "user"
+
+
+def default_scope() -> Scope:
+    """root -> system; anyone else -> user (a non-root user cannot write the system directory)."""
+    return Scope.SYSTEM if os.geteuid() == 0 else Scope.USER
+
+
 def resolve_scope(user: bool, system: bool) -> Scope:
-    """root -> system unless --user; anyone else -> user (a non-root user cannot write the system dir)."""
+    """The scope a command's --user/--system flags mean; neither: ``default_scope``."""
     if user and system:
         raise UsageError("--user and --system exclude each other")
     if user:
@@ -27,21 +44,36 @@ def resolve_scope(user: bool, system: bool) -> Scope:
         if os.geteuid() != 0:
             raise UsageError("--system needs root", fix="run as root, or use --user")
         return Scope.SYSTEM
-    return Scope.SYSTEM if os.geteuid() == 0 else Scope.USER
+    return default_scope()
+
+
+# --- directories -----------------------------------------------------------------------------------
+
+SYSTEM_UNIT_DIR = Path("/etc/containers/systemd")
+USER_UNIT_SUBDIR = Path("containers/systemd")  # under $XDG_CONFIG_HOME (default ~/.config)
 
 
 def _home() -> Path:
     return Path(os.environ.get("HOME") or Path.home())
 
 
-def quadlet_dir(scope: Scope) -> Path:
-    """The directory quadlet reads for this scope: the renderer's answer, so the two never disagree."""
-    return install_dir("user" if scope is Scope.USER else "system")
+def install_dir(scope: Scope, *, config_home: Path | None = None) -> Path:
+    """Where quadlet looks for units: system /etc/containers/systemd/, user
+    $XDG_CONFIG_HOME/containers/systemd/ (~/.config/... when unset)."""
+    if scope == Scope.SYSTEM:  # by value: a plain "system" from an older caller means the same
+        return SYSTEM_UNIT_DIR
+    if config_home is None:
+        config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return config_home / USER_UNIT_SUBDIR
+
+
+def install_path(scope: Scope, name: str, *, config_home: Path | None = None) -> Path:
+    return install_dir(scope, config_home=config_home) / name
 
 
 def state_dir(scope: Scope) -> Path:
     """One JSON record per deployment: what was installed, where it answers, the last failure's output."""
-    if scope is Scope.SYSTEM:
+    if scope == Scope.SYSTEM:
         return Path("/var/lib/rigctl/deployments")
     state = os.environ.get("XDG_STATE_HOME") or str(_home() / ".local" / "state")
     return Path(state) / "rigctl" / "deployments"
@@ -54,6 +86,21 @@ def lock_dir() -> Path:
         return Path("/run/rigctl/locks")
     runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     return Path(runtime) / "rigctl" / "locks"
+
+
+@dataclass(frozen=True)
+class Dirs:
+    """The two directories a deployment writes: its unit files and rigctl's record of it."""
+
+    units: Path
+    state: Path
+
+    @classmethod
+    def of(cls, scope: Scope) -> Dirs:
+        return cls(install_dir(scope), state_dir(scope))
+
+
+# --- the service lock ------------------------------------------------------------------------------
 
 
 class ServiceLock:

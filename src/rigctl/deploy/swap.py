@@ -10,29 +10,33 @@ come in through the ``SwapDeploy`` Protocol, so every failure point can be exerc
     the restore fails too                                                               = rollback-failed (70)
     TO's preflight fails: nothing is stopped                                            = refused (1)
 
-Both services' locks are held for the whole swap (the same per-service locks `up` and `down` take), so
-no other rigctl command can touch either service half-way through.
+Both services' locks are held for the whole swap (the same per-service locks the `up` and `down`
+commands take around ``up()`` and ``down()``, which take none themselves), so no other rigctl command can
+touch either service half-way through.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rigctl.adapters import Adapters
+from rigctl.adapters.clock import Clock
+from rigctl.adapters.gpu_memory import GpuMemory
 from rigctl.deploy import state as records
 from rigctl.deploy.down import DownResult, down
 from rigctl.deploy.install import installed_texts
-from rigctl.deploy.places import lock_dir as default_lock_dir
-from rigctl.deploy.places import locked
-from rigctl.deploy.ports import Clock, GpuMemory, Scope
-from rigctl.deploy.up import PreflightOutcome, Stages, UpOptions, UpResult, up
+from rigctl.deploy.plan import Plan, make_plan
+from rigctl.deploy.up import UpOptions, UpResult, install_and_start, plan_here, up
 from rigctl.errors import DeployError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
+from rigctl.host.facts import HostFacts
+from rigctl.host.gather import facts_for_recipe
+from rigctl.host.probes import find_quadlet
+from rigctl.places import Dirs, Scope, locked
+from rigctl.preflight.finding import Severity
 from rigctl.recipe.model import Recipe
 
 RELEASE_POLL_S = 0.5
@@ -55,8 +59,8 @@ class Side:
 class SwapDeploy(Protocol):
     """The deploy operations a swap sequences; the real one drives systemd/podman through rigctl.deploy."""
 
-    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> PreflightOutcome:
-        """Preflight ``side`` as if ``freed_gpus`` and ``freed_port`` were already released."""
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> Plan:
+        """Plan ``side`` as if ``freed_gpus`` and ``freed_port`` were already released."""
         ...
 
     def stop(self, side: Side, *, remove: bool) -> DownResult: ...
@@ -172,15 +176,18 @@ class _Machine:
             pre = self.deploy.preflight(self.target, freed_gpus=self.source.gpu_ids, freed_port=self.source.port)
         except RigctlError as err:
             return self.step("preflight-to", False, f"preflight of {self.target.name} could not run: {err.message}")
-        failing = [f for f in pre.findings if f.get("severity") in ("fail", "error")]
+        findings = [f.model_dump(mode="json") for f in pre.report.findings]
         freed = f" (counting {self.source.name}'s GPUs {','.join(self.source.gpu_ids)} as free)" \
             if self.source.gpu_ids else ""
         if pre.ok:
             return self.step("preflight-to", True, f"preflight of {self.target.name} passed{freed}",
-                             gpu_ids=pre.gpu_ids or [], findings=pre.findings)
-        names = ", ".join(f"{f.get('id')}: {f.get('message')}" for f in failing) or "failed"
+                             gpu_ids=list(pre.gpu_ids), findings=findings)
+        failing = [f for f in pre.report.findings if f.severity in (Severity.FAIL, Severity.ERROR)]
+        problem = pre.install_problem()
+        names = (", ".join(f"{f.id}: {f.message}" for f in failing)
+                 or (problem.message if problem is not None else "failed"))
         return self.step("preflight-to", False, f"preflight of {self.target.name} failed{freed}: {names}",
-                         findings=pre.findings)
+                         findings=findings)
 
     def _stop_source(self) -> bool:
         try:
@@ -302,7 +309,7 @@ def resolve_source(recipe: Recipe, source: str, *, state_dir: Path) -> Side:
     return Side(recipe, record.recipe_source or source, tuple(record.gpu_ids), recipe.publish.port)
 
 
-def free_facts(facts: Any, gpu_ids: Sequence[str], port: int | None) -> Any:
+def free_facts(facts: HostFacts, gpu_ids: Sequence[str], port: int | None) -> HostFacts:
     """Host facts as they will be once FROM has stopped: its GPUs idle, its published port free."""
     ids = set(gpu_ids)
     devices = [
@@ -318,89 +325,44 @@ def free_facts(facts: Any, gpu_ids: Sequence[str], port: int | None) -> Any:
 
 
 class HostSwapDeploy:
-    """The real operations, on this host, through rigctl.deploy's up/down and the real stages.
+    """The real operations on this host, in ``scope``: `up`'s plan and execution, and `down`. They take
+    no lock: the swap holds both services' locks throughout."""
 
-    They lock with ``inner_lock_dir``: the swap itself already holds both services' host-wide locks,
-    and a second flock on the same file from this process would refuse."""
+    def __init__(self, scope: Scope, *, adapters: Adapters, dirs: Dirs, force: Sequence[str] = (),
+                 gpus: Sequence[str] | None = None) -> None:
+        self.scope, self.adapters, self.dirs = scope, adapters, dirs
+        self.force, self.gpus = tuple(force), list(gpus) if gpus else None
 
-    def __init__(self, scope: Scope, *, unit_dir: Path, state_dir: Path, inner_lock_dir: Path,
-                 force: tuple[str, ...] = (), gpus: str | None = None) -> None:
-        from rigctl.deploy.ports import HttpProbe, NvmlGpuMemory, PodmanCli, RealClock, SystemctlCli  # noqa: PLC0415
-        from rigctl.deploy.up import Ports  # noqa: PLC0415
-
-        self.scope = scope
-        self.unit_dir, self.state_dir, self.lock_dir = unit_dir, state_dir, inner_lock_dir
-        self.force, self.gpus = force, gpus
-        self.ports = Ports(systemd=SystemctlCli(scope), podman=PodmanCli(), probe=HttpProbe(timeout=1.0),
-                           clock=RealClock())
-        self.gpu = NvmlGpuMemory()
-
-    def close(self) -> None:
-        self.ports.probe.close()
-
-    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> PreflightOutcome:
-        from rigctl.host.gather import gather_facts  # noqa: PLC0415 - heavy; only the real adapter needs it
-        from rigctl.preflight.runner import run_preflight  # noqa: PLC0415
-
-        recipe = side.recipe
-        facts = free_facts(gather_facts([recipe.checkpoint.path, *[v.host for v in recipe.container.volumes]]),
-                           freed_gpus, freed_port)
-        selection = [g.strip() for g in self.gpus.split(",") if g.strip()] if self.gpus else None
-        report = run_preflight(recipe, facts, force=self.force, gpus=selection)
-        ids = [] if recipe.gpus.count == 0 else (report.choice.uuids or [str(i) for i in report.choice.indices])
-        return PreflightOutcome(ok=report.ok, findings=[f.model_dump(mode="json") for f in report.findings],
-                                gpu_ids=ids, podman_version=facts.podman.version)
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> Plan:
+        facts = free_facts(facts_for_recipe(side.recipe, scope=self.scope), freed_gpus, freed_port)
+        return make_plan(side.recipe, facts, scope=self.scope, force=self.force, gpus=self.gpus)
 
     def stop(self, side: Side, *, remove: bool) -> DownResult:
+        a = self.adapters
         return down(side.name, unit=f"{side.recipe.container_name}.service", container=side.recipe.container_name,
-                    unit_dir=self.unit_dir, state_dir=self.state_dir, remove=remove,
-                    stop_timeout_s=side.recipe.service.stop_timeout_s, systemd=self.ports.systemd,
-                    podman=self.ports.podman, gpu=self.gpu, clock=self.ports.clock, lock_dir=self.lock_dir)
-
-    def _up(self, side: Side, stages: Stages) -> UpResult:
-        from rigctl.deploy.up import Places  # noqa: PLC0415
-
-        return up(side.recipe, recipe_source=side.source, scope=self.scope, stages=stages, ports=self.ports,
-                  places=Places(self.unit_dir, self.state_dir, self.lock_dir),
-                  options=UpOptions(force=self.force, gpus=self.gpus, verify=True))
+                    unit_dir=self.dirs.units, state_dir=self.dirs.state, remove=remove,
+                    stop_timeout_s=side.recipe.service.stop_timeout_s, systemd=a.systemd, podman=a.podman,
+                    gpu=a.gpu, clock=a.clock)
 
     def up(self, side: Side) -> UpResult:
-        from rigctl.deploy.stages import real_stages  # noqa: PLC0415
-
-        return self._up(side, real_stages(self.scope, verify=True))
+        """Planned again on the facts as they are now, FROM stopped: what is installed is what was judged."""
+        plan = plan_here(side.recipe, self.scope, force=self.force, gpus=self.gpus)
+        return up(plan, recipe_source=side.source, adapters=self.adapters, dirs=self.dirs,
+                  options=UpOptions(verify=True))
 
     def restore(self, side: Side) -> UpResult:
-        """`up` over the unit files still installed, byte for byte: nothing is re-rendered (FROM may have
-        been deployed with --set or overlays this command never saw), nothing preflighted (it ran there)."""
-        from rigctl.deploy.stages import real_stages  # noqa: PLC0415
-
-        record = records.load_record(self.state_dir, side.name)
+        """The unit files still installed, byte for byte, started again and verified: nothing is re-rendered
+        (FROM may have been deployed with --set or overlays this command never saw), nothing preflighted
+        (it ran when FROM was deployed)."""
+        record = records.load_record(self.dirs.state, side.name)
         if record is None:
-            raise DeployError(f"{side.name}'s deployment record is gone from {self.state_dir}",
+            raise DeployError(f"{side.name}'s deployment record is gone from {self.dirs.state}",
                               fix=f"`rigctl up {side.source}`")
-        files = _installed(record)
-        gpu_ids = list(record.gpu_ids)
-        real = real_stages(self.scope, verify=True)
-
-        def preflight(_r: Recipe, _f: Sequence[str], _g: str | None) -> PreflightOutcome:
-            return PreflightOutcome(ok=True, findings=[], gpu_ids=gpu_ids)
-
-        def render(_r: Recipe, _v: str, _g: list[str] | None) -> dict[str, str]:
-            return files
-
-        return self._up(side, Stages(preflight=preflight, render=render, checks=real.checks))
-
-
-@contextmanager
-def private_lock_dir(base: Path | None = None) -> Iterator[Path]:
-    """A lock directory for the operations the swap runs while it holds the real locks."""
-    root = base or default_lock_dir()
-    path = root / f".swap-{os.getpid()}"
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+        result = UpResult.begin(side.recipe, self.scope, self.dirs)
+        result.gpu_ids = list(record.gpu_ids)
+        return install_and_start(side.recipe, _installed(record), result, recipe_source=side.source,
+                                 quadlet=find_quadlet(self.scope), adapters=self.adapters, dirs=self.dirs,
+                                 options=UpOptions(verify=True))
 
 
 def _installed(record: records.DeploymentRecord) -> dict[str, str]:

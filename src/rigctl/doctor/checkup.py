@@ -1,5 +1,6 @@
-"""`rigctl doctor` as one call: find the units, gather facts, audit, and (with ``fix``) rewrite the
-rigctl-managed units and prepare patches for the others. Returns a DoctorReport; never prints."""
+"""`rigctl doctor` as one call, the entry point the CLI (and ``fleet doctor`` on a host with rigctl)
+calls: find the units, gather facts, audit, and (with ``fix``) rewrite the rigctl-managed units and
+prepare patches for the others. Returns a DoctorReport; never prints."""
 
 from __future__ import annotations
 
@@ -8,21 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rigctl.doctor.audit import audit, serving_units
+from rigctl.doctor.discover import Root, Skipped, Snapshot, collect, local_roots, local_snapshot, path_roots
+from rigctl.doctor.facts import DoctorFacts, local_facts
+from rigctl.doctor.fix import FixPlan, Rewrite, fix_refusal, plan_fixes, rewrite
+from rigctl.doctor.model import UnitFile, UnitFinding
 from rigctl.errors import InvalidInputError, UsageError
-from rigctl.fleet.discover import (
-    Rewrite,
-    Root,
-    Skipped,
-    Snapshot,
-    collect,
-    fix_refusal,
-    local_facts,
-    local_roots,
-    local_snapshot,
-    path_roots,
-    rewrite,
-)
-from rigctl.fleet.doctor import DoctorFacts, FixPlan, UnitFile, UnitFinding, audit, plan_fixes, serving_units
 
 
 @dataclass

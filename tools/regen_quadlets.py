@@ -2,8 +2,10 @@
 (rigctl.render.versions.DEFAULT_PODMAN, system scope, GPU indices). tests/render/test_golden.py keeps
 the directory in sync (no extra, missing or stale files).
 
-    uv run python -m rigctl.render.regen            # rewrite quadlets/
-    uv run python -m rigctl.render.regen --check    # exit 1 and list differences instead
+A maintainer's tool, not shipped in the wheel; it renders through the installed rigctl:
+
+    uv run python tools/regen_quadlets.py            # rewrite quadlets/
+    uv run python tools/regen_quadlets.py --check    # exit 1 and list differences instead
 """
 
 from __future__ import annotations
@@ -11,20 +13,22 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rigctl.places import Scope
 from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
 from rigctl.render.units import RenderedUnits, UnitFile, render_units, write_units
 from rigctl.render.versions import DEFAULT_PODMAN
 
-QUADLETS_DIR = Path(__file__).resolve().parents[3] / "quadlets"
+QUADLETS_DIR = Path(__file__).resolve().parents[1] / "quadlets"
 README = "README.md"
+COMMAND = "uv run python tools/regen_quadlets.py"
 
 
 def bundled_units() -> dict[str, UnitFile]:
     """name -> file, for every bundled recipe, rendered with the golden settings."""
     units: dict[str, UnitFile] = {}
     for _name, path in recipe_files(bundled_recipes_dir()):  # a user's override is not bundled
-        rendered = render_units(load(str(path)).recipe, podman_version=DEFAULT_PODMAN, scope="system")
+        rendered = render_units(load(str(path)).recipe, podman_version=DEFAULT_PODMAN, scope=Scope.SYSTEM)
         for unit in rendered.files:
             units[unit.name] = unit
     return units
@@ -48,7 +52,7 @@ def regenerate(directory: Path) -> list[str]:
     for path in directory.iterdir():
         if path.is_file() and path.name != README and path.name not in expected:
             path.unlink()
-    bundle = RenderedUnits("all", DEFAULT_PODMAN, DEFAULT_PODMAN, "system", list(expected.values()))
+    bundle = RenderedUnits("all", DEFAULT_PODMAN, DEFAULT_PODMAN, Scope.SYSTEM, list(expected.values()))
     return [str(p) for p in write_units(bundle, directory)]
 
 
@@ -58,7 +62,7 @@ def main(argv: list[str]) -> int:
         for problem in problems:
             sys.stderr.write(f"quadlets/ {problem}\n")
         if problems:
-            sys.stderr.write("run `uv run python -m rigctl.render.regen` and commit the result\n")
+            sys.stderr.write(f"run `{COMMAND}` and commit the result\n")
         return 1 if problems else 0
     for path in regenerate(QUADLETS_DIR):
         sys.stdout.write(f"wrote {path}\n")

@@ -13,12 +13,15 @@ import pytest
 from typer.testing import CliRunner
 
 from rigctl.cli.app import app
-from rigctl.fleet.checkup import doctor
-from rigctl.fleet.discover import Rewrite, collect, local_facts, local_snapshot, path_roots, rewrite
-from rigctl.fleet.doctor import CdiSpec, DoctorFacts, UnitFile, audit, plan_fixes, serving_units
+from rigctl.doctor.audit import audit, serving_units
+from rigctl.doctor.checkup import doctor
+from rigctl.doctor.discover import collect, local_snapshot, path_roots
+from rigctl.doctor.facts import DoctorFacts, local_facts, snapshot_facts
+from rigctl.doctor.fix import Rewrite, plan_fixes, rewrite
+from rigctl.doctor.model import UnitFile
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
 
-UNITS = Path(__file__).parent / "units"
+UNITS = Path(__file__).parents[1] / "fleet" / "units"
 NO_HOST = DoctorFacts()
 
 
@@ -144,7 +147,7 @@ PROC_580 = (
 
 
 def test_stale_cdi_spec_is_a_finding_on_the_spec() -> None:
-    facts = DoctorFacts(driver_version="580.65.06", cdi_specs=(CdiSpec("/etc/cdi/nvidia.yaml", CDI_570),))
+    facts = snapshot_facts(PROC_580, {"/etc/cdi/nvidia.yaml": CDI_570})
     findings = audit([load("glm53-flash-fixed.container")], facts)
     (stale,) = findings
     assert (stale.id, stale.unit, stale.severity) == ("cdi-spec-stale", "/etc/cdi/nvidia.yaml", "fail")
@@ -155,9 +158,9 @@ def test_stale_cdi_spec_is_a_finding_on_the_spec() -> None:
 
 
 def test_matching_cdi_and_no_driver_are_quiet() -> None:
-    spec = (CdiSpec("/etc/cdi/nvidia.yaml", CDI_570),)
-    assert audit([load("v4flash.container")], DoctorFacts(driver_version="570.86.15", cdi_specs=spec)) == []
-    assert audit([load("v4flash.container")], DoctorFacts(driver_version=None, cdi_specs=spec)) == []
+    spec = snapshot_facts("", {"/etc/cdi/nvidia.yaml": CDI_570}).cdi
+    assert audit([load("v4flash.container")], DoctorFacts(driver_version="570.86.15", cdi=spec)) == []
+    assert audit([load("v4flash.container")], DoctorFacts(driver_version=None, cdi=spec)) == []
 
 
 def test_gpu_unit_without_any_cdi_spec() -> None:
@@ -354,7 +357,7 @@ def test_local_image_digest_pins_for_real(tmp_path: Path, need: Callable[[bool, 
     need(shutil.which("podman") is not None, "podman not installed")
     import tarfile
 
-    from rigctl.fleet.discover import local_image_digests
+    from rigctl.doctor.facts import local_image_digests
     from rigctl.util.proc import run
 
     rootfs = tmp_path / "rootfs.tar"

@@ -3,7 +3,6 @@ real on the testbed (a word-salad TO rolls back and FROM serves again)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -14,14 +13,18 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from tests.deploy import conftest as testbed  # its testbed_env, imported by name, would be collected
+from tests.fakes import FakeClock, FakeGpu, plan_of
 
 from rigctl.deploy.down import DownResult
-from rigctl.deploy.ports import Scope
-from rigctl.deploy.up import ChecksOutcome, PreflightOutcome, UpResult
+from rigctl.deploy.plan import Plan
+from rigctl.deploy.swap import Side, SwapOptions, SwapStep, free_facts, swap
+from rigctl.deploy.up import ChecksOutcome, UpResult
 from rigctl.deploy.warmup import WaitResult, WaitStatus
 from rigctl.errors import DeployError, UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.fleet.swap import Side, SwapOptions, SwapStep, free_facts, swap
+from rigctl.places import Scope
+from rigctl.preflight.finding import Finding, Severity
 from rigctl.recipe.load import load
 
 
@@ -44,37 +47,6 @@ def _recipe_file(tmp: Path, name: str, port: int, *, gpus: int = 0, image: str =
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return 1_700_000_000 + self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class FakeGpu:
-    """NVML stand-in: the GPUs stay busy for ``busy_polls`` looks, then are free (None: no NVML)."""
-
-    def __init__(self, busy_polls: int | None = 0) -> None:
-        self.busy_polls = busy_polls
-        self.looks = 0
-
-    def used_by(self, pids: set[int]) -> int | None:
-        return None
-
-    def busy(self, gpu_ids: Sequence[str]) -> bool | None:
-        self.looks += 1
-        if self.busy_polls is None:
-            return None
-        return self.looks <= self.busy_polls
 
 
 def _up_result(recipe: str, *, ok: bool, wait: WaitStatus = WaitStatus.READY, checks_ok: bool = True) -> UpResult:
@@ -104,11 +76,11 @@ class FakeDeploy:
         self.restore_answer: Callable[[str], UpResult] = lambda name: _up_result(name, ok=True)
         self.serving: set[str] = set()
 
-    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> PreflightOutcome:
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> Plan:
         self.calls.append(f"preflight {side.name}")
         self.freed = (tuple(freed_gpus), freed_port)
-        findings = [] if self.preflight_ok else [{"id": "gpu-memory", "severity": "fail", "message": "too small"}]
-        return PreflightOutcome(ok=self.preflight_ok, findings=findings, gpu_ids=["0"])
+        findings = [] if self.preflight_ok else [Finding(id="gpu-memory", severity=Severity.FAIL, message="too small")]
+        return plan_of(side.recipe, findings=findings, gpu_ids=["0"])
 
     def stop(self, side: Side, *, remove: bool) -> DownResult:
         self.calls.append(f"stop {side.name}" + (" remove" if remove else ""))
@@ -260,7 +232,7 @@ def test_same_recipe_is_a_usage_error(sides: tuple[Side, Side], tmp_path: Path) 
 
 
 def test_a_held_lock_refuses_the_swap(sides: tuple[Side, Side], tmp_path: Path) -> None:
-    from rigctl.deploy.places import locked
+    from rigctl.places import locked
 
     deploy = FakeDeploy()
     with locked("sw-b", "up sw-b", tmp_path / "locks"), pytest.raises(DeployError, match="another rigctl command"):
@@ -288,17 +260,6 @@ def test_free_facts_idles_from_gpus_and_port() -> None:
 # --- on the real testbed ---------------------------------------------------------------------------------
 
 
-def _testbed_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env_file = Path(__file__).resolve().parents[2] / ".testbed" / "env"
-    if env_file.is_file():
-        for line in env_file.read_text().splitlines():
-            if line.startswith("export ") and "=" in line:
-                key, value = line.removeprefix("export ").split("=", 1)
-                env.setdefault(key, value)
-    return env
-
-
 def _rigctl(env: dict[str, str], *args: str, timeout: float = 60) -> tuple[int, dict[str, Any]]:
     import json
 
@@ -313,7 +274,7 @@ def _rigctl(env: dict[str, str], *args: str, timeout: float = 60) -> tuple[int, 
 @pytest.mark.integration
 @pytest.mark.timeout(90)
 def test_swap_to_word_salad_rolls_back_on_testbed(need: Callable[[bool, str], None], tmp_path: Path) -> None:
-    env = _testbed_env()
+    env = testbed.testbed_env()
     need("RIGCTL_TEST_ENGINE_IMAGE" in env, "no test-engine image: run `.ci/testbed.sh up`")
     need(shutil.which("podman") is not None and shutil.which("systemctl") is not None,
          "podman/systemd missing (.ci/testbed.sh up)")

@@ -1,0 +1,92 @@
+"""What doctor knows about the host beyond the unit files, gathered at the edge and handed to the rules.
+
+The driver and the CDI specs come from the host probes preflight uses (``rigctl.host.cdi``,
+``host.probes.probe_cdi``), so ``doctor`` and ``preflight`` cannot disagree on a spec. The digests of
+local images (for pinning) and the quadlet generator of each scope are asked only here.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rigctl.doctor.model import UnitFile
+from rigctl.doctor.serving import describe
+from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
+from rigctl.host.facts import Cdi, CdiSpec
+from rigctl.host.probes import find_quadlet, probe_cdi
+from rigctl.host.unitfile import UnitParseError
+from rigctl.places import Scope
+from rigctl.util.proc import run
+
+
+@dataclass(frozen=True)
+class DoctorFacts:
+    driver_version: str | None = None  # None: no NVIDIA driver seen; the CDI rules are skipped
+    driver_source: str | None = None
+    cdi: Cdi = field(default_factory=Cdi)
+    # scope -> the quadlet generator its manager runs (None: none); a scope not here was not looked at
+    quadlet: Mapping[str, str | None] = field(default_factory=dict)
+    image_digests: Mapping[str, str] = field(default_factory=dict)  # image as written -> sha256:<hex>
+    default_timeout_start_s: float = 90.0  # systemd's DefaultTimeoutStartSec
+    min_warmup_s: float = 600.0  # a start timeout below this is too short for a large model's warmup
+
+    @property
+    def cdi_specs(self) -> list[CdiSpec]:
+        return self.cdi.specs
+
+
+def snapshot_facts(driver_text: str, cdi_texts: Mapping[str, str]) -> DoctorFacts:
+    """Facts from files another host shipped back (``fleet doctor`` without rigctl there): the driver
+    file's text and the CDI specs' texts, read by the same functions as here."""
+    version = driver_from_proc(driver_text) if driver_text else None
+    specs = [spec_from_text(path, text) for path, text in sorted(cdi_texts.items())]
+    return DoctorFacts(driver_version=version, driver_source=DRIVER_VERSION_FILE if version else None,
+                       cdi=Cdi(dirs=list(CDI_DIRS), specs=specs))
+
+
+def local_facts(units: Sequence[UnitFile], *, driver_file: str = DRIVER_VERSION_FILE,
+                cdi_dirs: Sequence[str] = CDI_DIRS) -> DoctorFacts:
+    version, source = probe_driver(driver_file)
+    scopes = sorted({u.scope for u in units if u.kind == "container" and u.scope != "path"})
+    return DoctorFacts(
+        driver_version=version, driver_source=source, cdi=probe_cdi(version, cdi_dirs),
+        quadlet={scope: find_quadlet(Scope(scope)) for scope in scopes},
+        image_digests=local_image_digests(unpinned_images(units)),
+    )
+
+
+# An image reference as podman writes one; anything else (an option, a NUL, a space) is never passed on.
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}")
+
+
+def unpinned_images(units: Sequence[UnitFile]) -> list[str]:
+    """Unpinned image references of podman-run units that look like image references: a value from a
+    unit file reaches podman only when it cannot be read as an option."""
+    images: list[str] = []
+    for unit in units:
+        try:
+            spec = describe(unit.kind, unit.merged())
+        except UnitParseError:
+            continue  # an unreadable unit is audit()'s finding; it has no image to pin
+        if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \
+                and IMAGE_REF.fullmatch(spec.image):
+            images.append(spec.image)
+    return sorted(set(images))
+
+
+def local_image_digests(images: Sequence[str]) -> dict[str, str]:
+    """Digests of images already on this host (podman), so `--fix` can pin what actually runs."""
+    digests: dict[str, str] = {}
+    if not images or shutil.which("podman") is None:
+        return digests
+    for image in images:
+        if not IMAGE_REF.fullmatch(image):
+            continue
+        done = run(["podman", "image", "inspect", "--format", "{{.Digest}}", "--", image], timeout=20)
+        digest = done.stdout.strip()
+        if done.ok and re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            digests[image] = digest
+    return digests

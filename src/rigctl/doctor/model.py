@@ -1,0 +1,71 @@
+"""What doctor reads and what it says: a unit file with its drop-ins, and a finding."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rigctl.host.unitfile import MergedUnit, parse
+
+Severity = Literal["fail", "warn", "info"]
+UnitKind = Literal["container", "service"]
+
+
+@dataclass(frozen=True)
+class DropIn:
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class UnitFile:
+    """A unit file as found on a host, with the drop-ins that apply to it (in the order systemd
+    applies them)."""
+
+    path: str
+    text: str
+    dropins: tuple[DropIn, ...] = ()
+    scope: Literal["system", "user", "path"] = "path"
+
+    @property
+    def kind(self) -> UnitKind:
+        return "container" if self.path.endswith(".container") else "service"
+
+    def texts(self) -> dict[str, str]:
+        return {self.path: self.text, **{d.path: d.text for d in self.dropins}}
+
+    def with_texts(self, texts: Mapping[str, str]) -> UnitFile:
+        return UnitFile(
+            self.path,
+            texts.get(self.path, self.text),
+            tuple(DropIn(d.path, texts.get(d.path, d.text)) for d in self.dropins),
+            self.scope,
+        )
+
+    def merged(self) -> MergedUnit:
+        return MergedUnit.of(parse(self.path, self.text), [parse(d.path, d.text) for d in self.dropins])
+
+
+@dataclass(frozen=True)
+class UnitFinding:
+    unit: str  # the unit file, or for a host-level rule the file it is about (a CDI spec)
+    id: str
+    severity: Severity
+    message: str
+    fix: str
+    where: str | None = None  # the file holding the offending line (the unit or one of its drop-ins)
+    line: int | None = None  # 1-based
+    managed: bool = False
+    autofix: bool = False  # `doctor --fix` can rewrite this
+
+    @property
+    def fails(self) -> bool:
+        return self.severity == "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit, "id": self.id, "severity": self.severity, "message": self.message,
+            "fix": self.fix, "where": self.where, "line": self.line, "managed": self.managed,
+            "autofix": self.autofix,
+        }

@@ -1,0 +1,27 @@
+"""Every rule doctor runs, in the order its findings are reported. A new rule is one function (in the
+module of its kind, see ``base`` for what it gets and returns) plus one entry here; its id is stable
+(kebab-case: scripts and ``fleet doctor`` read it), its severity the default a hit may lower."""
+
+from __future__ import annotations
+
+from rigctl.doctor.rules import container, exposure, host, service
+from rigctl.doctor.rules.base import HostRule, UnitRule
+
+UNIT_RULES: tuple[UnitRule, ...] = (
+    UnitRule("restart-not-always", "fail", "Restart= weaker than always", service.restart),
+    UnitRule("ipc-host-with-shm-size", "fail", "--ipc=host with an explicit shm size", container.ipc_shm),
+    UnitRule("notify-healthy-short-timeout", "fail", "Notify=healthy with a start timeout shorter than a warmup",
+             service.notify_timeout),
+    UnitRule("podman-restart-policy", "fail", "podman's own --restart inside a systemd unit", service.podman_restart),
+    UnitRule("image-not-pinned", "fail", "image not pinned by digest", container.image_pinned),
+    UnitRule("published-without-auth", "fail", "published on a non-loopback address without auth", exposure.published),
+)
+
+HOST_RULES: tuple[HostRule, ...] = (
+    HostRule("cdi-spec-stale", "fail", "a CDI spec generated for another driver than the loaded one", host.cdi_stale),
+    HostRule("cdi-spec-missing", "fail", "units use CDI GPUs but there is no NVIDIA CDI spec", host.cdi_missing),
+    HostRule("quadlet-missing", "fail", ".container units but no quadlet generator for their manager",
+             host.quadlet_missing),
+)
+
+REGISTRY: tuple[UnitRule | HostRule, ...] = (*UNIT_RULES, *HOST_RULES)

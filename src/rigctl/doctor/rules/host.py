@@ -1,0 +1,66 @@
+"""Rules about the host the units run on, judged once for all of them: the CDI spec against the loaded
+driver (by ``rigctl.host.cdi.stale``, preflight's rule), and the quadlet generator that turns
+``.container`` files into services."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rigctl.doctor.facts import DoctorFacts
+from rigctl.doctor.rules.base import Context, HostHit
+from rigctl.host.cdi import nvidia_specs, stale
+
+_GENERATE = "nvidia-ctk cdi generate --output="
+
+
+def _gpu_units(units: Sequence[Context]) -> list[str]:
+    return [c.unit.path for c in units if any("nvidia.com/gpu" in d for d in c.spec.devices)]
+
+
+def cdi_stale(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
+    if facts.driver_version is None:
+        return []
+    gpu_units = _gpu_units(units)
+    users = f"; units using CDI GPUs: {', '.join(gpu_units)}" if gpu_units else ""
+    hits: list[HostHit] = []
+    for spec in nvidia_specs(facts.cdi):
+        why = stale(spec, facts.driver_version, facts.cdi)
+        if why:
+            hits.append(HostHit(
+                spec.path,
+                f"CDI spec {why}: containers fail to start with `cannot stat` on the old libraries{users}",
+                f"regenerate it: `{_GENERATE}{spec.path}`",
+            ))
+    return hits
+
+
+def cdi_missing(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
+    if facts.driver_version is None or nvidia_specs(facts.cdi):
+        return []
+    where = " or ".join(facts.cdi.dirs) or "/etc/cdi or /var/run/cdi"
+    return [
+        HostHit(
+            path,
+            f"uses nvidia.com/gpu CDI devices but there is no NVIDIA CDI spec in {where} "
+            f"(driver {facts.driver_version})",
+            f"generate one: `{_GENERATE}/etc/cdi/nvidia.yaml`",
+        )
+        for path in _gpu_units(units)
+    ]
+
+
+def quadlet_missing(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
+    """A ``.container`` in a quadlet directory does nothing without the generator: systemd never sees a
+    service (Debian 12's podman 4.3 ships none)."""
+    hits: list[HostHit] = []
+    for ctx in units:
+        scope = ctx.unit.scope
+        if ctx.unit.kind == "container" and scope in facts.quadlet and facts.quadlet[scope] is None:
+            hits.append(HostHit(
+                ctx.unit.path,
+                f"no quadlet generator for the {scope} manager: systemd never turns this .container into a "
+                "service, so it does not run",
+                "install podman 4.4 or later (it ships quadlet as podman-system-generator and "
+                f"podman-user-generator), then `systemctl{' --user' if scope == 'user' else ''} daemon-reload`",
+            ))
+    return hits

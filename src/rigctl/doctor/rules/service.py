@@ -1,0 +1,86 @@
+"""Rules about how systemd runs the unit: restart policy and start timeout. Each is a failure seen in
+the field: a ``Restart=on-failure`` unit left the default model down after vLLM's API server exited 0,
+and a TP2 warmup takes minutes, longer than systemd's default start timeout."""
+
+from __future__ import annotations
+
+from rigctl.doctor.edits import Edit, RemoveOption, SetKey
+from rigctl.doctor.model import Severity
+from rigctl.doctor.rules.base import Context, Hit, entry_with, last_raw
+from rigctl.host.unitfile import format_seconds, parse_timespan
+
+WARMUP_FIX_S = 1800  # rigctl's default warmup budget (recipe service.warmup_budget_s)
+
+
+def restart(ctx: Context) -> list[Hit]:
+    entry = ctx.merged.last("Service", "Restart")
+    value = entry.value if entry else None
+    if value == "always":
+        return []
+    why = (
+        "vLLM's API server exits 0 when its EngineCore dies (vllm-project/vllm#48966), and systemd only "
+        "restarts a clean exit under Restart=always, so the model stays down without a word"
+    )
+    if value is None:
+        if ctx.unit.kind == "container":
+            head = "no Restart= in [Service]: quadlet writes none, so systemd's default Restart=no applies"
+        else:
+            head = "no Restart= in [Service]: systemd's default is Restart=no"
+    else:
+        head = f"Restart={value} is weaker than Restart=always"
+    target = last_raw(ctx.merged, "Service", "Restart")
+    path = target.file if target else ctx.unit.path
+    edits: list[Edit] = [SetKey(path, "Service", "Restart", "always")]
+    if ctx.merged.last("Service", "RestartSec") is None:
+        edits.append(SetKey(path, "Service", "RestartSec", "10", after="Restart"))
+    return [Hit(
+        f"{head}; {why}",
+        "set Restart=always (and RestartSec=10) in [Service]; `systemctl stop` still stops the unit, "
+        "only exits systemd did not ask for bring it back",
+        entry=target, edits=tuple(edits),
+    )]
+
+
+def notify_timeout(ctx: Context) -> list[Hit]:
+    if not ctx.spec.notify_healthy:
+        return []
+    entry = ctx.merged.last("Service", "TimeoutStartSec") or ctx.merged.last("Service", "TimeoutSec")
+    seconds = parse_timespan(entry.value) if entry else None
+    if seconds is None:
+        seconds = ctx.facts.default_timeout_start_s
+        told = f"no TimeoutStartSec, so systemd's default {format_seconds(seconds)} applies"
+    else:
+        told = f"TimeoutStartSec={entry.value if entry else ''}"
+    if seconds >= ctx.facts.min_warmup_s:
+        return []
+    what = "Notify=healthy" if ctx.unit.kind == "container" else "--sdnotify=healthy"
+    target = last_raw(ctx.merged, "Service", "TimeoutStartSec")
+    path = target.file if target else ctx.unit.path
+    return [Hit(
+        f"{what} makes systemd wait for the first passing health check, and {told}: a warmup longer "
+        f"than that is killed and retried forever (containers/podman#27290); large models take minutes "
+        f"to load and warm up",
+        f"set TimeoutStartSec={WARMUP_FIX_S} (or the model's measured warmup plus margin) in [Service]",
+        entry=entry or ctx.merged.last("Container", "Notify") or ctx.spec.run_entry,
+        edits=(SetKey(path, "Service", "TimeoutStartSec", str(WARMUP_FIX_S)),),
+    )]
+
+
+def podman_restart(ctx: Context) -> list[Hit]:
+    policy = ctx.spec.podman_restart
+    if policy is None:
+        return []
+    section, key = ctx.run_keys
+    entry = entry_with(ctx.merged, section, key, "--restart")
+    if ctx.unit.kind == "container" or ctx.spec.removes_container:
+        message = (
+            f"podman's own --restart={policy} conflicts with the --rm "
+            f"{'quadlet always adds' if ctx.unit.kind == 'container' else 'on this command line'}, "
+            "and fights systemd, which owns restarts"
+        )
+        severity: Severity = "fail"
+    else:
+        message = f"podman's own --restart={policy} competes with systemd's Restart= for the same container"
+        severity = "warn"
+    return [Hit(message, "remove --restart and set Restart=always in [Service]", entry=entry, severity=severity,
+                edits=(RemoveOption(section, key, "--restart"),))]

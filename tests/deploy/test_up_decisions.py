@@ -1,0 +1,238 @@
+"""`up()`'s decisions, fast: the plan carried out against the fake adapters of ``tests/fakes.py`` (systemd's
+states as `systemctl show` reports them, on a clock that moves only when slept through), with the real
+install into a temporary quadlet directory and the real deployment records. Each case checks the action,
+the exit code, the systemd calls made and the message. Smoke and repetition run for real, against the
+test engine on 127.0.0.1 (healthy, or answering word salad). The whole chain runs on the testbed in
+test_chain.py; these run anywhere in well under a few seconds together."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fakes import (
+    RUNNING,
+    FakeClock,
+    FakeGpu,
+    FakePodman,
+    FakeProbe,
+    FakeSystemd,
+    Script,
+    exited,
+    plan_of,
+    small_recipe,
+)
+
+from rigctl.adapters import Adapters
+from rigctl.deploy import state as records
+from rigctl.deploy.up import UpInterrupted, UpOptions, UpResult, up
+from rigctl.deploy.warmup import WaitStatus
+from rigctl.exitcodes import ExitCode
+from rigctl.places import Dirs
+from rigctl.recipe.model import Recipe
+
+pytestmark = pytest.mark.timeout(30)
+
+UNIT = "rigctl-fast.service"
+CRASH = "ValueError: ReplaySSM prefill source/state row count mismatch"
+ENGINE = Path(__file__).resolve().parents[1] / "engine" / "fake_vllm.py"
+
+
+def make_recipe(tmp: Path, *, port: int = 18999, env: dict[str, str] | None = None, **service: int) -> Recipe:
+    return small_recipe(tmp, "fast", port=port, container={"env": env or {}}, service={
+        "warmup_budget_s": 90, "stall_budget_s": 30, "restart_sec": 1, "stop_timeout_s": 10, **service},
+        known_issues={"signatures": [{"id": "replayssm-row-mismatch", "pattern": "ReplaySSM prefill source",
+                                      "meaning": "the KDA ReplaySSM path crashed", "remedy": "set USE_REPLAYSSM=0"}]})
+
+
+class Box:
+    """One host: a quadlet and a state directory in tmp, and the fake outside world around them."""
+
+    def __init__(self, tmp: Path, *, script: Script | None = None, ready_after: float | None = 1.5,
+                 interrupt_on: str | None = None, interrupt_after: float | None = None) -> None:
+        self.dirs = Dirs(tmp / "units", tmp / "state")
+        self.clock = FakeClock(interrupt_after=interrupt_after)
+        self.systemd = FakeSystemd(self.dirs.units, self.clock, script=script, interrupt_on=interrupt_on)
+        self.podman = FakePodman(output={"rigctl-fast": ["INFO Loading safetensors checkpoint shards: 1/1", CRASH]})
+        self.probe = FakeProbe(self.systemd, UNIT, "test-model", ready_after=ready_after)
+        self.adapters = Adapters(systemd=self.systemd, podman=self.podman, probe=self.probe, clock=self.clock,
+                                 gpu=FakeGpu())
+
+    def up(self, recipe: Recipe, *, verify: bool = False, keep_failed: bool = False,
+           on_stage: Any = None) -> UpResult:
+        self.systemd.calls.clear()
+        return up(plan_of(recipe), recipe_source="fast.yaml", adapters=self.adapters, dirs=self.dirs,
+                  options=UpOptions(verify=verify, keep_failed=keep_failed), on_stage=on_stage)
+
+
+@pytest.fixture(scope="module")
+def engines() -> Iterator[dict[str, int]]:
+    """The test engine, healthy and word-salad, on free ports of 127.0.0.1 (the model is the only fake)."""
+    procs = {mode: subprocess.Popen([sys.executable, str(ENGINE), "--port", "0", "--mode", mode,
+                                     "--served-name", "test-model", "--max-model-len", "4096", "--token-delay", "0"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             for mode in ("healthy", "word-salad")}
+    try:
+        ports = {}
+        for mode, proc in procs.items():
+            assert proc.stdout is not None
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and mode not in ports:
+                found = re.search(r"listening on 127\.0\.0\.1:(\d+)", proc.stdout.readline())
+                if found:
+                    ports[mode] = int(found.group(1))
+            assert mode in ports, f"the {mode} test engine did not start"
+        yield ports
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_ready_installs_starts_and_records(tmp_path: Path) -> None:
+    box = Box(tmp_path)
+    res = box.up(make_recipe(tmp_path))
+    assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.OK, True)
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}"]
+    assert res.message == "test-model ready at http://127.0.0.1:18999"
+    assert res.wait is not None and res.wait.status is WaitStatus.READY and res.wait.elapsed_s >= 1.5
+    assert (box.dirs.units / "rigctl-fast.container").is_file()
+    record = records.load_record(box.dirs.state, "fast")
+    assert record is not None and record.endpoint == "http://127.0.0.1:18999" and record.last_failure is None
+
+
+def test_ready_and_verified_against_a_real_engine(tmp_path: Path, engines: dict[str, int]) -> None:
+    box = Box(tmp_path)
+    res = box.up(make_recipe(tmp_path, port=engines["healthy"]), verify=True)
+    assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.OK, True)
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}"]
+    assert res.checks is not None and {c["id"]: c["status"] for c in res.checks.results} == {
+        "health": "pass", "models": "pass", "smoke": "pass", "repetition": "pass"}
+    assert res.message == f"test-model ready at http://127.0.0.1:{engines['healthy']}"
+
+
+def test_smoke_failed_leaves_it_running_and_says_so(tmp_path: Path, engines: dict[str, int]) -> None:
+    box = Box(tmp_path)
+    res = box.up(make_recipe(tmp_path, port=engines["word-salad"]), verify=True)
+    assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.CHECKS_FAILED, False)
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}"]  # not stopped
+    assert res.checks is not None and {c["id"]: c["status"] for c in res.checks.results}["smoke"] == "fail"
+    assert res.message == (f"test-model is serving at http://127.0.0.1:{engines['word-salad']} but failed "
+                           "verification; the service was left running")
+
+
+@pytest.mark.parametrize("status", [1, 0])
+def test_died_in_warmup_is_stopped_with_its_last_words(tmp_path: Path, status: int) -> None:
+    box = Box(tmp_path, script=Script([(0.0, RUNNING), (2.0, exited(status))]), ready_after=None)
+    res = box.up(make_recipe(tmp_path))
+    assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.DEPLOY_FAILED, False)
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}", f"stop {UNIT}"]
+    assert res.wait is not None and res.wait.status is WaitStatus.DIED and res.wait.exit_status == status
+    assert res.message.startswith(f"died: the engine exited with status {status} during warmup")
+    assert ("exit 0 is still a crash" in res.message) is (status == 0)
+    assert res.stopped_after_failure and [s.id for s in res.signatures] == ["replayssm-row-mismatch"]
+    record = records.load_record(box.dirs.state, "fast")
+    assert record is not None and record.last_failure is not None
+    assert record.last_failure["exit_status"] == status and CRASH in record.last_failure["last_lines"]
+
+
+def test_died_with_keep_failed_is_left_to_systemd(tmp_path: Path) -> None:
+    box = Box(tmp_path, script=Script([(0.0, RUNNING), (2.0, exited(1))]), ready_after=None)
+    res = box.up(make_recipe(tmp_path), keep_failed=True)
+    assert (res.action, res.exit_code) == ("installed", ExitCode.DEPLOY_FAILED)
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}"]
+    assert not res.stopped_after_failure and res.message.startswith("died: the engine exited with status 1")
+
+
+def test_stalled_is_stopped(tmp_path: Path) -> None:
+    box = Box(tmp_path, ready_after=None)
+    res = box.up(make_recipe(tmp_path, stall_budget_s=5))
+    assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.DEPLOY_FAILED, False)
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}", f"stop {UNIT}"]
+    assert res.wait is not None and res.wait.status is WaitStatus.STALLED
+    assert res.message == "stalled: no output for 5 s (stall budget 5 s)"
+
+
+def test_interrupted_at_install_changed_nothing(tmp_path: Path) -> None:
+    def ctrl_c_at_install(stage: str) -> None:
+        if stage == "install":
+            raise KeyboardInterrupt
+
+    box = Box(tmp_path)
+    with pytest.raises(UpInterrupted) as err:
+        box.up(make_recipe(tmp_path), on_stage=ctrl_c_at_install)
+    assert err.value.exit_code is ExitCode.INTERRUPTED
+    assert err.value.message.startswith("interrupted before the unit was installed: nothing changed")
+    assert box.systemd.calls == [] and not (box.dirs.units / "rigctl-fast.container").exists()
+
+
+def test_interrupted_after_install_before_start(tmp_path: Path) -> None:
+    box = Box(tmp_path, interrupt_on="daemon-reload")
+    with pytest.raises(UpInterrupted) as err:
+        box.up(make_recipe(tmp_path))
+    assert err.value.exit_code is ExitCode.INTERRUPTED
+    assert "fully installed" in err.value.message and "before it was started" in err.value.message
+    assert box.systemd.calls == ["daemon-reload"]
+
+
+def test_interrupted_after_start_leaves_it_warming_up(tmp_path: Path) -> None:
+    box = Box(tmp_path, ready_after=None, interrupt_after=1003.0)  # the clock starts at 1000
+    with pytest.raises(UpInterrupted) as err:
+        box.up(make_recipe(tmp_path))
+    assert err.value.exit_code is ExitCode.INTERRUPTED
+    assert err.value.message.startswith(f"interrupted after {UNIT} was started")
+    assert "keeps warming it up" in err.value.message
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}"]  # not stopped
+
+
+def test_unchanged_and_healthy_is_left_alone(tmp_path: Path) -> None:
+    box = Box(tmp_path)
+    recipe = make_recipe(tmp_path)
+    assert box.up(recipe).action == "installed"
+    box.clock.sleep(10)
+    res = box.up(recipe)
+    assert (res.action, res.exit_code, res.ok) == ("unchanged", ExitCode.OK, True)
+    assert box.systemd.calls == []  # no reload, no restart
+    assert res.message == "test-model ready at http://127.0.0.1:18999" and res.wait is None
+
+
+def test_changed_unit_is_replaced(tmp_path: Path) -> None:
+    box = Box(tmp_path)
+    assert box.up(make_recipe(tmp_path)).action == "installed"
+    box.clock.sleep(10)
+    res = box.up(make_recipe(tmp_path, env={"FAKE_VLLM_MAX_MODEL_LEN": "4096"}))
+    assert (res.action, res.exit_code, res.ok) == ("replaced", ExitCode.OK, True)
+    assert box.systemd.calls == ["daemon-reload", f"stop {UNIT}", f"reset-failed {UNIT}", f"start {UNIT}"]
+    assert "FAKE_VLLM_MAX_MODEL_LEN=4096" in (box.dirs.units / "rigctl-fast.container").read_text()
+    assert res.message == "test-model ready at http://127.0.0.1:18999"
+
+
+def test_refused_plan_touches_nothing(tmp_path: Path) -> None:
+    from rigctl.preflight.finding import Finding, Severity
+
+    box = Box(tmp_path)
+    recipe = make_recipe(tmp_path)
+    res = up(plan_of(recipe, findings=[Finding(id="port", severity=Severity.FAIL, message="taken")]),
+             recipe_source="fast.yaml", adapters=box.adapters, dirs=box.dirs, options=UpOptions(verify=False))
+    assert (res.action, res.exit_code, res.ok) == ("refused", ExitCode.CHECKS_FAILED, False)
+    assert box.systemd.calls == [] and not box.dirs.units.exists()
+    assert res.message == "preflight failed: nothing was installed or started"
+    assert res.to_dict()["preflight"] == [{"id": "port", "severity": "fail", "message": "taken", "fix": None,
+                                           "figures": None}]
+
+
+def test_render_notes_reach_the_result(tmp_path: Path) -> None:
+    """`up --json` carries the renderer's notes (they were dropped on this path; the dry run showed them)."""
+    box = Box(tmp_path)
+    plan = plan_of(make_recipe(tmp_path), podman=(4, 3), quadlet=(5, 4))
+    assert plan.rendered is not None and plan.rendered.notes
+    res = up(plan, recipe_source="fast.yaml", adapters=box.adapters, dirs=box.dirs, options=UpOptions(verify=False))
+    assert res.ok and res.to_dict()["render_notes"] == [{"kind": n.kind, "message": n.message}
+                                                         for n in plan.rendered.notes]
+    assert any(n["kind"] == "adapted" and "Notify=healthy" in n["message"] for n in res.to_dict()["render_notes"])

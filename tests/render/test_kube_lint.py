@@ -1,0 +1,178 @@
+"""The manifest lint: every rule passes on what rigctl renders, and fails on a manifest broken to break it
+(while the schema check alone would let most of these through)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from rigctl.recipe.catalog import bundled_recipes_dir
+from rigctl.recipe.load import load
+from rigctl.render.kube import render_kube
+from rigctl.render.kubelint import (
+    RULES,
+    KubeLintError,
+    LintExpectations,
+    LintResult,
+    lint,
+    require_clean,
+    resource_name_problem,
+)
+
+BUNDLED = sorted(p.stem for p in bundled_recipes_dir().glob("*.yaml"))
+PINNED = "ghcr.io/example/rigctl@sha256:" + "cd" * 32
+Docs = list[dict[str, Any]]
+
+
+def _glm(target: str = "kube", **kwargs: Any) -> tuple[Docs, LintExpectations]:
+    """glm53-flash's manifests (two GPUs, a one-hour warmup) and what the recipe fixes."""
+    recipe = load("glm53-flash").recipe
+    rendered = render_kube(recipe, target=target, verify_image=PINNED if target == "kube" else None, **kwargs)
+    expect = LintExpectations(world=2, warmup_budget_s=recipe.service.warmup_budget_s,
+                              cdi_names=target == "podman-kube")
+    return copy.deepcopy(rendered.manifests), expect
+
+
+def _engine(docs: Docs) -> dict[str, Any]:
+    container: dict[str, Any] = docs[0]["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def _result(docs: Docs, expect: LintExpectations, rule: str) -> LintResult:
+    return next(r for r in lint(docs, expect) if r.rule == rule)
+
+
+@pytest.mark.parametrize("target", ["kube", "podman-kube"])
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_rule_passes_on_what_rigctl_renders(name: str, target: str) -> None:
+    rendered = render_kube(load(name).recipe, target=target, verify_image=PINNED if target == "kube" else None)
+    assert [r.rule for r in rendered.lint] == list(RULES)
+    assert all(r.ok for r in rendered.lint), rendered.lint
+
+
+def _fewer_gpus(docs: Docs) -> None:
+    _engine(docs)["resources"]["limits"]["nvidia.com/gpu"] = 1
+
+
+def _no_gpus(docs: Docs) -> None:
+    del _engine(docs)["resources"]
+
+
+def _gpus_as_text(docs: Docs) -> None:
+    _engine(docs)["resources"]["limits"]["nvidia.com/gpu"] = "two"
+
+
+def _no_shm(docs: Docs) -> None:
+    pod = docs[0]["spec"]["template"]["spec"]
+    pod["volumes"] = [v for v in pod["volumes"] if v["name"] != "shm"]
+    _engine(docs)["volumeMounts"] = [m for m in _engine(docs)["volumeMounts"] if m["name"] != "shm"]
+
+
+def _shm_on_disk(docs: Docs) -> None:
+    shm = next(v for v in docs[0]["spec"]["template"]["spec"]["volumes"] if v["name"] == "shm")
+    shm["emptyDir"] = {}
+
+
+def _short_startup(docs: Docs) -> None:
+    _engine(docs)["startupProbe"]["failureThreshold"] = 30  # 300 s against a 3600 s warmup
+
+
+def _no_startup(docs: Docs) -> None:
+    del _engine(docs)["startupProbe"]
+
+
+def _short_deadline(docs: Docs) -> None:
+    docs[0]["spec"]["progressDeadlineSeconds"] = 600  # Kubernetes' default
+
+
+def _engine_by_tag(docs: Docs) -> None:
+    _engine(docs)["image"] = "ghcr.io/tpurtell/glm-5.3-flash-exl3-4bpw-2x-rtx:v0.6.0"
+
+
+def _job_by_tag(docs: Docs) -> None:
+    docs[2]["spec"]["template"]["spec"]["containers"][0]["image"] = "ghcr.io/example/rigctl:latest"
+
+
+def _cdi_all(docs: Docs) -> None:
+    _engine(docs)["resources"]["limits"] = {"nvidia.com/gpu=all": 1}
+
+
+def _unprefixed(docs: Docs) -> None:
+    _engine(docs)["resources"]["limits"]["gpu"] = 1
+
+
+BREAKS: list[tuple[str, Callable[[Docs], None]]] = [
+    ("gpu-count", _fewer_gpus),
+    ("gpu-count", _no_gpus),
+    ("gpu-count", _gpus_as_text),
+    ("shm", _no_shm),
+    ("shm", _shm_on_disk),
+    ("probe-budget", _short_startup),
+    ("probe-budget", _no_startup),
+    ("probe-budget", _short_deadline),
+    ("image-pinned", _engine_by_tag),
+    ("image-pinned", _job_by_tag),
+    ("resource-names", _cdi_all),
+    ("resource-names", _unprefixed),
+]
+
+
+@pytest.mark.parametrize(("rule", "breaks"), BREAKS, ids=[f"{r}-{f.__name__.strip('_')}" for r, f in BREAKS])
+def test_each_rule_fails_on_a_manifest_broken_for_it(rule: str, breaks: Callable[[Docs], None]) -> None:
+    docs, expect = _glm()
+    assert _result(docs, expect, rule).ok  # the real render passes ...
+    breaks(docs)
+    result = _result(docs, expect, rule)
+    assert not result.ok, result  # ... the broken one does not
+    with pytest.raises(KubeLintError, match=f"lint rule {rule} failed"):
+        require_clean(lint(docs, expect))
+
+
+def test_the_schema_alone_lets_a_cdi_name_and_a_short_probe_through() -> None:
+    """Why the lint exists: kubernetes-validate --strict passes these two defects."""
+    docs, _ = _glm()
+    _cdi_all(docs)
+    _short_startup(docs)
+    kubernetes_validate.validate(docs[0], "1.33.0", strict=True)  # no exception
+
+
+def test_podman_kube_counts_cdi_devices_and_refuses_all() -> None:
+    docs, expect = _glm("podman-kube", gpu_ids=["GPU-a", "GPU-b"])
+    assert _result(docs, expect, "gpu-count").ok and _result(docs, expect, "resource-names").ok
+    del _engine(docs)["resources"]["limits"]["nvidia.com/gpu=GPU-b"]
+    assert not _result(docs, expect, "gpu-count").ok
+    _engine(docs)["resources"]["limits"] = {"nvidia.com/gpu=all": 1}
+    assert "name each GPU" in _result(docs, expect, "gpu-count").detail
+    assert _result(docs, expect, "resource-names").ok  # a CDI name is a valid key for podman ...
+    kube_expect = LintExpectations(world=2, warmup_budget_s=3600)
+    assert not _result(docs, kube_expect, "resource-names").ok  # ... and not for Kubernetes
+
+
+def test_gpu_count_not_compared_where_no_gpus_can_pass() -> None:
+    docs, _ = _glm("podman-kube", podman_version=(5, 3))
+    expect = LintExpectations(world=2, warmup_budget_s=3600, cdi_names=True, gpus_passed=False)
+    assert _result(docs, expect, "gpu-count").ok
+    assert not _result(docs, LintExpectations(world=2, warmup_budget_s=3600, cdi_names=True), "gpu-count").ok
+
+
+@pytest.mark.parametrize(("name", "cdi", "ok"), [
+    ("nvidia.com/gpu", False, True),
+    ("cpu", False, True),
+    ("memory", False, True),
+    ("hugepages-2Mi", False, True),
+    ("example.com/fpga", False, True),
+    ("nvidia.com/gpu=all", False, False),
+    ("nvidia.com/gpu=0", True, True),
+    ("nvidia.com/gpu=GPU-5f1c0000-0000-0000-0000-000000000000", True, True),
+    ("nvidia.com/gpu=", True, False),
+    ("gpu", False, False),
+    ("Example.com/fpga", False, False),
+    ("nvidia.com/-gpu", False, False),
+    ("example.com/" + "x" * 64, False, False),
+])
+def test_resource_name_rule(name: str, cdi: bool, ok: bool) -> None:
+    assert (resource_name_problem(name, cdi_names=cdi) is None) is ok

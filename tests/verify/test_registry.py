@@ -1,0 +1,90 @@
+"""A verify check is one function plus one REGISTRY entry: added to the registry and nowhere else, it is
+accepted by --checks, named in the help, run in order, reported, and judged like the others. Against the
+test engine running as a real process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from typer.testing import CliRunner
+
+from rigctl.verify import Endpoint, Expectations, run_checks
+from rigctl.verify.checks import REGISTRY, Check
+from rigctl.verify.client import Request
+from rigctl.verify.report import CheckResult
+from rigctl.verify.runner import check_ids, parse_checks
+from rigctl.verify.session import Session
+
+from .conftest import FakeEngine
+
+Start = Callable[..., FakeEngine]
+
+
+async def check_greeting(s: Session) -> CheckResult:
+    """The model answers a greeting (a check the registry did not have)."""
+    done = await s.complete("greeting", Request(max_tokens=16, messages=(("user", "Say hello."),)))
+    status = "pass" if done.text.strip() else "fail"
+    return CheckResult("greeting", status, f"answered {len(done.text)} characters", {"answer": done.text})
+
+
+@pytest.fixture
+def with_greeting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(REGISTRY, "greeting", Check(check_greeting))
+
+
+@pytest.mark.usefixtures("with_greeting")
+def test_a_check_added_to_the_registry_runs_and_reports(fake_engine: Start) -> None:
+    engine = fake_engine("healthy", "--max-model-len", "4096")
+    assert check_ids()[-1] == "greeting" and parse_checks("greeting,health") == ("health", "greeting")
+    report = run_checks(Endpoint(engine.url, engine.model), Expectations(context=4096, request_timeout_s=10.0),
+                        checks=("greeting", "health", "repetition"))
+    assert [c.id for c in report.checks] == ["health", "repetition", "greeting"]  # the registry's order
+    greeting = report.get("greeting")
+    assert greeting is not None and greeting.status == "pass", report.to_dict()
+    assert greeting.figures["answer"] and greeting.figures["dialect"] == "vllm"  # stamped like every check
+    repetition = report.get("repetition")  # judged after every check, over the new check's output too
+    assert repetition is not None and repetition.status == "pass"
+    assert repetition.figures["outputs_checked"] == 4  # its three probes and the greeting
+
+
+@pytest.mark.usefixtures("with_greeting")
+def test_the_command_line_takes_and_lists_a_check_added_to_the_registry(fake_engine: Start) -> None:
+    from rigctl.cli.app import app  # every command registered
+
+    engine = fake_engine("healthy", "--max-model-len", "4096")
+    runner = CliRunner()
+    result = runner.invoke(app, ["verify", "--url", engine.url, "--model", engine.model, "--checks",
+                                 "greeting,health", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["command"] == "verify" and doc["ok"] is True
+    assert [(c["id"], c["status"]) for c in doc["checks"]] == [("health", "pass"), ("greeting", "pass")]
+    shown = runner.invoke(app, ["verify", "--help"])
+    assert shown.exit_code == 0, shown.output
+    unwrapped = "".join(shown.output.split())  # the help column wraps anywhere, even inside a word
+    assert "Checkstorun:health,models,smoke,repetition,determinism,needle,soak,greeting(default:all)." in unwrapped
+    refused = runner.invoke(app, ["verify", "--url", engine.url, "--model", engine.model, "--checks", "bogus",
+                                  "--json"])
+    assert refused.exit_code == 2 and "greeting" in json.loads(refused.output)["error"]["fix"]
+
+
+async def _probe_with_a_bug(s: Session) -> CheckResult:
+    raise RuntimeError("a bug in the probe")
+
+
+def test_a_registered_check_that_raises_is_isolated_and_still_judged(fake_engine: Start,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = REGISTRY["repetition"].judge
+    monkeypatch.setitem(REGISTRY, "repetition", Check(_probe_with_a_bug, judge=judge))
+    monkeypatch.setitem(REGISTRY, "greeting", Check(check_greeting))
+    engine = fake_engine("healthy", "--max-model-len", "4096")
+    report = run_checks(Endpoint(engine.url, engine.model), Expectations(context=4096, request_timeout_s=10.0),
+                        checks=("smoke", "repetition", "greeting"))
+    assert [(c.id, c.status) for c in report.checks] == [("smoke", "pass"), ("repetition", "fail"),
+                                                         ("greeting", "pass")]
+    repetition = report.get("repetition")
+    assert repetition is not None
+    assert repetition.message == "probe request failed: RuntimeError: a bug in the probe"
+    assert repetition.figures["outputs_checked"] == 2  # the smoke answer and the greeting
