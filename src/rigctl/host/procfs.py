@@ -105,3 +105,41 @@ def process_name(pid: int, proc: str = PROC) -> str | None:
         args = data.removesuffix(sep).split(" ")
     first = os.path.basename(args[0]) if args and args[0] else ""
     return first if first.startswith(name) else name
+
+
+PROCESS_SCAN_LIMIT = 65536  # /proc entries read at most when walking a process tree
+
+
+def process_tree(root: int, proc: str = PROC) -> set[int]:
+    """``root`` and every process below it, from each process's parent in /proc/PID/stat.
+
+    An engine's GPU memory is held by its workers (vLLM's EngineCore and one worker per GPU under tensor
+    parallelism), children of the process podman names as the container's, which often holds none. The
+    name in /proc/PID/stat may hold spaces and parentheses: the parent is read after the last ``)``.
+    Gone or unreadable processes are left out; a system without /proc gives just ``{root}``.
+    """
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.scandir(proc)
+    except OSError:
+        return {root}
+    with entries:
+        for count, entry in enumerate(entries):
+            if count >= PROCESS_SCAN_LIMIT:
+                break
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"{proc}/{entry.name}/stat", "rb") as f:
+                    stat = f.read(4096)
+                parent = int(stat[stat.rfind(b")") + 2 :].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    tree, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return tree
