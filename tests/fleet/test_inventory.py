@@ -65,3 +65,46 @@ def test_control_dir_falls_back_when_the_runtime_dir_is_too_long(
     assert len(str(chosen)) + 41 < 104  # room for ssh's %C socket name
     assert not str(chosen).startswith(str(deep))
     assert chosen.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize(("ssh", "problem"), [
+    ("10.0.0.13:2222", "'10.0.0.13:2222' looks like host:port, which ssh would take as one host name: write "
+                       "10.0.0.13 and put 2222 in port:"),
+    ("ops@rack:22", "write ops@rack and put 22 in port:"),
+    ("[fd00::13]:2222", "'[fd00::13]:2222' carries a port, which ssh would take as part of the host name: write "
+                        "fd00::13 and put 2222 in port:"),
+    ("ops@[fd00::13]", "ssh takes an IPv6 address without brackets: write ops@fd00::13"),
+    ("rack]", "brackets belong only around an IPv6 address"),
+])
+def test_a_port_in_the_destination_is_refused_pointing_to_port(tmp_path: Path, ssh: str, problem: str) -> None:
+    bad = tmp_path / "hosts.yaml"
+    bad.write_text(f"hosts:\n  - {{name: rack, ssh: '{ssh}'}}\n")
+    with pytest.raises(InvalidInputError) as err:
+        load_inventory(bad)
+    (line,) = err.value.problems
+    assert line.startswith(f"{bad}: hosts.0.ssh: ")
+    assert problem in line
+    result = CliRunner().invoke(app, ["fleet", "status", "--hosts", str(bad), "--json"])
+    assert result.exit_code == 3
+    assert problem in json.loads(result.stdout)["error"]["message"]
+
+
+@pytest.mark.parametrize("ssh", ["fd00::13", "ops@fe80::1%eth0", "gpu-desk", "ops@10.0.0.13"])
+def test_plain_destinations_and_bare_ipv6_are_taken(tmp_path: Path, ssh: str) -> None:
+    good = tmp_path / "hosts.yaml"
+    good.write_text(f"hosts:\n  - {{name: rack, ssh: '{ssh}', port: 2222}}\n")
+    host = load_inventory(good).get("rack")
+    assert OpenSsh(tmp_path).argv(host, "true")[-3:] == ["--", ssh, "true"]
+
+
+def test_ssh_options_refuse_option_like_jump_hosts_and_control_characters(tmp_path: Path) -> None:
+    bad = tmp_path / "hosts.yaml"
+    bad.write_text("defaults:\n  ssh_options: {ProxyJump: 'bastion,-oProxyCommand=x'}\n"
+                   "hosts:\n  - {name: a, ssh: a, ssh_options: {LocalCommand: \"x\\e[2J\"}}\n"
+                   "  - {name: b, ssh: b, ssh_options: {proxyjump: -J}}\n")
+    with pytest.raises(InvalidInputError) as err:
+        load_inventory(bad)
+    text = "\n".join(err.value.problems)
+    assert f"{bad}: defaults.ssh_options: ProxyJump: a jump host may not start with '-'" in text
+    assert f"{bad}: hosts.0.ssh_options.LocalCommand: String should match" in text
+    assert f"{bad}: hosts.1.ssh_options: proxyjump: a jump host may not start with '-'" in text

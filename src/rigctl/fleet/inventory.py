@@ -1,5 +1,8 @@
 """The host inventory: which boxes make up the fleet and how to reach them over ssh.
 
+``--hosts FILE`` takes rigctl's own hosts file or an Ansible inventory (INI or YAML, read by
+``rigctl.fleet.ansible``); ``detect_format`` tells them apart by their content. rigctl's own:
+
     # $XDG_CONFIG_HOME/rigctl/hosts.yaml
     defaults:                      # optional, applied to every host
       ssh_options: {StrictHostKeyChecking: accept-new}
@@ -13,66 +16,130 @@
         identity_file: ~/.ssh/fleet_ed25519
 
 Loaded strictly: unknown keys and duplicate names are errors listed as ``file: dotted.path: problem``.
+Whatever file a value comes from, it reaches ssh only through ``Host``, so the same checks apply to all.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rigctl.errors import InvalidInputError, UsageError
-from rigctl.recipe.catalog import read_yaml_mapping
+from rigctl.fleet.limit import choose
+from rigctl.recipe.catalog import load_yaml
 from rigctl.recipe.load import format_validation_error
+from rigctl.util.safefs import RECIPE_LIMIT, read_text
 
-HostName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
+HOST_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+# A tag is a group of hosts; Ansible group names may start with '_'.
+TAG = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$"
+# Every character any reader takes for a line break or a terminal control: C0, DEL, C1, U+2028/9.
+_CONTROLS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+HostName = Annotated[str, Field(pattern=HOST_NAME)]
+Tag = Annotated[str, Field(pattern=TAG)]
 # No leading '-': a destination must never be read by ssh as an option.
 Destination = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\[\]:@%+-]+$", min_length=1)]
 OptionName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]*$")]
-OptionValue = Annotated[str, Field(pattern=r"^[^\n\r\x00]*$")]
+OptionValue = Annotated[str, Field(pattern=rf"^[^{_CONTROLS}]*$")]
 # A path or program name: one word on the remote (or local) command line, quoted where it is used
 # (ssh.remote_command), so only control characters are refused: a NUL cannot be passed to ssh at all.
-Word = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]+$")]
+Word = Annotated[str, Field(pattern=rf"^[^{_CONTROLS}]+$")]
+UserName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_.-]*$")]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+HOSTS_FILE_LIMIT = RECIPE_LIMIT  # 1 MiB: thousands of hosts
+FORMATS = {
+    "rigctl": "rigctl hosts file",
+    "ansible-ini": "Ansible INI inventory",
+    "ansible-yaml": "Ansible YAML inventory",
+}
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def no_option_jump(options: dict[str, str]) -> dict[str, str]:
+    """A ProxyJump hop is a destination too: ssh must never read one as an option."""
+    for key, value in options.items():
+        if key.lower() == "proxyjump" and any(hop.strip().startswith("-") for hop in value.split(",")):
+            raise ValueError(f"{key}: a jump host may not start with '-'")
+    return options
+
+
 class Defaults(_Strict):
-    user: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_.-]*$")
-    port: int | None = Field(default=None, ge=1, le=65535)
+    user: UserName | None = None
+    port: Port | None = None
     identity_file: Word | None = None
     ssh_options: dict[OptionName, OptionValue] = Field(default_factory=dict)
     rigctl: Word = Field(default="rigctl", description="rigctl's name or path on the host: one word, run as is")
+
+    _jump = field_validator("ssh_options")(no_option_jump)
+
+
+def port_in_destination(destination: str) -> str | None:
+    """Why ``destination`` would not reach the host ssh is meant to: ssh takes ``host:port`` (and
+    ``[v6]``) as one host name and fails to resolve it, so a port must come apart, as ``port:``."""
+    user, at, host = destination.rpartition("@")
+    prefix = f"{user}{at}"
+    if host.startswith("[") and "]" in host:
+        inside, _, rest = host[1:].partition("]")
+        if rest[:1] == ":" and rest[1:].isdigit():
+            return (f"{destination!r} carries a port, which ssh would take as part of the host name: "
+                    f"write {prefix}{inside} and put {rest[1:]} in port: (ansible_port in an Ansible inventory)")
+        return f"{destination!r}: ssh takes an IPv6 address without brackets: write {prefix}{inside}"
+    if "[" in host or "]" in host:
+        return f"{destination!r}: brackets belong only around an IPv6 address, and ssh wants it without them"
+    if host.count(":") == 1:
+        name, _, port = host.partition(":")
+        return (f"{destination!r} looks like host:port, which ssh would take as one host name: write "
+                f"{prefix}{name} and put {port or 'the port'} in port: (ansible_port in an Ansible inventory)")
+    return None
 
 
 class Host(_Strict):
     name: HostName
     ssh: Destination
-    tags: list[HostName] = Field(default_factory=list)
-    user: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_.-]*$")
-    port: int | None = Field(default=None, ge=1, le=65535)
+    tags: list[Tag] = Field(default_factory=list)
+    user: UserName | None = None
+    port: Port | None = None
     identity_file: Word | None = None
     ssh_options: dict[OptionName, OptionValue] = Field(default_factory=dict)
     rigctl: Word | None = None  # one word, never shell syntax: `sudo rigctl` is a program named so
 
-    @model_validator(mode="after")
-    def _no_option_destination(self) -> Host:
-        if self.ssh.startswith("-"):
+    _jump = field_validator("ssh_options")(no_option_jump)
+
+    @field_validator("ssh", mode="before")
+    @classmethod
+    def _not_an_option(cls, value: Any) -> Any:
+        # before the pattern: whatever else is wrong with it, this is what matters
+        if isinstance(value, str) and value.startswith("-"):
             raise ValueError("ssh destination may not start with '-'")
-        return self
+        return value
+
+    @field_validator("ssh")
+    @classmethod
+    def _plain_destination(cls, value: str) -> str:
+        problem = port_in_destination(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
-class Inventory(_Strict):
+class HostsFile(_Strict):
+    """rigctl's own hosts file, as written."""
+
     defaults: Defaults = Field(default_factory=Defaults)
     hosts: list[Host] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique(self) -> Inventory:
+    def _unique(self) -> HostsFile:
         seen: set[str] = set()
         for host in self.hosts:
             if host.name in seen:
@@ -81,7 +148,7 @@ class Inventory(_Strict):
         return self
 
     def resolved(self, host: Host) -> Host:
-        """The host with the inventory defaults filled in."""
+        """The host with the file's defaults filled in."""
         d = self.defaults
         return host.model_copy(update={
             "user": host.user or d.user,
@@ -91,7 +158,26 @@ class Inventory(_Strict):
             "rigctl": host.rigctl or d.rigctl,
         })
 
-    def select(self, *, tags: Iterable[str] = (), names: Iterable[str] = ()) -> list[Host]:
+
+@dataclass(frozen=True)
+class Inventory:
+    """The hosts of one file in file order, defaults applied, and what rigctl will not do for some.
+
+    A host in ``refused`` keeps its place (its name and groups count for --limit, --tag and --only)
+    but is never handed out: choosing it is an error saying why, so a host Ansible reaches some other
+    way (``ansible_connection: local``) is never contacted over ssh by mistake. ``ignored`` holds, per
+    host, the Ansible variables rigctl does not follow and why; they become warnings."""
+
+    path: str
+    format: str
+    hosts: tuple[Host, ...]
+    groups: frozenset[str] = frozenset()  # every group name, groups without hosts too
+    refused: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ignored: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # warnings about the file as a whole
+
+    def select(self, *, tags: Iterable[str] = (), names: Iterable[str] = (), limit: str | None = None) -> list[Host]:
+        """The hosts that pass every filter given: all the tags, one of the names, the --limit pattern."""
         wanted_tags, wanted_names = set(tags), set(names)
         unknown = wanted_names - {h.name for h in self.hosts}
         if unknown:
@@ -99,16 +185,48 @@ class Inventory(_Strict):
                 f"no such host in the inventory: {', '.join(sorted(unknown))}",
                 fix=f"known hosts: {', '.join(h.name for h in self.hosts)}",
             )
+        within = None if limit is None else choose(limit, {h.name: h.tags for h in self.hosts}, self.groups)
         chosen = [
-            self.resolved(h) for h in self.hosts
+            h for h in self.hosts
             if (not wanted_names or h.name in wanted_names) and wanted_tags <= set(h.tags)
+            and (within is None or h.name in within)
         ]
         if not chosen:
-            raise UsageError(f"no host carries the tags {sorted(wanted_tags)}")
+            if limit is None:
+                raise UsageError(f"no host carries the tags {sorted(wanted_tags)}")
+            also = [f"--tag {t}" for t in sorted(wanted_tags)] + [f"--only {n}" for n in sorted(wanted_names)]
+            raise UsageError(f"--limit {limit!r} selects no host" + (f" with {' '.join(also)}" if also else ""))
+        self._refuse(chosen)
         return chosen
 
     def get(self, name: str) -> Host:
         return self.select(names=[name])[0]
+
+    def _refuse(self, chosen: Sequence[Host]) -> None:
+        refused = [h.name for h in chosen if self.refused.get(h.name)]
+        if refused:
+            raise InvalidInputError(
+                [f"{self.path}: host {name}: {why}" for name in refused for why in self.refused[name]],
+                fix=f"leave {'it' if len(refused) == 1 else 'them'} out with --limit "
+                    f"'{','.join('!' + n for n in refused)}', or change the inventory",
+            )
+
+    def warnings(self, chosen: Sequence[Host]) -> list[str]:
+        """One line per thing rigctl ignores, naming the chosen hosts it concerns."""
+        by_note: dict[str, list[str]] = {}
+        for host in chosen:
+            for note in self.ignored.get(host.name, ()):
+                by_note.setdefault(note, []).append(host.name)
+        lines = list(self.notes)
+        for note, names in by_note.items():
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            lines.append(f"{note} (host{'s' if len(names) > 1 else ''} {shown})")
+        return lines
+
+    def report(self, chosen: Sequence[Host], *, limit: str | None = None) -> dict[str, Any]:
+        """What was read, for the JSON output and the text view."""
+        return {"path": self.path, "format": self.format, "kind": FORMATS[self.format], "limit": limit,
+                "hosts": len(self.hosts), "chosen": len(chosen), "warnings": self.warnings(chosen)}
 
 
 def default_inventory_path() -> Path:
@@ -116,15 +234,48 @@ def default_inventory_path() -> Path:
     return Path(base) / "rigctl" / "hosts.yaml"
 
 
+_YAML_KEY = re.compile(r"""^(?:---|%|\{|["']?[^\s#;\[\]:'"]+["']?:(?:\s|$))""")
+
+
+def detect_format(text: str) -> str:
+    """"ansible-ini" or "yaml" from the first line that is not blank or a comment: a YAML document
+    starts with a ``key:`` (or ``---``, ``{``); an INI inventory with a ``[section]`` or a host line
+    (``gpu01:2222`` and ``fe80::1`` are hosts, not keys: no space after the colon)."""
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        return "yaml" if _YAML_KEY.match(stripped) else "ansible-ini"
+    return "yaml"  # empty: the YAML reader says so
+
+
+def _is_rigctl(data: Mapping[str, Any]) -> bool:
+    """rigctl's own file has a ``hosts:`` list (or ``defaults:``); Ansible's top level is groups."""
+    return "defaults" in data or ("hosts" in data and not isinstance(data["hosts"], dict))
+
+
 def load_inventory(path: str | Path | None = None) -> Inventory:
     chosen = Path(path) if path is not None else default_inventory_path()
     if not chosen.is_file():
         raise InvalidInputError(
             [f"{chosen}: no host inventory here"],
-            fix="write one (hosts: [{name: box, ssh: user@box, tags: [gpu]}]) or pass --hosts FILE",
+            fix="write one (hosts: [{name: box, ssh: user@box, tags: [gpu]}]), or pass --hosts FILE "
+                "(rigctl's hosts file or an Ansible inventory, INI or YAML)",
         )
-    data = read_yaml_mapping(chosen)
+    from rigctl.fleet import ansible  # noqa: PLC0415 - it builds on the Host and Inventory above
+
+    text = read_text(chosen, limit=HOSTS_FILE_LIMIT)
+    if detect_format(text) == "ansible-ini":
+        return ansible.from_ini(text, str(chosen))
+    data = load_yaml(text, chosen)
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise InvalidInputError([f"{chosen}: the top level must be a mapping, not {kind}"])
+    if not _is_rigctl(data):
+        return ansible.from_yaml(data, str(chosen))
     try:
-        return Inventory.model_validate(data)
+        hosts_file = HostsFile.model_validate(data)
     except ValidationError as exc:
         raise InvalidInputError(format_validation_error(str(chosen), exc)) from None
+    hosts = tuple(hosts_file.resolved(h) for h in hosts_file.hosts)
+    return Inventory(str(chosen), "rigctl", hosts, frozenset(t for h in hosts for t in h.tags))
