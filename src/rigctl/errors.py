@@ -46,9 +46,38 @@ class RecipeNotFoundError(InvalidInputError):
         )
 
 
+class NotFoundError(RigctlError):
+    """A named thing (a deployment) that is not there: worth a typo check, not a retry. A recipe that
+    is not there stays RecipeNotFoundError, exit 3, as scripts have known it."""
+
+    exit_code = ExitCode.NOT_FOUND
+    code = "not-found"
+
+
+class DeploymentNotFoundError(NotFoundError):
+    code = "deployment-not-found"
+
+
+class HostUnreachableError(RigctlError):
+    """The remote box could not be asked at all; says nothing about the box's own state."""
+
+    exit_code = ExitCode.HOST_UNREACHABLE
+    code = "host-unreachable"
+
+
 class DeployError(RigctlError):
     exit_code = ExitCode.DEPLOY_FAILED
     code = "deploy-failed"
+
+
+class LockHeldError(DeployError):
+    """Another rigctl is changing the same service; the same command later will likely succeed.
+
+    A DeployError still (callers that refuse a deployment on any DeployError keep doing so), but with
+    its own exit code, so a script can tell "retry later" from "it failed"."""
+
+    exit_code = ExitCode.LOCK_HELD
+    code = "lock-held"
 
 
 class CommandError(RigctlError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from rigctl.errors import DeployError, UsageError
+from rigctl.errors import LockHeldError, UsageError
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 
 
@@ -139,7 +139,7 @@ class ServiceLock:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise DeployError(
+                raise LockHeldError(
                     f"another rigctl command is working on this service ({holder}); lock {self.path}",
                     fix="wait for it to finish, or stop it; two commands on one service never interleave",
                 ) from None

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 SCHEMA_VERSION = "1"  # the "rigctl" key of every document; written here, not imported: the test pins it
-ENVELOPE = frozenset({"rigctl", "command", "ok"})
+ENVELOPE = frozenset({"rigctl", "command", "ok", "version"})  # version: the rigctl that wrote it (#15)
 
 # The error object of a failed command: `problems` only for bad input, `fix` only when there is one.
 ERROR_KEYS_INVALID = frozenset({"code", "message", "problems", "fix"})
@@ -26,6 +26,8 @@ ERROR_KEYS_BARE = frozenset({"code", "message"})
 ERROR_CODES = frozenset({
     "error", "usage", "invalid-input", "recipe-not-found", "deploy-failed", "command-failed", "interrupted",
     "render-refused", "no-gpu-layout", "engine-request", "remote-answer",
+    # #15: one exit code each (5, 6, 6, 75)
+    "not-found", "deployment-not-found", "host-unreachable", "remote-rigctl-missing", "lock-held",
 })
 
 # Shapes more than one command prints.

@@ -327,7 +327,6 @@ def test_a_usage_error_rigctl_finds_is_one_error_object(env: dict[str, str]) -> 
     check_error(doc, "status", ERROR_KEYS_BARE, "usage")
 
 
-@pytest.mark.xfail(strict=True, reason="#15: usage errors under --json print no object")
 def test_a_usage_error_of_the_command_line_is_one_error_object(env: dict[str, str]) -> None:
     code, doc = rigctl_json("show", "--json", env=env)  # RECIPE missing: the parser's own usage error
     assert code == 2

@@ -26,6 +26,7 @@ from rigctl.exitcodes import ExitCode
 from rigctl.places import Scope
 from rigctl.preflight.finding import Finding, Severity
 from rigctl.recipe.load import load
+from rigctl.verify.report import CheckResult
 
 
 def _recipe_file(tmp: Path, name: str, port: int, *, gpus: int = 0, image: str = "localhost/x@sha256:" + "a" * 64,
@@ -55,10 +56,10 @@ def _up_result(recipe: str, *, ok: bool, wait: WaitStatus = WaitStatus.READY, ch
                    exit_code=ExitCode.OK if ok else ExitCode.DEPLOY_FAILED, action="installed")
     res.wait = WaitResult(status=wait, elapsed_s=1.0, phase="warmup", detail=f"{wait}", unit=None, readiness=None)
     if wait is WaitStatus.READY:
-        status = "pass" if checks_ok else "fail"
+        severity = Severity.OK if checks_ok else Severity.FAIL
         res.checks = ChecksOutcome(ok=checks_ok, results=[
-            {"id": "smoke", "status": status, "message": "Paris" if checks_ok else "word salad"},
-            {"id": "repetition", "status": status, "message": "no loop" if checks_ok else "loop of 'capital France'"},
+            CheckResult("smoke", severity, "Paris" if checks_ok else "word salad"),
+            CheckResult("repetition", severity, "no loop" if checks_ok else "loop of 'capital France'"),
         ])
     res.message = "ready" if ok else f"{wait}"
     return res

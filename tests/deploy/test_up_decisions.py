@@ -112,7 +112,7 @@ def test_ready_and_verified_against_a_real_engine(tmp_path: Path, engines: dict[
     res = box.up(make_recipe(tmp_path, port=engines["healthy"]), verify=True)
     assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.OK, True)
     assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}"]
-    assert res.checks is not None and {c["id"]: c["status"] for c in res.checks.results} == {
+    assert res.checks is not None and {c.id: c.status for c in res.checks.results} == {
         "health": "pass", "models": "pass", "smoke": "pass", "repetition": "pass"}
     assert res.message == f"test-model ready at http://127.0.0.1:{engines['healthy']}"
 
@@ -122,7 +122,7 @@ def test_smoke_failed_leaves_it_running_and_says_so(tmp_path: Path, engines: dic
     res = box.up(make_recipe(tmp_path, port=engines["word-salad"]), verify=True)
     assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.CHECKS_FAILED, False)
     assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}"]  # not stopped
-    assert res.checks is not None and {c["id"]: c["status"] for c in res.checks.results}["smoke"] == "fail"
+    assert res.checks is not None and {c.id: c.status for c in res.checks.results}["smoke"] == "fail"
     assert res.message == (f"test-model is serving at http://127.0.0.1:{engines['word-salad']} but failed "
                            "verification; the service was left running")
 

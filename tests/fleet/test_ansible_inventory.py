@@ -392,7 +392,7 @@ def test_fleet_status_from_an_ansible_inventory_reaches_exactly_the_limit(
     for host in data["hosts"]:
         assert host["reachable"] is True and host["ok"] is True, host
         assert host["destination"] == f"root@127.0.0.1:{ports[host['name']]}"
-    assert set(data) == {"rigctl", "command", "ok", "hosts", "elapsed_s", "counts"}  # the JSON contract's keys
+    assert set(data) == {"rigctl", "command", "ok", "version", "hosts", "elapsed_s", "counts", "versions"}  # the JSON contract's keys
     # stdout holds the one JSON object; which file was read, and as what, goes to stderr
     assert result.stderr == (f"rigctl fleet status: inventory: {path} (Ansible {form.upper()} inventory; "
                              f"{len(chosen)} of 3 host(s), --limit {limit})\n")

@@ -46,10 +46,11 @@ CONTAINER = "contract-fleet-probe"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FAKE_NVIDIA_SMI = "#!/bin/sh\necho '0, NVIDIA H200, 512, 143771'\n"  # --query-gpu=index,name,memory.used,memory.total
 
-FLEET_KEYS = ENVELOPE | {"hosts", "elapsed_s", "counts"}
+FLEET_KEYS = ENVELOPE | {"hosts", "elapsed_s", "counts", "versions"}
+VERSIONS_KEYS = frozenset({"local", "skew"})
 COUNTS_KEYS = frozenset({"hosts", "ok", "unreachable"})
-HOST_KEYS = frozenset({"name", "destination", "ok", "reachable", "via", "elapsed_s", "error", "summary", "findings",
-                       "data"})
+HOST_KEYS = frozenset({"name", "destination", "ok", "reachable", "via", "rigctl_version", "elapsed_s", "error",
+                       "summary", "findings", "data"})
 VIA = frozenset({"ssh", "rigctl"})
 STATUS_DATA_KEYS = frozenset({"hostname", "containers", "units", "gpus", "podman_error"})
 CONTAINER_KEYS = frozenset({"name", "image", "state", "status", "managed", "recipe"})
@@ -107,6 +108,7 @@ def _hosts(doc: dict[str, Any], command: str) -> dict[str, dict[str, Any]]:
     check_envelope(doc, command, False)  # in every case here a host is down or a unit fails
     check_keys(doc, FLEET_KEYS, command)
     check_keys(doc["counts"], COUNTS_KEYS, f"{command}.counts")
+    check_keys(doc["versions"], VERSIONS_KEYS, f"{command}.versions")
     hosts = check_items(doc["hosts"], HOST_KEYS, f"{command}.hosts")
     check_words([h["via"] for h in hosts], VIA, f"{command}.hosts[].via")
     return {h["name"]: h for h in hosts}

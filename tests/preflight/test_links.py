@@ -21,7 +21,7 @@ import pynvml
 import pytest
 from tests.support.nvml_fake import FakeNvml
 
-from rigctl.cli.cmd_preflight import _facts_view
+from rigctl.cli.views import facts as _facts_view
 from rigctl.host import load_inventory
 from rigctl.host.facts import HostFacts
 from rigctl.host.nvml import probe_gpus

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from rigctl.cli.cmd_preflight import _facts_view
 from rigctl.cli.output import printable
+from rigctl.cli.views import facts as _facts_view
 from rigctl.host import load_inventory
 from rigctl.host.probes import probe_cdi
 from rigctl.util.safefs import INVENTORY_LIMIT

@@ -571,10 +571,10 @@ def test_a_missing_program_with_shell_syntax_is_only_missing(
     inventory = str(hosts_file(box, tmp_path, name))
     done = rigctl("--hosts", inventory, "--host", "box00", "status", "--json")
     doc = one_json(done)
-    assert done.returncode == ExitCode.DEPLOY_FAILED  # CommandError: the outside command (ssh) failed
+    assert done.returncode == ExitCode.HOST_UNREACHABLE  # #15: no rigctl there to ask: its own exit code
     assert "not installed" in doc["error"]["message"]
     text = rigctl("--hosts", inventory, "--host", "box00", "status")
-    assert text.returncode == ExitCode.DEPLOY_FAILED
+    assert text.returncode == ExitCode.HOST_UNREACHABLE
     preflight = one_json(rigctl("fleet", "preflight", "r1", "--hosts", inventory, "--json"))
     assert preflight["hosts"][0]["ok"] is False
     assert "not installed" in preflight["hosts"][0]["error"]
@@ -655,7 +655,7 @@ def test_an_identity_file_that_looks_like_an_option_is_only_a_path(
     done = rigctl("--hosts", inventory, "--host", "box00", "status", "--json")
     doc = one_json(done)
     assert doc["ok"] is False  # the key is not there: ssh cannot log in
-    assert done.returncode == ExitCode.DEPLOY_FAILED
+    assert done.returncode == ExitCode.HOST_UNREACHABLE
     assert not marker.exists()
     assert not prog.args_file.exists()
 
@@ -665,10 +665,10 @@ def test_an_unreachable_host_is_a_clean_failure_in_text_and_json(box: Any, contr
     inventory = str(hosts_file(box, tmp_path, "rigctl", port=box.down_port))
     done = rigctl("--hosts", inventory, "--host", "box00", "status", "--json")
     doc = one_json(done)
-    assert done.returncode == ExitCode.DEPLOY_FAILED
+    assert done.returncode == ExitCode.HOST_UNREACHABLE
     assert "unreachable" in doc["error"]["message"]
     text = rigctl("--hosts", inventory, "--host", "box00", "status")
-    assert text.returncode == ExitCode.DEPLOY_FAILED
+    assert text.returncode == ExitCode.HOST_UNREACHABLE
     assert b"unreachable" in text.stderr
     assert b"Traceback" not in text.stderr
 

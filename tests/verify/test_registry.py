@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from typer.testing import CliRunner
 
+from rigctl.findings import Severity
 from rigctl.verify import Endpoint, Expectations, run_checks
 from rigctl.verify.checks import REGISTRY, Check
 from rigctl.verify.client import Request
@@ -25,8 +26,8 @@ Start = Callable[..., FakeEngine]
 async def check_greeting(s: Session) -> CheckResult:
     """The model answers a greeting (a check the registry did not have)."""
     done = await s.complete("greeting", Request(max_tokens=16, messages=(("user", "Say hello."),)))
-    status = "pass" if done.text.strip() else "fail"
-    return CheckResult("greeting", status, f"answered {len(done.text)} characters", {"answer": done.text})
+    severity = Severity.OK if done.text.strip() else Severity.FAIL
+    return CheckResult("greeting", severity, f"answered {len(done.text)} characters", {"answer": done.text})
 
 
 @pytest.fixture

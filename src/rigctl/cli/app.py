@@ -21,17 +21,20 @@ from typing import Any
 
 # The command modules in the order they are loaded, and each command's module in the order the root help
 # lists them (typer lists commands, then groups such as fleet).
-MODULES = ("cmd_deploy", "cmd_fleet", "cmd_preflight", "cmd_recipes", "cmd_render", "cmd_verify")
+MODULES = ("cmd_deploy", "cmd_fleet", "cmd_preflight", "cmd_recipes", "cmd_render", "cmd_verify", "cmd_meta")
 COMMANDS = {
     "up": "cmd_deploy", "status": "cmd_deploy", "logs": "cmd_deploy", "down": "cmd_deploy",
     "doctor": "cmd_fleet", "swap": "cmd_deploy", "fleet": "cmd_fleet",
     "inventory": "cmd_preflight", "preflight": "cmd_preflight",
     "recipes": "cmd_recipes", "show": "cmd_recipes", "validate": "cmd_recipes",
+    "new": "cmd_meta", "schema": "cmd_meta",
     "render": "cmd_render",
     "verify": "cmd_verify",
+    "checks": "cmd_meta", "explain": "cmd_meta", "version": "cmd_meta",
 }
 ROOT_VALUE_OPTIONS = ("--host", "--hosts")  # the root's options that take a value
 ROOT_HELP_COLUMNS = 80  # click wraps help to min(terminal columns, 80) - 2
+COMPLETE_VAR = "_RIGCTL_COMPLETE"  # set by the script `rigctl --show-completion` prints, on each Tab
 
 
 def command_modules(argv: Sequence[str]) -> tuple[str, ...]:
@@ -51,13 +54,21 @@ def command_modules(argv: Sequence[str]) -> tuple[str, ...]:
 
 def register(modules: Sequence[str]) -> None:
     """Import these command modules, and keep the app's commands in COMMANDS' order whatever order they
-    were first imported in (a test or a tool may import one module before the others)."""
+    were first imported in (a test or a tool may import one module before the others). Each command's
+    --help ends with its examples (``cli.examples``)."""
     for name in modules:
         importlib.import_module(f"rigctl.cli.{name}")
     from rigctl.cli.base import app  # noqa: PLC0415 - typer loads only where a command runs
+    from rigctl.cli.examples import epilog  # noqa: PLC0415 - likewise
 
     order = {name: i for i, name in enumerate(COMMANDS)}
     app.registered_commands.sort(key=lambda info: order.get(info.name or "", len(order)))
+    for info in app.registered_commands:
+        info.epilog = info.epilog or epilog(info.name or "")
+    for group in app.registered_groups:
+        group.epilog = group.epilog or epilog(group.name or "")
+        for info in group.typer_instance.registered_commands if group.typer_instance else ():
+            info.epilog = info.epilog or epilog(f"{group.name} {info.name}")
 
 
 def __getattr__(name: str) -> Any:
@@ -85,9 +96,17 @@ def _columns() -> int:
 
 
 def _root_help(argv: Sequence[str]) -> int | None:
-    """Print the root help as typer would and return the exit code, or None to leave it to typer."""
+    """Print the root help as typer would and return the exit code, or None to leave it to typer.
+    ``rigctl --version`` is answered here too, for the same reason: it needs nothing of typer's."""
+    if list(argv) == ["--version"]:
+        from rigctl.util.text import version_line  # noqa: PLC0415 - only for this line
+
+        sys.stdout.write(version_line() + "\n")
+        return 0
     if list(argv) not in ([], ["--help"], ["-h"]) or os.path.basename(sys.argv[0]) != "rigctl":
         return None  # `python -m rigctl` is named differently in the usage line: typer says it
+    if COMPLETE_VAR in os.environ:  # the shell asking for completions (no words in argv): typer answers
+        return None
     if _columns() < ROOT_HELP_COLUMNS:
         return None
     from rigctl.cli.roothelp import ROOT_HELP  # noqa: PLC0415 - the text, only for the root help
@@ -135,6 +154,45 @@ def _exit_now(code: object) -> None:
     os._exit(status & 0xFF if status >= 0 else status % 256)
 
 
+def _run_for_json(app: Any) -> int:
+    """Run the app with ``--json`` somewhere in argv, and return the exit status.
+
+    click prints its own usage errors (a missing argument, an unknown option) as text on stderr, which
+    would leave a script that asked for ``--json`` with nothing on stdout. Here click hands them back
+    instead (``standalone_mode=False``) and they become the one error object, exit 2. Everything else
+    ends as it would: a command's ``typer.Exit`` comes back as its status."""
+    import typer  # noqa: PLC0415 - loaded by the app already
+
+    try:
+        status = app(standalone_mode=False)
+    except typer.Abort:
+        sys.stderr.write("Aborted!\n")
+        return 1
+    except typer.TyperException as err:  # click's errors, all of them about the command line
+        return _usage_error_object(err)
+    return status if isinstance(status, int) else 0
+
+
+def _usage_error_object(err: Exception) -> int:
+    """Print a click usage error as rigctl's JSON error envelope, for the command it was about."""
+    from rigctl.cli.output import emit_error  # noqa: PLC0415 - only for this error
+    from rigctl.errors import UsageError  # noqa: PLC0415
+
+    names: list[str] = []
+    ctx = getattr(err, "ctx", None)  # the context of the (sub)command being parsed, when click knows it
+    while ctx is not None and ctx.parent is not None:  # the root's own name is the program's
+        names.append(str(ctx.info_name))
+        ctx = ctx.parent
+    command = " ".join(reversed(names))
+    format_message = getattr(err, "format_message", None)
+    message = str(format_message() if callable(format_message) else err)
+    fix = f"`rigctl {command} --help` lists what it takes"
+    if not command:  # the root's error: `rigctl --json status` is the likely slip
+        fix = ("--json goes after the command: `rigctl COMMAND ... --json`" if "--json" in message
+               else "`rigctl --help` lists the commands")
+    return emit_error(command or "rigctl", UsageError(message, fix=fix), as_json=True)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     code = _root_help(argv)
@@ -145,6 +203,8 @@ def main() -> None:
 
     register(command_modules(argv))
     try:
+        if "--json" in argv:
+            sys.exit(_run_for_json(app))
         app()
     except SystemExit as done:  # how click ends every command, success included
         if _is_the_program():

@@ -4,10 +4,11 @@ output and an exit code. Command modules register on ``app``; none of them print
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, NoReturn, TextIO
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
 import typer
 
+from rigctl.cli.complete import recipe_names
 from rigctl.cli.output import Outcome, emit, emit_error
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
@@ -16,7 +17,7 @@ app = typer.Typer(
     name="rigctl",
     help="Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion; recipe names complete (cli.complete)
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -32,12 +33,28 @@ OverlayOpt = Annotated[
     typer.Option("--overlay", "-f", metavar="FILE", help="YAML file deep-merged over the recipe (repeatable)."),
 ]
 RecipeArg = Annotated[
-    str, typer.Argument(metavar="RECIPE", help="A recipe name (see `rigctl recipes`) or a YAML path.")
+    str, typer.Argument(metavar="RECIPE", help="A recipe name (see `rigctl recipes`) or a YAML path.",
+                        autocompletion=recipe_names)
 ]
 InventoryOpt = Annotated[
     str | None,
     typer.Option("--inventory", metavar="FILE", help="Use a captured `rigctl inventory --json` instead of this host."),
 ]
+UserOpt = Annotated[bool, typer.Option("--user", help="User scope: ~/.config/containers/systemd, systemctl --user.")]
+SystemOpt = Annotated[bool, typer.Option("--system", help="System scope: /etc/containers/systemd (root).")]
+
+if TYPE_CHECKING:
+    from rigctl.places import Scope
+
+
+def scope_choice(user: bool, system: bool) -> Scope | None:
+    """The scope --user/--system chose; None for neither, which each command reads by one rule
+    (``rigctl.deploy.state.search_scopes``, or the default scope for a new deployment)."""
+    if not (user or system):
+        return None
+    from rigctl.places import resolve_scope
+
+    return resolve_scope(user, system)
 
 
 def finish(command: str, as_json: bool, produce: Callable[[], Outcome]) -> NoReturn:
@@ -67,6 +84,14 @@ def _strip_host_options(argv: list[str]) -> list[str]:
     return out
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from rigctl.util.text import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit()
+
+
 @app.callback()
 def root(
     host: Annotated[
@@ -77,6 +102,10 @@ def root(
         str | None,
         typer.Option("--hosts", metavar="FILE", help="Host inventory (default $XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print rigctl's version and exit."),
+    ] = False,
 ) -> None:
     """Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification."""
     if host is None:
@@ -86,6 +115,10 @@ def root(
     argv = _strip_host_options(sys.argv[1:])
     as_json = "--json" in argv
     command = next((w for w in argv if not w.startswith("-")), "?")
+    if command == "version":  # both ends' versions, not only the remote's
+        from rigctl.cli.cmd_meta import version_on_host
+
+        version_on_host(hosts_file, host, as_json)
 
     def produce_remote() -> Outcome:
         from rigctl.fleet.inventory import load_inventory

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any
 
 import typer
 
+from rigctl.cli import views
 from rigctl.cli.base import JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
 from rigctl.cli.output import Outcome
-
-
-def _shown(text: str) -> str:
-    """A name, path or problem as one terminal-safe line: file names in a user's directory are free text."""
-    return text if text.isprintable() else ascii(text)[1:-1]
 
 
 @app.command("recipes")
@@ -28,27 +24,9 @@ def recipes_cmd(as_json: JsonOpt = False) -> None:
 
         rows = list_recipes()
         ok = all(r["valid"] for r in rows)
-
-        def origin(r: dict[str, Any]) -> str:
-            return f"{r['origin']}, overrides bundled" if r["overrides"] else r["origin"]
-
-        def view(out: TextIO) -> None:
-            width = max([len(_shown(r["name"])) for r in rows] + [4])
-            o_width = max([len(origin(r)) for r in rows] + [6])
-            out.write(f"{'NAME':<{width}}  {'ORIGIN':<{o_width}}  {'GPUS':>4}  {'CONTEXT':>9}  DESCRIPTION\n")
-            for r in rows:
-                gpus = "-" if r["gpus"] is None else str(r["gpus"])
-                ctx = "-" if r["context_length"] is None else f"{r['context_length']:,}"
-                about = r["description"] if r["valid"] else "INVALID, see below"
-                out.write(f"{_shown(r['name']):<{width}}  {origin(r):<{o_width}}  {gpus:>4}  {ctx:>9}  {about}\n")
-            for r in rows:
-                if not r["valid"]:
-                    out.write(f"\ninvalid  {_shown(r['path'])}\n")
-                    out.writelines(f"  {_shown(problem)}\n" for problem in r["problems"])
-            out.write(f"\nsearched: {', '.join(str(d) for d in search_dirs())}\n")
-
         return Outcome(
-            "recipes", ok, {"recipes": rows, "searched": [str(d) for d in search_dirs()]}, view=view,
+            "recipes", ok, {"recipes": rows, "searched": [str(d) for d in search_dirs()]},
+            view=views.recipes(rows, search_dirs()),
             exit_code=None if ok else ExitCode.INVALID_INPUT,
         )
 
@@ -60,8 +38,6 @@ def show_cmd(recipe: RecipeArg, sets: SetOpt = None, overlays: OverlayOpt = None
     """Show a recipe after overlays and --set, with every default filled in."""
 
     def produce() -> Outcome:
-        import yaml
-
         from rigctl.recipe.load import load
 
         loaded = load(recipe, overlays=overlays or (), sets=sets or ())
@@ -75,14 +51,7 @@ def show_cmd(recipe: RecipeArg, sets: SetOpt = None, overlays: OverlayOpt = None
             "recipe": data,
         }
 
-        def view(out: TextIO) -> None:
-            over = "" if overrides is None else f", overrides the bundled {overrides}"
-            out.write(f"# {loaded.source.path} ({loaded.source.origin}{over})\n")
-            for applied in loaded.source.overlays:
-                out.write(f"# + {applied}\n")
-            out.write(yaml.safe_dump(data, sort_keys=False, width=110))
-
-        return Outcome("show", True, payload, view=view)
+        return Outcome("show", True, payload, view=views.show(loaded, data))
 
     finish("show", as_json, produce)
 
@@ -108,15 +77,7 @@ def validate_cmd(
                 results.append({"file": str(path), "ok": False, "problems": err.problems})
         ok = all(r["ok"] for r in results)
 
-        def view(out: TextIO) -> None:
-            for r in results:
-                if r["ok"]:
-                    out.write(f"ok       {r['file']} ({r['name']})\n")
-                else:
-                    out.write(f"invalid  {_shown(r['file'])}\n")
-                    out.writelines(f"  {_shown(problem)}\n" for problem in r["problems"])
-
-        return Outcome("validate", ok, {"files": results}, view=view,
+        return Outcome("validate", ok, {"files": results}, view=views.validate(results),
                        exit_code=None if ok else ExitCode.INVALID_INPUT)
 
     finish("validate", as_json, produce)

@@ -1,5 +1,6 @@
-"""The one renderer. A command hands over an Outcome; it becomes one JSON object on stdout (``--json``)
-or text for a person. Core functions never print; this module and the views are the only writers."""
+"""The one renderer. A command hands over an Outcome; it becomes one JSON object on stdout (``--json``,
+through ``util.jsonable``: results stay typed until here) or text for a person (its view, from
+``cli.views``). Core functions never print; this module and the views are the only writers."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, TextIO
 
 from rigctl.errors import InvalidInputError, RigctlError
 from rigctl.exitcodes import ExitCode
+from rigctl.util.jsonable import jsonable
 from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, envelope, printable
 
 __all__ = [
@@ -20,11 +22,12 @@ __all__ = [
 
 @dataclass
 class Outcome:
-    """What a command produced: ``payload`` is merged into the JSON envelope; ``view`` renders text."""
+    """What a command produced: ``payload`` (a dict, or a typed result whose JSON is an object) is merged
+    into the JSON envelope; ``view`` (one of ``cli.views``) renders text."""
 
     command: str
     ok: bool
-    payload: dict[str, Any] = field(default_factory=dict)
+    payload: Any = field(default_factory=dict)
     view: Callable[[TextIO], None] | None = None
     exit_code: ExitCode | None = None
 
@@ -35,16 +38,7 @@ class Outcome:
 
 
 def to_json(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n"
-
-
-def _default(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    if isinstance(obj, set | frozenset | tuple):
-        return list(obj)
-    return str(obj)
+    return json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n"
 
 
 def for_rich(value: object, limit: int | None = CELL_LIMIT) -> str:
@@ -58,7 +52,7 @@ def for_rich(value: object, limit: int | None = CELL_LIMIT) -> str:
 def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if as_json:
-        stream.write(to_json(envelope(outcome.command, outcome.ok, outcome.payload)))
+        stream.write(to_json(envelope(outcome.command, outcome.ok, jsonable(outcome.payload))))
     elif outcome.view is not None:
         outcome.view(stream)
     stream.flush()

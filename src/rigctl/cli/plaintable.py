@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import Sequence
 
 GAP = "  "
+WIDTH = 160  # what a report is laid out for when it does not go to a terminal
 
 
 def fit(natural: Sequence[int], width: int) -> list[int]:
@@ -40,7 +41,7 @@ def fit(natural: Sequence[int], width: int) -> list[int]:
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None,
-           width: int = 160) -> str:
+           width: int = WIDTH) -> str:
     """The table as lines of text, each at most ``width`` characters, ending in a newline."""
     natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
     widths = fit(natural, max(len(headers), width - len(GAP) * (len(headers) - 1)))

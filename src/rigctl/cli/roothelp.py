@@ -14,9 +14,14 @@ Usage: rigctl [OPTIONS] COMMAND [ARGS]...
   verification.
 
 Options:
-  --host NAME   Run the command on this inventory host over ssh.
-  --hosts FILE  Host inventory (default $XDG_CONFIG_HOME/rigctl/hosts.yaml).
-  -h, --help    Show this message and exit.
+  --host NAME           Run the command on this inventory host over ssh.
+  --hosts FILE          Host inventory (default
+                        $XDG_CONFIG_HOME/rigctl/hosts.yaml).
+  --version             Print rigctl's version and exit.
+  --install-completion  Install completion for the current shell.
+  --show-completion     Show completion for the current shell, to copy it or
+                        customize the installation.
+  -h, --help            Show this message and exit.
 
 Commands:
   up         Deploy RECIPE: preflight, render, install the quadlet,...
@@ -30,8 +35,13 @@ Commands:
   recipes    List the recipes rigctl can find:...
   show       Show a recipe after overlays and --set, with every default...
   validate   Check recipe files strictly; every problem is listed as...
+  new        Write a new user recipe to start from: a copy of RECIPE...
+  schema     Print the JSON Schema of a recipe, for editors:...
   render     Render RECIPE into podman quadlet units (.container) for the...
   verify     Check a served model: health, model list, known answers,...
+  checks     List every check rigctl runs (preflight, verify, doctor)...
+  explain    Say more about one check: what it guards and why, what it...
+  version    rigctl's version and Python's.
   fleet      Run status, doctor, preflight or swap on every host of an...
 """
 
@@ -57,7 +67,9 @@ def main() -> None:  # pragma: no cover - a maintainer's tool
     new = typer_root_help()
     if '"""' in new or "\\" in new:
         raise SystemExit("the help text holds a quote triple or a backslash: store it another way")
-    path.write_text(text[:start] + new + text[end:], encoding="utf-8")
+    from rigctl.util.safefs import write_own  # noqa: PLC0415 - the one atomic writer
+
+    write_own(path, text[:start] + new + text[end:])
     print(f"wrote {path}")
 
 

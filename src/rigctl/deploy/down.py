@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_fixed
 
@@ -62,13 +61,6 @@ class DownResult:
     gpu_ids: list[str] = field(default_factory=list)
     gpus_released: bool | None = None  # None: not knowable here (no NVML, or no GPU in the layout)
     message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "recipe": self.recipe, "unit": self.unit, "was_active": self.was_active, "stopped": self.stopped,
-            "container_gone": self.container_gone, "removed": self.removed, "gpu_ids": self.gpu_ids,
-            "gpus_released": self.gpus_released, "message": self.message,
-        }
 
 
 def down(

@@ -38,10 +38,6 @@ class LogLine:
     text: str
     signature: SignatureMatch | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return {"source": self.source, "text": self.text,
-                "signature": None if self.signature is None else self.signature.to_dict()}
-
 
 def _mark(source: str, lines: Sequence[str], signatures: Sequence[CrashSignature]) -> list[LogLine]:
     hits = {m.line_number: m for m in match_signatures(signatures, lines)}

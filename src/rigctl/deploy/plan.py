@@ -67,7 +67,7 @@ class Plan:
                                "cannot pin its GPUs", fix="see `rigctl preflight`; or name them with --gpus")
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: the dry run's document, mostly derived values
         choice = self.report.choice
         files = self.rendered.files if self.rendered else []
         return {

@@ -8,6 +8,9 @@ A record is trusted for nothing it could point elsewhere with: ``down --remove``
 it names, so its recipe, unit and file names are checked to be plain names of this deployment, and
 its unit directory an absolute path. A record that fails is refused whole (exit 3), naming the file.
 A name given on the command line is a record name or nothing: never a path.
+
+Which scope a command looks in is decided here once (``search_scopes``), for verify, logs, down, swap and
+status alike, and so is the lookup (``locate``) and what "not deployed" says (``not_deployed``).
 """
 
 from __future__ import annotations
@@ -15,14 +18,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from rigctl.errors import InvalidInputError
-from rigctl.places import Scope
+from rigctl.errors import DeploymentNotFoundError, InvalidInputError
+from rigctl.places import Dirs, Scope
 from rigctl.recipe.catalog import clip, recipe_name_problem
 from rigctl.util import safefs
 from rigctl.util.jsonfile import JsonFileError, parse_json
@@ -190,3 +194,56 @@ def delete(directory: Path, recipe: str) -> bool:
         raise
     with handle:
         return handle.remove(name)
+
+
+# --- which deployment a name means -------------------------------------------------------------------
+
+
+def search_scopes(choice: Scope | None) -> tuple[Scope, ...]:
+    """The scopes a command looks in: the one chosen with --user/--system; neither: every scope this user
+    manages, the one `up` deploys to without a flag first (root: system, then user; anyone else: user).
+    `status` lists exactly these, so what it shows is what verify, logs, down and swap find."""
+    if choice is not None:
+        return (choice,)
+    return (Scope.SYSTEM, Scope.USER) if os.geteuid() == 0 else (Scope.USER,)
+
+
+def locate(name: str, choice: Scope | None) -> tuple[DeploymentRecord, Scope] | None:
+    """The record of deployment ``name`` and its scope, the first of ``search_scopes(choice)`` that has
+    one; None when no scope has it. Only in a scope that was not searched (``--user`` while it is
+    deployed in the system scope) is it refused: "not deployed" would be wrong there, and `down` would
+    answer "nothing to do" for a service that runs."""
+    searched = search_scopes(choice)
+    for scope in searched:
+        record = load_record(Dirs.of(scope).state, name)
+        if record is not None:
+            return record, scope
+    elsewhere = [s for s in Scope if s not in searched and _has_record(s, name)]
+    if elsewhere:
+        there = elsewhere[0]
+        as_root = " (as root)" if there is Scope.SYSTEM and os.geteuid() != 0 else ""
+        raise DeploymentNotFoundError(
+            f"{clip(name)} is not deployed in the {_scopes(searched)} scope; it is deployed in the {there} scope",
+            fix=f"add --{there}{as_root}",
+        )
+    return None
+
+
+def not_deployed(name: str, searched: Iterable[Scope], *, recipe_too: bool = False) -> DeploymentNotFoundError:
+    """The one "no such deployment" error (exit 5)."""
+    also = "; no recipe has that name either" if recipe_too else ""
+    return DeploymentNotFoundError(
+        f"{clip(name)} is not deployed (no rigctl record in the {_scopes(searched)} scope){also}",
+        fix="`rigctl status` lists the deployments; `rigctl up RECIPE` makes one",
+    )
+
+
+def _has_record(scope: Scope, name: str) -> bool:
+    try:
+        return load_record(Dirs.of(scope).state, name) is not None
+    except InvalidInputError:  # one that cannot be read (damaged, a link) still says "deployed there"
+        return os.path.lexists(record_path(Dirs.of(scope).state, name))
+
+
+def _scopes(scopes: Iterable[Scope]) -> str:
+    return " or ".join(str(s) for s in scopes)

@@ -20,8 +20,9 @@ from rigctl.adapters.systemd import Systemd
 from rigctl.deploy import state as records
 from rigctl.errors import CommandError, InvalidInputError
 from rigctl.host.managed import is_managed
+from rigctl.host.procfs import process_tree
 from rigctl.host.unitfile import MergedUnit, UnitParseError, dropin_dirs, parse
-from rigctl.places import Scope
+from rigctl.places import Dirs, Scope
 from rigctl.util import safefs
 
 
@@ -63,6 +64,12 @@ def discover(scope: Scope, unit_dir: Path, state_dir: Path) -> list[Managed]:
         else:
             entry.record = record
     return list(found.values())
+
+
+def discover_all(choice: Scope | None) -> list[Managed]:
+    """Every managed service in the scopes verify, logs and down look in (``state.search_scopes``)."""
+    return [item for scope in records.search_scopes(choice)
+            for item in discover(scope, Dirs.of(scope).units, Dirs.of(scope).state)]
 
 
 def unit_keys(path: Path) -> MergedUnit | None:
@@ -117,20 +124,10 @@ class ServiceStatus:
     model: str | None
     image: str | None
     image_digest: str | None
-    uptime_s: float | None
+    uptime_s: float | None  # rounded to 0.1 s, as shown
     gpu_memory_mib: int | None
     gpu_ids: list[str] = field(default_factory=list)
     last_failure: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "recipe": self.recipe, "scope": str(self.scope), "unit": self.unit, "unit_file": self.unit_file,
-            "active": self.active, "sub": self.sub, "restarts": self.restarts, "restart_policy": self.restart_policy,
-            "exit_status": self.exit_status, "health": self.health, "endpoint": self.endpoint, "model": self.model,
-            "image": self.image, "image_digest": self.image_digest,
-            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
-            "gpu_memory_mib": self.gpu_memory_mib, "gpu_ids": self.gpu_ids, "last_failure": self.last_failure,
-        }
 
 
 def describe(
@@ -151,7 +148,7 @@ def describe(
         policy, exit_status = unit.restart_policy, unit.exit_status
         uptime = None
         if unit.active == "active" and unit.active_since_mono_us:
-            uptime = max(0.0, time.monotonic() - unit.active_since_mono_us / 1e6)
+            uptime = round(max(0.0, time.monotonic() - unit.active_since_mono_us / 1e6), 1)
     except CommandError:
         active, sub, restarts, policy, exit_status, uptime = "unknown", "manager unreachable", None, "", None, None
 
@@ -168,7 +165,8 @@ def describe(
         health = "unknown"
     elif active == "activating":
         health = "starting" if sub != "auto-restart" else "restarting"
-    gpu_mib = gpu.used_by({info.pid}) if info and info.pid else None
+    # the engine's workers hold the memory, not the process podman names as the container's
+    gpu_mib = gpu.used_by(process_tree(info.pid)) if info and info.pid else None
     return ServiceStatus(
         recipe=record.recipe if record else None, scope=item.scope, unit=item.unit,
         unit_file=str(item.unit_file) if item.unit_file else None, active=active, sub=sub, restarts=restarts,

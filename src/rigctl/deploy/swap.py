@@ -18,7 +18,7 @@ touch either service half-way through.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,8 +36,8 @@ from rigctl.host.facts import HostFacts
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import find_quadlet
 from rigctl.places import Dirs, Scope, locked
-from rigctl.preflight.finding import Severity
 from rigctl.recipe.model import Recipe
+from rigctl.util.jsonable import jsonable
 
 RELEASE_POLL_S = 0.5
 
@@ -79,10 +79,7 @@ class SwapStep:
     name: str
     ok: bool
     message: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.name, "ok": self.ok, "message": self.message, "detail": self.detail}
+    detail: dict[str, Any] = field(default_factory=dict)  # typed values (findings, ...); made JSON by to_dict
 
 
 @dataclass
@@ -104,9 +101,10 @@ class SwapResult:
         self.steps.append(step)
         return step
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: "from"/"to" and "step" are the JSON's names
+        steps = [{"step": s.name, "ok": s.ok, "message": s.message, "detail": jsonable(s.detail)} for s in self.steps]
         return {"from": self.from_recipe, "to": self.to_recipe, "outcome": self.outcome, "message": self.message,
-                "steps": [s.to_dict() for s in self.steps], "todo": self.todo}
+                "steps": steps, "todo": self.todo}
 
 
 @dataclass(frozen=True)
@@ -176,13 +174,13 @@ class _Machine:
             pre = self.deploy.preflight(self.target, freed_gpus=self.source.gpu_ids, freed_port=self.source.port)
         except RigctlError as err:
             return self.step("preflight-to", False, f"preflight of {self.target.name} could not run: {err.message}")
-        findings = [f.model_dump(mode="json") for f in pre.report.findings]
+        findings = list(pre.report.findings)
         freed = f" (counting {self.source.name}'s GPUs {','.join(self.source.gpu_ids)} as free)" \
             if self.source.gpu_ids else ""
         if pre.ok:
             return self.step("preflight-to", True, f"preflight of {self.target.name} passed{freed}",
                              gpu_ids=list(pre.gpu_ids), findings=findings)
-        failing = [f for f in pre.report.findings if f.severity in (Severity.FAIL, Severity.ERROR)]
+        failing = [f for f in pre.report.findings if f.fails]
         problem = pre.install_problem()
         names = (", ".join(f"{f.id}: {f.message}" for f in failing)
                  or (problem.message if problem is not None else "failed"))
@@ -196,8 +194,8 @@ class _Machine:
             return self.step("stop-from", False, f"stopping {self.source.name} failed: {err.message}")
         if not done.stopped:
             return self.step("stop-from", False, f"{done.unit} did not stop (state {done.was_active})",
-                             **done.to_dict())
-        return self.step("stop-from", True, f"{done.unit} stopped (unit kept for a rollback)", **done.to_dict())
+                             **asdict(done))
+        return self.step("stop-from", True, f"{done.unit} stopped (unit kept for a rollback)", **asdict(done))
 
     def _wait_released(self, side: Side, name: str) -> bool:
         ids = list(side.gpu_ids)
@@ -250,7 +248,7 @@ class _Machine:
                 done = self.deploy.stop(self.target, remove=True)
                 stopped_target = done.stopped
                 self.step("stop-to", done.stopped, f"{done.unit} stopped and removed" if done.stopped
-                          else f"{done.unit} did not stop (state {done.was_active})", **done.to_dict())
+                          else f"{done.unit} did not stop (state {done.was_active})", **asdict(done))
             except RigctlError as err:
                 stopped_target = False
                 self.step("stop-to", False, f"stopping {self.target.name} failed: {err.message}")
@@ -285,9 +283,9 @@ class _Machine:
 def _up_message(res: UpResult) -> str:
     if res.ok:
         return f"{res.recipe}: {res.message or 'ready and verified'}"
-    failing = [c for c in (res.checks.results if res.checks else []) if c.get("status") in ("fail", "error")]
+    failing = [c for c in (res.checks.results if res.checks else []) if c.fails]
     if failing:
-        return f"{res.recipe}: failed verification: " + "; ".join(f"{c['id']}: {c['message']}" for c in failing)
+        return f"{res.recipe}: failed verification: " + "; ".join(f"{c.id}: {c.message}" for c in failing)
     return f"{res.recipe}: {res.message or 'failed'}"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from rigctl.preflight.finding import Finding
 from rigctl.recipe.model import Recipe
 from rigctl.render.units import Note
 from rigctl.util.proc import run
-from rigctl.verify.report import Expectations, endpoint_for
+from rigctl.verify.report import CheckResult, Expectations, endpoint_for
 from rigctl.verify.runner import run_checks
 from rigctl.verify.signatures import SignatureMatch, match_signatures
 
@@ -54,7 +54,7 @@ class UpInterrupted(DeployError):
 @dataclass
 class ChecksOutcome:
     ok: bool
-    results: list[dict[str, Any]]
+    results: list[CheckResult]
     output_lines: list[str] = field(default_factory=list)
 
 
@@ -96,7 +96,7 @@ class UpResult:
                    endpoint=recipe.base_url, served_name=recipe.served_name, image=recipe.image, ok=False,
                    exit_code=ExitCode.DEPLOY_FAILED, unit_dir=str(dirs.units))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: the wait as scripts read it, warnings as a list
         wait = None
         if self.wait is not None:
             wait = {
@@ -111,8 +111,9 @@ class UpResult:
             "unit_files": self.unit_files, "gpu_ids": self.gpu_ids,
             "preflight": [f.model_dump(mode="json") for f in self.preflight],
             "render_notes": notes_dict(self.render_notes), "wait": wait,
-            "signatures": [s.to_dict() for s in self.signatures],
-            "checks": None if self.checks is None else {"ok": self.checks.ok, "results": self.checks.results},
+            "signatures": [asdict(s) for s in self.signatures],
+            "checks": None if self.checks is None else {
+                "ok": self.checks.ok, "results": [c.model_dump(mode="json") for c in self.checks.results]},
             "warnings": [w for w in [self.max_model_len_warning] if w],
             "restarts": self.restarts, "stopped_after_failure": self.stopped_after_failure,
         }
@@ -339,9 +340,8 @@ def _verify(recipe: Recipe, result: UpResult) -> None:
     """Smoke and repetition against the ready endpoint; a failure leaves the service running (it is up,
     but wrong) and says so with exit 1."""
     report = run_checks(endpoint_for(recipe), Expectations.from_recipe(recipe), VERIFY_CHECKS)
-    results = [c.to_dict() for c in report.checks]
-    result.checks = ChecksOutcome(ok=report.ok, results=results,
-                                  output_lines=[str(c.get("message", "")) for c in results])
+    result.checks = ChecksOutcome(ok=report.ok, results=list(report.checks),
+                                  output_lines=[c.message for c in report.checks])
     if not report.ok:
         result.ok = False
         result.exit_code = ExitCode.CHECKS_FAILED

@@ -17,6 +17,7 @@ from rigctl.doctor.model import UnitFile, UnitFinding
 from rigctl.doctor.rules import HOST_RULES, UNIT_RULES
 from rigctl.doctor.rules.base import Context, Hit, UnitRule
 from rigctl.doctor.serving import describe
+from rigctl.findings import Severity
 from rigctl.host.managed import is_managed
 from rigctl.host.unitfile import UnitParseError
 
@@ -31,7 +32,7 @@ def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Cont
             spec = describe(unit.kind, merged)
         except UnitParseError as exc:  # its readers disagree on it or refuse it: reported, never guessed
             broken.append(UnitFinding(
-                unit=unit.path, id="unit-unreadable", severity="fail", message=str(exc),
+                unit=unit.path, id="unit-unreadable", severity=Severity.FAIL, message=str(exc),
                 fix="rewrite the file with one assignment per line and plain spaces and tabs",
             ))
             continue
@@ -80,7 +81,7 @@ def _crash(unit: str, what: str, exc: BaseException) -> UnitFinding:
     where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     at = f" at {where[0].filename}:{where[0].lineno}" if where else ""
     return UnitFinding(
-        unit=unit, id="doctor-internal-error", severity="fail",
+        unit=unit, id="doctor-internal-error", severity=Severity.FAIL,
         message=f"check {what} crashed on this unit: {type(exc).__name__}: {exc}{at} (a bug in rigctl)",
         fix="report it with the unit file attached",
     )

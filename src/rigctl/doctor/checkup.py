@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rigctl.doctor.audit import audit, serving_units
@@ -54,26 +54,26 @@ class DoctorReport:
             out[f.severity] += 1
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: facts flattened, counts, the fix as one object
         data: dict[str, Any] = {
             "roots": self.roots,
             "units": self.units,
             "driver_version": self.facts.driver_version,
             "cdi_specs": [s.path for s in self.facts.cdi_specs],
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [f.model_dump(mode="json") for f in self.findings],
             "counts": self.counts(),
-            "skipped": [s.to_dict() for s in self.skipped],
+            "skipped": [asdict(s) for s in self.skipped],
         }
         if self.fix_requested:
             data["fix"] = {
-                "applied": [a.__dict__ for a in self.applied],
+                "applied": [asdict(a) for a in self.applied],
                 "patches": [
                     {"unit": p.unit.path, "fixed": list(p.fixed), "patch": p.patch(),
                      "why": self.refused.get(p.unit.path)}
                     for p in self.patches
                 ],
                 "error": self.fix_error,
-                "remaining": [f.to_dict() for f in self.final],
+                "remaining": [f.model_dump(mode="json") for f in self.final],
             }
         return data
 

@@ -178,9 +178,6 @@ class Skipped:
     path: str
     reason: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
-
 
 @dataclass
 class Snapshot:

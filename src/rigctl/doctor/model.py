@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import Field
+
+from rigctl.findings import Finding
 from rigctl.host.unitfile import MergedUnit, parse
 
-Severity = Literal["fail", "warn", "info"]
 UnitKind = Literal["container", "service"]
 
 
@@ -47,25 +49,14 @@ class UnitFile:
         return MergedUnit.of(parse(self.path, self.text), [parse(d.path, d.text) for d in self.dropins])
 
 
-@dataclass(frozen=True)
-class UnitFinding:
+class UnitFinding(Finding):
+    """A finding about one unit file (or, for a host-level rule, the file it is about). Doctor speaks
+    fail, warn and info; its JSON has no ``figures`` (doctor measures nothing)."""
+
     unit: str  # the unit file, or for a host-level rule the file it is about (a CDI spec)
-    id: str
-    severity: Severity
-    message: str
     fix: str
+    figures: dict[str, Any] | None = Field(default=None, exclude=True)
     where: str | None = None  # the file holding the offending line (the unit or one of its drop-ins)
     line: int | None = None  # 1-based
     managed: bool = False
     autofix: bool = False  # `doctor --fix` can rewrite this
-
-    @property
-    def fails(self) -> bool:
-        return self.severity == "fail"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "unit": self.unit, "id": self.id, "severity": self.severity, "message": self.message,
-            "fix": self.fix, "where": self.where, "line": self.line, "managed": self.managed,
-            "autofix": self.autofix,
-        }

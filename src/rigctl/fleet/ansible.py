@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from rigctl.errors import InvalidInputError
 from rigctl.fleet.ansible_vars import Var, connection
 from rigctl.fleet.inventory import HOST_NAME, TAG, Host, Inventory
+from rigctl.recipe.problems import plain_message
 
 MAX_HOSTS = 10_000
 MAX_GROUPS = 1_000
@@ -409,7 +410,7 @@ def _host_problems(exc: ValidationError, name: str, where: str, origins: Mapping
     for err in exc.errors(include_url=False):
         key = str(err["loc"][0]) if err["loc"] else ""
         var = origins.get(key)
-        message = str(err["msg"]).removeprefix("Value error, ")
+        message = plain_message(err)
         label = var.name if var else {"tags": "group name"}.get(key, key)
         lines.append(f"{var.where if var else where}: host {name}: {label}: {message}")
     return lines

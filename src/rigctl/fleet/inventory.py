@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.fleet.limit import choose
 from rigctl.recipe.catalog import load_yaml
-from rigctl.recipe.load import format_validation_error
+from rigctl.recipe.problems import Origin, format_validation_error
 from rigctl.util.safefs import RECIPE_LIMIT, read_text
 
 HOST_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
@@ -276,6 +276,7 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
     try:
         hosts_file = HostsFile.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInputError(format_validation_error(str(chosen), exc)) from None
+        raise InvalidInputError(format_validation_error(str(chosen), exc, model=HostsFile,
+                                                        origins=[Origin(text=text)])) from None
     hosts = tuple(hosts_file.resolved(h) for h in hosts_file.hosts)
     return Inventory(str(chosen), "rigctl", hosts, frozenset(t for h in hosts for t in h.tags))

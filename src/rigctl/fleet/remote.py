@@ -20,12 +20,13 @@ and ``shown`` makes terminal control sequences in remote text visible before a p
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -34,7 +35,7 @@ from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.discover import SERVICE_HINT, Skipped, collect, default_roots
 from rigctl.doctor.facts import DoctorFacts, snapshot_facts
 from rigctl.doctor.fix import plan_fixes
-from rigctl.errors import CommandError, RigctlError, UsageError
+from rigctl.errors import HostUnreachableError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.fleet.inventory import Host
 from rigctl.fleet.ssh import (
@@ -52,7 +53,7 @@ from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
 from rigctl.recipe.load import format_validation_error
 from rigctl.util import safefs
 from rigctl.util.proc import Completed
-from rigctl.util.text import SCHEMA_VERSION, printable
+from rigctl.util.text import SCHEMA_VERSION, VERSION, printable
 
 COMMANDS = ("status", "doctor", "preflight", "swap")
 # what each remote-rigctl command needs after its name
@@ -66,18 +67,12 @@ class HostResult:
     ok: bool = False
     reachable: bool = True
     via: str = "ssh"  # "rigctl" when the remote rigctl answered, "ssh" when we read podman/systemctl/files
+    rigctl_version: str | None = None  # what the remote rigctl's answer says it is (``note_version``); None: no answer
     elapsed_s: float = 0.0
     error: str | None = None
     summary: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "destination": self.destination, "ok": self.ok, "reachable": self.reachable,
-            "via": self.via, "elapsed_s": round(self.elapsed_s, 3), "error": self.error,
-            "summary": self.summary, "findings": self.findings, "data": self.data,
-        }
 
 
 @dataclass
@@ -90,15 +85,17 @@ class FleetResult:
     def ok(self) -> bool:
         return all(h.ok for h in self.hosts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: adds the counts scripts read
         return {
-            "hosts": [h.to_dict() for h in self.hosts],
+            "hosts": [asdict(h) for h in self.hosts],
             "elapsed_s": round(self.elapsed_s, 3),
             "counts": {
                 "hosts": len(self.hosts),
                 "ok": sum(1 for h in self.hosts if h.ok),
                 "unreachable": sum(1 for h in self.hosts if not h.reachable),
             },
+            # this rigctl's version, and the hosts whose rigctl answered with another one (or with none)
+            "versions": {"local": VERSION, "skew": [h.name for h in self.hosts if version_skew(h)]},
         }
 
 
@@ -218,6 +215,31 @@ class RemoteRigctl:
         return _answer_failure(host, label, self.problem, self.stderr)
 
 
+_VERSION_TEXT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,39}")
+UNKNOWN_VERSION = "unknown"  # a remote rigctl that answered without saying its version (or with nonsense)
+
+
+def remote_version(document: dict[str, Any]) -> str:
+    """THE place a remote rigctl's version is read: the ``version`` of its JSON envelope (a rigctl from
+    before envelopes carried one says none, and anything but a short version word is not believed)."""
+    said = document.get("version")
+    return said if isinstance(said, str) and _VERSION_TEXT.fullmatch(said) else UNKNOWN_VERSION
+
+
+def note_version(result: HostResult, document: dict[str, Any]) -> None:
+    """Keep the version of the rigctl that answered for this host. One other than this rigctl's is a
+    summary line, so the fleet's text shows it; the JSON has it in ``rigctl_version`` and ``versions``."""
+    result.rigctl_version = remote_version(document)
+    if version_skew(result):
+        result.summary.append(f"WARN version skew: rigctl {result.rigctl_version} on {result.name}, {VERSION} "
+                              "here; install the same rigctl on both")
+
+
+def version_skew(result: HostResult) -> bool:
+    """Whether a rigctl answered for this host, and is another version than this one."""
+    return result.rigctl_version is not None and result.rigctl_version != VERSION
+
+
 def _answer_failure(host: Host, label: str, problem: str | None, stderr: str) -> str:
     """One line for an answer that cannot be used, with the end of the remote stderr."""
     detail = _tail(stderr)
@@ -233,14 +255,22 @@ def _command_word(argv: Sequence[str]) -> str:
     return next((w for w in argv if not w.startswith("-")), "?")
 
 
+class RemoteRigctlMissingError(HostUnreachableError):
+    """ssh reached the host but there is no rigctl to run there: the command could not be asked either,
+    so the exit code is the unreachable one; the host itself is up (``HostResult.reachable`` stays true)."""
+
+    code = "remote-rigctl-missing"
+
+
 def _check_reached(host: Host, rc: int, stderr: str) -> None:
     """Raise when ssh could not reach the host (255, or our timeout) or the program is not there (127)."""
     if rc in (SSH_UNREACHABLE, TIMED_OUT):
-        raise CommandError(f"{host.name} ({_destination(host)}) is unreachable: {_tail(stderr)}",
-                           fix="check `ssh` to it by hand; rigctl uses BatchMode (keys only, no prompts)")
+        raise HostUnreachableError(f"{host.name} ({_destination(host)}) is unreachable: {_tail(stderr)}",
+                                   fix="check `ssh` to it by hand; rigctl uses BatchMode (keys only, no prompts)")
     if rc == NOT_FOUND:
-        raise CommandError(f"rigctl is not installed on {host.name} ({_brief(_program(host))}: command not found)",
-                           fix="install rigctl there, or set `rigctl:` for the host in the inventory")
+        raise RemoteRigctlMissingError(
+            f"rigctl is not installed on {host.name} ({_brief(_program(host))}: command not found)",
+            fix="install rigctl there, or set `rigctl:` for the host in the inventory")
 
 
 def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport | None = None,
@@ -248,7 +278,7 @@ def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport |
     """Run ``rigctl ARGV --json`` on ``host`` and return its exit status and JSON document, judged by
     ``parse_answer`` (``problem`` says what is wrong with an answer that cannot be used).
 
-    Raises CommandError when the host cannot be reached or rigctl is not installed there; a remote
+    Raises HostUnreachableError when the host cannot be reached or rigctl is not installed there; a remote
     command that ran and failed is a normal result (its rc and document say how)."""
     ssh = transport or OpenSsh.default()
     words = [*argv] if "--json" in argv else [*argv, "--json"]
@@ -261,7 +291,7 @@ def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport |
 def stream_remote_rigctl(host: Host, argv: Sequence[str], *, out: Callable[[str], None],
                          err: Callable[[str], None], transport: OpenSsh | None = None) -> ExitCode:
     """``rigctl ARGV`` on ``host`` in text mode: its stdout and stderr handed to ``out``/``err`` as they
-    come, control sequences made visible (``shown``); returns its exit status. Raises CommandError when
+    come, control sequences made visible (``shown``); returns its exit status. Raises HostUnreachableError when
     the host cannot be reached or rigctl is missing there, RemoteAnswerError for an exit status rigctl
     never uses."""
     ssh = transport or OpenSsh.default()
@@ -592,6 +622,7 @@ def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], std
         result.error = _answer_failure(host, label, problem, stderr)
         return
     assert document is not None  # parse_answer returns one when there is no problem
+    note_version(result, document)
     try:
         report = _RemoteDoctor.model_validate(document)
     except ValidationError as exc:
@@ -655,9 +686,9 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
         units = serving_units(collect(files, roots))
         facts = snapshot_facts(driver_text, cdi)
         found = audit(units, facts)
-        result.findings = [f.to_dict() for f in found]
+        result.findings = [f.model_dump(mode="json") for f in found]
         result.data = {"units": [u.path for u in units], "driver_version": facts.driver_version,
-                       "skipped": [s.to_dict() for s in skipped]}
+                       "skipped": [asdict(s) for s in skipped]}
         result.ok = not any(f.fails for f in found)
         if fix:
             result.data["fix"] = _no_remote_fix(host, units, facts)
@@ -685,7 +716,7 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
         # "--": a recipe name is never read as an option by the remote rigctl, whatever it starts with
         remote = run_remote_rigctl(host, [argv[0], "--json", "--", *argv[1:]], transport=ssh, timeout=timeout)
     except RigctlError as err:
-        result.reachable = "unreachable" not in err.message
+        result.reachable = not isinstance(err, HostUnreachableError) or isinstance(err, RemoteRigctlMissingError)
         result.error = err.message
         return result
     if remote.document is not None:
@@ -694,6 +725,7 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
         result.error = remote.failure(host, label)
         return result
     result.ok = remote.ok
+    note_version(result, remote.document)
     error = remote.document.get("error")
     if isinstance(error, dict):
         result.error = str(error.get("message"))
@@ -746,7 +778,7 @@ def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeou
             result = job(host)
         except Exception as exc:  # one host's surprise must not hide the others; report it on that host
             result = HostResult(host.name, _destination(host), error=f"{type(exc).__name__}: {exc}")
-        result.elapsed_s = time.monotonic() - start
+        result.elapsed_s = round(time.monotonic() - start, 3)  # as the JSON shows it
         return result
 
     start = time.monotonic()

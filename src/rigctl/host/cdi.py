@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from rigctl.errors import InvalidInputError
 from rigctl.host.facts import Cdi, CdiSpec
+from rigctl.recipe.problems import plain_message
 from rigctl.util import safefs
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -48,7 +49,8 @@ def spec_from_text(path: str, text: str, mtime_ns: int | None = None) -> CdiSpec
         return CdiSpec(path=path, kind=data.get("kind"), devices=devices, mtime_ns=mtime_ns,
                        driver_versions=versions)
     except ValidationError as exc:  # a kind that is not a string, a device name of 10 KB, ...
-        return CdiSpec(path=path, mtime_ns=mtime_ns, error=f"not a CDI spec: {exc.errors()[0]['msg']}")
+        return CdiSpec(path=path, mtime_ns=mtime_ns,
+                       error=f"not a CDI spec: {plain_message(exc.errors(include_url=False)[0])}")
 
 
 def read_spec(path: Path) -> CdiSpec:

@@ -33,6 +33,7 @@ from rigctl.host.nvml import NvmlLib, probe_gpus
 from rigctl.places import Scope
 from rigctl.recipe.catalog import clip
 from rigctl.recipe.model import Recipe, SpecDraft
+from rigctl.recipe.problems import format_validation_error
 from rigctl.util.jsonfile import load_json
 from rigctl.util.safefs import INVENTORY_LIMIT
 
@@ -127,11 +128,6 @@ def gather_facts(
     return facts.model_copy(update={"licenses": records, "probe_errors": errors})
 
 
-def _where(loc: tuple[int | str, ...]) -> str:
-    """A validation error's dotted path; keys come from the document, so each is clipped."""
-    return ".".join(clip(x, 60) if isinstance(x, str) and len(x) > 60 else str(x) for x in loc) or "(top level)"
-
-
 def facts_from_json(data: Any, source: str) -> HostFacts:
     """A HostFacts document, or the ``rigctl inventory --json`` envelope around one."""
     if not isinstance(data, dict):
@@ -150,10 +146,7 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     try:
         return HostFacts.model_validate(body)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        problems = [f"{source}: {_where(e['loc'])}: {e['msg']}" for e in errors[:MAX_PROBLEMS]]
-        if len(errors) > MAX_PROBLEMS:
-            problems.append(f"{source}: ... and {len(errors) - MAX_PROBLEMS:,} more problems")
+        problems = format_validation_error(source, exc, model=HostFacts, most=MAX_PROBLEMS)
         raise InvalidInputError(problems, fix=CAPTURE_FIX) from None
 
 

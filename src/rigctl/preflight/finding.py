@@ -1,4 +1,4 @@
-"""Findings and checks: the values preflight is made of.
+"""Checks: what preflight is made of. Their results are ``rigctl.findings`` Findings (re-exported here).
 
 A check is a small value: a stable kebab-case id, a one-line summary, and ``run(ctx) -> Finding``.
 Expected problems are findings (``fail`` with a fix), never exceptions; an exception out of a check is a
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from rigctl.findings import Finding, Severity
 
 if TYPE_CHECKING:
     from rigctl.host.facts import HostFacts
@@ -20,23 +19,7 @@ if TYPE_CHECKING:
     from rigctl.preflight.layout import Choice
     from rigctl.recipe.model import Recipe
 
-
-class Severity(StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"
-    ERROR = "error"  # the check itself crashed: a bug, reported and counted as not ok
-
-
-class Finding(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
-    severity: Severity
-    message: str
-    fix: str | None = None
-    figures: dict[str, Any] | None = None  # measured and expected numbers, for scripts (gpu-allreduce, gpu-p2p)
+__all__ = ["Check", "Context", "Finding", "Severity", "Verdict", "fail", "ok", "skip", "warn"]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rigctl.errors import UsageError
+from rigctl.findings import any_failing
 from rigctl.host.facts import HostFacts
 from rigctl.places import Scope
 from rigctl.preflight import gpu_checks as g
@@ -60,7 +61,7 @@ class PreflightReport:
 
     @property
     def ok(self) -> bool:
-        return not any(f.severity in (Severity.FAIL, Severity.ERROR) for f in self.findings)
+        return not any_failing(self.findings)
 
     def finding(self, check_id: str) -> Finding:
         return next(f for f in self.findings if f.id == check_id)

@@ -2,12 +2,13 @@
 
 An overlay file is deep-merged over it, then ``--set a.b=value`` pairs (value parsed as YAML, by the
 same bounded loader as files) in order. Every defect in a file comes back as one ``InvalidInputError``
-listing ``file: dotted.path: problem`` lines, a bad ``--set`` as a ``UsageError``; nothing here raises
-a raw pydantic or YAML error.
+listing ``file: dotted.path: problem (line N)`` lines (worded by ``recipe.problems``), a bad ``--set`` as
+a ``UsageError``; nothing here raises a raw pydantic or YAML error.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,6 +33,12 @@ from rigctl.recipe.catalog import (
     resolve,
 )
 from rigctl.recipe.model import Recipe
+from rigctl.recipe.problems import Origin, format_validation_error
+
+__all__ = [  # format_validation_error: its home is recipe.problems; kept here for the callers that import it
+    "LoadedRecipe", "apply_set", "deep_merge", "format_validation_error", "list_recipes", "load", "parse_set",
+    "validate_data", "validate_file",
+]
 
 
 @dataclass(frozen=True)
@@ -97,38 +104,13 @@ def _set_in(node: Any, parts: list[str], value: Any, trail: list[str]) -> Any:
     return merged
 
 
-def format_validation_error(source: str, exc: ValidationError) -> list[str]:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(_drop_union_tags(err["loc"])) or "(top level)"
-        msg = err["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        lines.append(f"{source}: {loc}: {msg}")
-    return lines
-
-
-_TAGGED_UNIONS = {"speculative": {"none", "mtp", "draft"}}
-
-
-def _drop_union_tags(loc: Sequence[int | str]) -> list[str]:
-    """pydantic puts the discriminator value into the location of a tagged union
-    (``speculative.draft.draft.path``); the operator's file has no such level."""
-    parts: list[str] = []
-    for i, part in enumerate(loc):
-        if i > 0 and str(part) in _TAGGED_UNIONS.get(str(loc[i - 1]), set()) and i == 1:
-            continue
-        parts.append(str(part))
-    return parts
-
-
-def validate_data(data: Mapping[str, Any], source: str) -> Recipe:
+def validate_data(data: Mapping[str, Any], source: str, origins: Sequence[Origin] = ()) -> Recipe:
+    """The recipe, or every problem with it (``origins``: the files and --set it was built from, which
+    give each problem its line)."""
     try:
         return Recipe.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInputError(format_validation_error(source, exc)) from None
+        raise InvalidInputError(format_validation_error(source, exc, model=Recipe, origins=origins)) from None
 
 
 def load(
@@ -140,21 +122,28 @@ def load(
     source = resolve(name_or_path)
     data = read_yaml_mapping(source.path)
     applied: list[str] = []
+    origins = [Origin(path=source.path)]
     for overlay in overlays:
         data = deep_merge(data, read_yaml_mapping(Path(overlay)))
         applied.append(str(overlay))
+        origins.append(Origin(str(overlay), path=Path(overlay)))
     for assignment in sets:
         parts, value = parse_set(assignment)
         data = apply_set(data, parts, value)
         # the label starts every problem line: a huge value is cut, not repeated in each
         applied.append(f"--set {assignment}" if len(assignment) <= 200 else f"--set {clip(assignment, 100)}")
+        origins.append(Origin(applied[-1], keys=tuple(parts)))
     label = str(source.path) if not applied else f"{source.path} (+ {', '.join(applied)})"
-    recipe = validate_data(data, label)
+    recipe = validate_data(data, label, origins)
     return LoadedRecipe(recipe, replace(source, overlays=tuple(applied)))
 
 
-def validate_file(path: Path) -> Recipe:
-    return validate_data(read_yaml_mapping(path), str(path))
+def validate_file(path: Path | str) -> Recipe:
+    """``rigctl validate``: a file, or a recipe by name when no file of that name is here."""
+    found = Path(path)
+    if not os.path.lexists(found):
+        found = resolve(str(path)).path
+    return validate_data(read_yaml_mapping(found), str(path), [Origin(path=found)])
 
 
 def list_recipes() -> list[dict[str, Any]]:

@@ -139,7 +139,9 @@ def _scalar_to_text(value: object) -> object:
     return value
 
 
-EnvValue = Annotated[str, BeforeValidator(_scalar_to_text), AfterValidator(_no_control)]
+# json_schema_input_type: what the recipe's JSON Schema (`rigctl schema recipe`) lets an editor accept
+EnvValue = Annotated[str, BeforeValidator(_scalar_to_text, json_schema_input_type=str | int | float | bool),
+                     AfterValidator(_no_control)]
 NonEmptyStr = Annotated[str, Field(min_length=1), AfterValidator(_no_control)]
 HostPath = Annotated[str, Field(min_length=1), AfterValidator(_no_control), AfterValidator(_absolute_path)]
 ContainerPath = HostPath
@@ -148,7 +150,9 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 GpuId = Annotated[
     str,
     BeforeValidator(_no_control_before),
-    BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v),
+    BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v,
+                    json_schema_input_type=Annotated[int, Field(ge=0, le=99)]
+                    | Annotated[str, Field(pattern=r"^(\d{1,2}|GPU-[0-9a-fA-F-]{36}|MIG-[0-9a-fA-F-]{36})$")]),
     Field(pattern=r"^(\d{1,2}|GPU-[0-9a-fA-F-]{36}|MIG-[0-9a-fA-F-]{36})$"),
 ]
 

@@ -296,6 +296,18 @@ class SafeDir:
             raise
         self.sync()
 
+    def write_new(self, name: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Write ``name`` whole, only where nothing is (no file, no link): staged, then linked into place,
+        so a reader never sees half of it and whatever appeared there meanwhile is refused, never replaced."""
+        tmp = self.stage(name, data, mode=mode)
+        try:
+            os.link(tmp, check_name(name), src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
+        except FileExistsError:
+            raise refuse(os.path.join(self.path, name), "already exists; rigctl does not overwrite it") from None
+        finally:
+            self.discard(tmp)
+        self.sync()
+
     def backup(self, name: str, data: bytes, *, mode: int, owner: tuple[int, int] | None = None,
                most: int = 100) -> str:
         """Keep ``data`` as ``name.bak`` — or, when that exists (a file or a link), the first free

@@ -6,11 +6,25 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rigctl import __version__
+
+VERSION = __version__  # rigctl's own (tests/cli/test_meta_commands.py keeps it equal to the package's metadata)
 SCHEMA_VERSION = "1"  # the "rigctl" key of every JSON document; bump on incompatible changes
 
 
 def envelope(command: str, ok: bool, payload: dict[str, Any]) -> dict[str, Any]:
-    return {"rigctl": SCHEMA_VERSION, "command": command, "ok": ok, **payload}
+    """Every JSON document's head. ``version`` says which rigctl wrote it: a fleet reads the remote
+    rigctl's from its answer, with no extra call, and warns when it differs from its own. It comes after
+    the payload: scripts that read the head in order (schema, command, ok, then the command's own keys)
+    keep working."""
+    return {"rigctl": SCHEMA_VERSION, "command": command, "ok": ok, **payload, "version": VERSION}
+
+
+def version_line() -> str:
+    """What `rigctl --version` prints."""
+    import platform  # noqa: PLC0415 - only for this line
+
+    return f"rigctl {VERSION} (Python {platform.python_version()})"
 
 
 # What a terminal would act on rather than show: C0 controls (ESC starts CSI/OSC sequences, BEL ends

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from rigctl.findings import Severity
 from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, as_count
 from rigctl.verify.prompts import ESTIMATE_MARGIN, make_needles, needle_builder, score_needles
 from rigctl.verify.repetition import detect_repetition
@@ -38,13 +39,14 @@ async def check_health(s: Session) -> CheckResult:
         answer = await s.engine.get(path, timeout=s.expect.health_timeout_s)
     except EngineRequestError as err:
         s.blocker = f"health: {err.message}"
-        return CheckResult("health", "fail", f"{path}: {err.message}", {"error": err.kind})
+        return CheckResult("health", Severity.FAIL, f"{path}: {err.message}", {"error": err.kind})
     figures = {"status_code": answer.status, "latency_ms": round(answer.latency_s * 1000, 1)}
     if answer.status == 200:
-        return CheckResult("health", "pass", f"{path} answered 200", figures)
+        return CheckResult("health", Severity.OK, f"{path} answered 200", figures)
     if answer.status == 503:
-        return CheckResult("health", "fail", f"{path} answered 503: the engine is dead or not ready yet", figures)
-    return CheckResult("health", "fail", f"{path} answered {answer.status}", figures)
+        return CheckResult("health", Severity.FAIL, f"{path} answered 503: the engine is dead or not ready yet",
+                           figures)
+    return CheckResult("health", Severity.FAIL, f"{path} answered {answer.status}", figures)
 
 
 async def check_models(s: Session) -> CheckResult:
@@ -57,12 +59,14 @@ async def check_models(s: Session) -> CheckResult:
     except EngineRequestError as err:
         if err.kind in ("timeout", "connect"):
             s.blocker = f"models: {err.message}"
-        return CheckResult("models", "fail", err.message, {"error": err.kind})
+        if err.kind == "not-openai":
+            s.foreign = err.message
+        return CheckResult("models", Severity.FAIL, err.message, {"error": err.kind})
     ids = [clip(str(e.get("id")), 100) for e in entries[:50]]
     figures: dict[str, object] = {"served": ids, "listed": len(entries), "detection": s.detection}
     entry = next((e for e in entries if e.get("id") == model), None)
     if entry is None:
-        return CheckResult("models", "fail", f"{model!r} is not served; the server lists {ids}", figures)
+        return CheckResult("models", Severity.FAIL, f"{model!r} is not served; the server lists {ids}", figures)
     label = s.dialect.context_label
     served = s.server_context
     figures["max_model_len"] = as_count(entry.get("max_model_len"))
@@ -71,27 +75,28 @@ async def check_models(s: Session) -> CheckResult:
         figures.update({"slots": s.limit.slots, "total_context": s.limit.total})
     figures["expected_context"] = s.expect.context
     if s.mismatch is not None:
-        return CheckResult("models", "fail", f"expected a {s.mismatch} engine (the recipe's engine.kind or --engine), "
+        return CheckResult("models", Severity.FAIL,
+                           f"expected a {s.mismatch} engine (the recipe's engine.kind or --engine), "
                            f"but the server answers as {s.dialect.name}", figures)
     if s.unbelieved is not None:
-        return CheckResult("models", "fail", f"{model!r} is listed with {label} {s.unbelieved:,}, more than any "
+        return CheckResult("models", Severity.FAIL, f"{model!r} is listed with {label} {s.unbelieved:,}, more than any "
                            f"engine serves ({MAX_CONTEXT:,}); not believed", figures)
     if served is None:
-        return CheckResult("models", "pass", f"{model!r} is served (the server does not report {label})", figures)
+        return CheckResult("models", Severity.OK, f"{model!r} is served (the server does not report {label})", figures)
     assert s.limit is not None
     expected = s.expect.context
     if expected is not None and served < expected:
         split = (f" ({s.limit.total:,} split over {s.limit.slots} slots)" if s.limit.total and s.limit.slots
                  else "")
         return CheckResult(
-            "models", "fail",
+            "models", Severity.FAIL,
             f"{model!r} serves {served:,} tokens per request{split}, less than the expected context of "
             f"{expected:,}: the engine is configured for less than expected ({s.limit.source}); needle and soak "
             f"are sized to {served:,}", figures)
     if expected is not None and served != expected:
-        return CheckResult("models", "fail", f"{model!r} is served with {label} {served:,}, expected {expected:,}",
-                           figures)
-    return CheckResult("models", "pass", f"{model!r} is served, {label} {served:,}", figures)
+        return CheckResult("models", Severity.FAIL,
+                           f"{model!r} is served with {label} {served:,}, expected {expected:,}", figures)
+    return CheckResult("models", Severity.OK, f"{model!r} is served, {label} {served:,}", figures)
 
 
 async def check_smoke(s: Session) -> CheckResult:
@@ -117,8 +122,8 @@ async def check_smoke(s: Session) -> CheckResult:
             failed.append(f"{smoke.prompt!r} -> {clip(done.text, 80)!r} lacks {smoke.expect_contains!r}")
     figures: dict[str, object] = {"prompts": results}
     if failed:
-        return CheckResult("smoke", "fail", "; ".join(failed), figures)
-    return CheckResult("smoke", "pass", f"{len(results)} known answer(s) correct", figures)
+        return CheckResult("smoke", Severity.FAIL, "; ".join(failed), figures)
+    return CheckResult("smoke", Severity.OK, f"{len(results)} known answer(s) correct", figures)
 
 
 async def probe_repetition(s: Session) -> CheckResult:
@@ -132,14 +137,14 @@ async def probe_repetition(s: Session) -> CheckResult:
             errors.append(err.message)
             if s.blocker:
                 break
-    return CheckResult("repetition", "skip", "probed; judged after the other checks", {"probe_errors": errors})
+    return CheckResult("repetition", Severity.SKIP, "probed; judged after the other checks", {"probe_errors": errors})
 
 
 def judge_repetition(s: Session, probed: CheckResult) -> CheckResult:
     """A loop detector over every output the run saw: word n-gram dominance, repeated subwords and
     characters (the story's `the capital France capital France ...`)."""
     # probing that raised (a bug, isolated by the runner) counts as a failed probe
-    probe_errors: list[str] = [probed.message] if probed.status == "error" else probed.figures["probe_errors"]
+    probe_errors: list[str] = [probed.message] if probed.severity is Severity.ERROR else probed.figures["probe_errors"]
     findings = []
     for out in s.outputs:
         finding = detect_repetition(out.text)
@@ -153,14 +158,14 @@ def judge_repetition(s: Session, probed: CheckResult) -> CheckResult:
         figures["probe_errors"] = probe_errors[:3]
     if findings:
         first = findings[0]
-        return CheckResult("repetition", "fail",
+        return CheckResult("repetition", Severity.FAIL,
                            f"{len(findings)} of {len(s.outputs)} outputs loop; {first['source']}: {first['why']}",
                            figures)
     if not s.outputs:
-        return CheckResult("repetition", "skip", "no output to examine: every request failed", figures)
+        return CheckResult("repetition", Severity.SKIP, "no output to examine: every request failed", figures)
     if probe_errors:
-        return CheckResult("repetition", "fail", f"probe request failed: {probe_errors[0]}", figures)
-    return CheckResult("repetition", "pass", f"no loop in {len(s.outputs)} outputs", figures)
+        return CheckResult("repetition", Severity.FAIL, f"probe request failed: {probe_errors[0]}", figures)
+    return CheckResult("repetition", Severity.OK, f"no loop in {len(s.outputs)} outputs", figures)
 
 
 async def check_determinism(s: Session) -> CheckResult:
@@ -169,17 +174,17 @@ async def check_determinism(s: Session) -> CheckResult:
         first = await s.complete("determinism[0]", DETERMINISM_PROBE)
         second = await s.complete("determinism[1]", DETERMINISM_PROBE)
     except EngineRequestError as err:
-        return CheckResult("determinism", "fail", err.message, {"error": err.kind})
+        return CheckResult("determinism", Severity.FAIL, err.message, {"error": err.kind})
     figures: dict[str, object] = {"first": clip(first.text), "second": clip(second.text)}
     if first.text == second.text and not first.text.strip():
-        return CheckResult("determinism", "warn", "both answers were empty: identical, but that proves little",
+        return CheckResult("determinism", Severity.WARN, "both answers were empty: identical, but that proves little",
                            figures)
     if first.text == second.text:
-        return CheckResult("determinism", "pass", f"identical answers ({len(first.text)} characters)", figures)
+        return CheckResult("determinism", Severity.OK, f"identical answers ({len(first.text)} characters)", figures)
     at = next((i for i, (a, b) in enumerate(zip(first.text, second.text, strict=False)) if a != b),
               min(len(first.text), len(second.text)))
     figures["first_difference_at"] = at
-    return CheckResult("determinism", "fail",
+    return CheckResult("determinism", Severity.FAIL,
                        f"two identical requests at temperature 0 differ from character {at}", figures)
 
 
@@ -192,7 +197,7 @@ async def check_needle(s: Session) -> CheckResult:
     if s.server_context is not None and context is not None:
         context = min(context, s.server_context)  # a longer prompt would only be refused
     if context is None:
-        return CheckResult("needle", "skip",
+        return CheckResult("needle", Severity.SKIP,
                            "no context length known: pass --context, or use a server that reports max_model_len")
     answer_budget = min(settings.answer_budget, context // 4)
     target = context - answer_budget
@@ -205,9 +210,9 @@ async def check_needle(s: Session) -> CheckResult:
     except EngineRequestError as err:
         if err.kind in ("timeout", "connect"):
             s.blocker = f"needle: {err.message}"
-        return CheckResult("needle", "fail", f"while sizing the prompt: {err.message}", {"error": err.kind})
+        return CheckResult("needle", Severity.FAIL, f"while sizing the prompt: {err.message}", {"error": err.kind})
     except ValueError as exc:
-        return CheckResult("needle", "skip", str(exc))
+        return CheckResult("needle", Severity.SKIP, str(exc))
     # A long prefill is slow on any engine; allow one second per thousand tokens on top of the timeout.
     answer_timeout = timeout + sized.tokens / 1000
     s.progress.phase("needle", f"waiting for the answer to {sized.tokens:,} tokens")
@@ -222,7 +227,7 @@ async def check_needle(s: Session) -> CheckResult:
             too_long = err.status == 400 and sized.method != "tokenize" and "context" in err.message.lower()
             if not too_long:
                 s.progress.finish("needle")
-                return CheckResult("needle", "fail", err.message, {**figures, "error": err.kind})
+                return CheckResult("needle", Severity.FAIL, err.message, {**figures, "error": err.kind})
             sentences = int(sentences * 0.95)  # the estimate overshot: 5% shorter, and again
             text = build(sentences, 0)
             refused += 1
@@ -230,7 +235,7 @@ async def check_needle(s: Session) -> CheckResult:
     if refused:
         figures["refused_lengths"] = refused  # estimated lengths the engine refused before one fitted
     if done is None:
-        return CheckResult("needle", "fail", "the server refused every prompt length tried", figures)
+        return CheckResult("needle", Severity.FAIL, "the server refused every prompt length tried", figures)
     found, missing = score_needles(done.text, needles)
     reached = done.prompt_tokens
     figures.update({
@@ -241,13 +246,13 @@ async def check_needle(s: Session) -> CheckResult:
     shown = f"{reached:,}" if reached is not None else f"~{sized.tokens:,} (estimated)"
     if missing:
         depths = ", ".join(f"{n.depth:.0%}" for n in missing)
-        return CheckResult("needle", "fail",
+        return CheckResult("needle", Severity.FAIL,
                            f"{len(found)}/{len(needles)} needles recalled at {shown} prompt tokens; "
                            f"lost at depth {depths}", figures)
     if reached is not None and reached < 0.9 * target:
-        return CheckResult("needle", "warn", f"{len(found)}/{len(needles)} needles recalled, but the prompt "
+        return CheckResult("needle", Severity.WARN, f"{len(found)}/{len(needles)} needles recalled, but the prompt "
                            f"reached only {reached:,} of {target:,} tokens", figures)
-    return CheckResult("needle", "pass", f"{len(found)}/{len(needles)} needles recalled at {shown} prompt tokens "
+    return CheckResult("needle", Severity.OK, f"{len(found)}/{len(needles)} needles recalled at {shown} prompt tokens "
                        f"(context {context:,})", figures)
 
 

@@ -28,7 +28,7 @@ from rigctl.errors import RigctlError, UsageError
 
 SHARD = 32  # connections per httpx pool
 
-ErrorKind = Literal["timeout", "connect", "http", "protocol", "engine-error", "cut-off", "too-large"]
+ErrorKind = Literal["timeout", "connect", "http", "protocol", "engine-error", "cut-off", "too-large", "not-openai"]
 
 # --- Bounds ---------------------------------------------------------------------------------------------
 # Time is bounded by the deadlines; memory by these caps on the bytes of each answer. Every body is read as
@@ -219,6 +219,7 @@ class HttpAnswer:
     status: int
     body: str
     latency_s: float
+    content_type: str = ""  # the media type alone, lower case ("text/html"); "" when the server sent none
 
 
 class EngineAPI(Protocol):
@@ -251,17 +252,68 @@ def _describe_http_error(exc: httpx.HTTPError) -> tuple[ErrorKind, str]:
 
 
 def _error_message(body: str) -> str:
+    """The message of an error answer, as one line of at most 300 characters: it lands in a report's cell,
+    so an HTML error page is named by its title, never quoted whole."""
     try:
         data = json.loads(body)
     except ValueError:
-        return body.strip()[:300]
+        return _html_page(body) if _looks_like_html(body) else _one_line(body)
     if isinstance(data, dict):
         err = data.get("error", data)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])[:300]
+            return _one_line(err["message"])
         if isinstance(data.get("detail"), str):
-            return str(data["detail"])[:300]
-    return body.strip()[:300]
+            return _one_line(data["detail"])
+    return _one_line(body)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+
+
+def _looks_like_html(body: str, content_type: str = "") -> bool:
+    head = body.lstrip()[:100].lower()
+    return content_type in ("text/html", "application/xhtml+xml") or head.startswith(("<!doctype html", "<html"))
+
+
+def _html_page(body: str) -> str:
+    found = _TITLE.search(body[:ERROR_SHOWN])
+    title = _one_line(found.group(1), 80) if found else ""
+    return f"an HTML page titled {title!r}" if title else "an HTML page"
+
+
+NO_OPENAI_API = (404, 405, 501)  # statuses that say no /v1/models is served here at all
+
+
+def not_openai(answer: HttpAnswer) -> str | None:
+    """Why this answer to GET /v1/models shows that no OpenAI-compatible API answers at the URL (a web
+    server's HTML page, a route that does not exist, JSON of another shape), or None when it may still
+    be one. A 5xx page is no verdict: a proxy says 502 while the engine behind it boots, and an engine
+    that refuses us (401, 429) is still an engine."""
+    said = f"GET /v1/models answered {answer.status} {answer.content_type or 'without a content type'}"
+    if answer.status >= 500 and answer.status not in NO_OPENAI_API:
+        return None
+    data: Any = None
+    is_json = True
+    try:
+        data = json.loads(answer.body) if answer.status == 200 else None
+    except (ValueError, RecursionError):
+        is_json = False
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        return None  # a model list, whatever the server called its media type
+    if _looks_like_html(answer.body, answer.content_type):
+        return f"{said}: {_html_page(answer.body)}"
+    if answer.status in NO_OPENAI_API:
+        return said + (f": {_error_message(answer.body)}" if answer.body.strip() else "")
+    if answer.status != 200:
+        return None
+    if not is_json:
+        return f"{said}, not JSON: {_one_line(answer.body, 80)}"
+    return f'{said}, not an OpenAI model list (no "data" list): {_one_line(answer.body, 80)}'
 
 
 class HttpEngine:
@@ -318,13 +370,13 @@ class HttpEngine:
         start = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
-                status, body = await self._fetch(method, path, payload, timeout=timeout, limit=limit)
+                status, body, media = await self._fetch(method, path, payload, timeout=timeout, limit=limit)
         except TimeoutError:
             raise EngineRequestError("timeout", f"{method} {path} did not answer within {timeout:g}s") from None
         except httpx.HTTPError as exc:
             kind, msg = _describe_http_error(exc)
             raise EngineRequestError(kind, f"{method} {path}: {msg}") from None
-        return HttpAnswer(status, body, time.perf_counter() - start)
+        return HttpAnswer(status, body, time.perf_counter() - start, media)
 
     @contextlib.asynccontextmanager
     async def _exchange(
@@ -351,18 +403,27 @@ class HttpEngine:
 
     async def _fetch(
         self, method: str, path: str, payload: dict[str, Any] | None, *, timeout: float | httpx.Timeout, limit: int
-    ) -> tuple[int, str]:
+    ) -> tuple[int, str, str]:
         """One exchange read whole: a 200 answer up to ``limit`` bytes (more is EngineRequestError
-        ``too-large``), any other answer only its first ERROR_SHOWN bytes."""
+        ``too-large``), any other answer only its first ERROR_SHOWN bytes; and its media type."""
         async with self._exchange(method, path, payload, timeout) as resp:
             what = f"{method} {self.endpoint.base_url}{path}"
+            media = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()[:100]
             if resp.status_code != 200:
-                return resp.status_code, await _read_prefix(resp, what, ERROR_SHOWN)
+                return resp.status_code, await _read_prefix(resp, what, ERROR_SHOWN), media
             body = await _read_body(resp, what, limit)
-            return 200, body.decode(errors="replace")
+            return 200, body.decode(errors="replace"), media
 
     async def models(self, *, timeout: float) -> list[dict[str, Any]]:
+        """The served models. The first probe of the OpenAI API as such: an answer that shows there is none
+        at the URL is EngineRequestError ``not-openai`` (verify then stops, instead of sending completions
+        to a web server)."""
         answer = await self.get("/v1/models", timeout=timeout)
+        foreign = not_openai(answer)
+        if foreign is not None:
+            raise EngineRequestError(
+                "not-openai", f"not an OpenAI-compatible server at {self.endpoint.base_url} ({foreign})",
+                status=answer.status)
         if answer.status != 200:
             raise EngineRequestError(
                 "http", f"GET /v1/models answered {answer.status}: {_error_message(answer.body)}", status=answer.status
@@ -384,8 +445,8 @@ class HttpEngine:
         payload = {"model": self.endpoint.model, "prompt": prompt}
         try:
             async with asyncio.timeout(timeout):
-                status, body = await self._fetch("POST", "/tokenize", payload, timeout=timeout,
-                                                 limit=tokenize_limit(prompt))
+                status, body, _ = await self._fetch("POST", "/tokenize", payload, timeout=timeout,
+                                                    limit=tokenize_limit(prompt))
         except TimeoutError:
             raise EngineRequestError("timeout", f"POST /tokenize did not answer within {timeout:g}s") from None
         except httpx.HTTPError as exc:
@@ -459,7 +520,7 @@ class HttpEngine:
         start = time.perf_counter()
         try:
             if not request.stream:
-                status, text = await self._fetch("POST", path, body, timeout=http_timeout, limit=limit)
+                status, text, _ = await self._fetch("POST", path, body, timeout=http_timeout, limit=limit)
                 if status == 200:
                     return self._parse_full(path, text, start, kept_limit(request.max_tokens))
             else:

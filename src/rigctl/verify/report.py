@@ -3,26 +3,37 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, model_serializer
 
 from rigctl.errors import UsageError
+from rigctl.findings import Finding, Severity, any_failing, check_status
 from rigctl.recipe.model import CrashSignature, NeedleSettings, Recipe, SmokePrompt, SoakSettings, Verification
 from rigctl.verify.client import Endpoint
 from rigctl.verify.dialects import DIALECT_NAMES
 
-Status = Literal["pass", "warn", "fail", "skip", "error"]
-FAILING: frozenset[str] = frozenset({"fail", "error"})
 
+class CheckResult(Finding):
+    """One check's finding, and how long it took. A check writes ``CheckResult("smoke", Severity.OK,
+    message, figures)``. Its JSON is verify's own, kept since v1: ``status`` (``findings.check_status``:
+    "pass" for ok) in place of ``severity``, no ``fix``, figures always an object."""
 
-@dataclass(frozen=True)
-class CheckResult:
-    id: str
-    status: Status
-    message: str
-    figures: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any] = Field(default_factory=dict)
     duration_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def __init__(self, id: str, severity: Severity, message: str, figures: dict[str, Any] | None = None,
+                 duration_s: float = 0.0) -> None:
+        # positional, as every check writes it; pydantic validates the fields as for keywords
+        BaseModel.__init__(self, id=id, severity=severity, message=message, figures=figures or {},
+                           duration_s=duration_s)
+
+    @property
+    def status(self) -> str:
+        return check_status(self.severity)
+
+    @model_serializer(mode="plain")
+    def _verify_json(self) -> dict[str, Any]:  # reshapes on purpose: verify's keys and words (see above)
         return {"id": self.id, "status": self.status, "message": self.message, "figures": self.figures,
                 "duration_s": round(self.duration_s, 3)}
 
@@ -35,16 +46,16 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not any(c.status in FAILING for c in self.checks)
+        return not any_failing(self.checks)
 
     def get(self, check_id: str) -> CheckResult | None:
         return next((c for c in self.checks if c.id == check_id), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: the endpoint as {url, model}
         return {
             "endpoint": {"url": self.endpoint.base_url, "model": self.endpoint.model},
             "engine": self.engine,
-            "checks": [c.to_dict() for c in self.checks],
+            "checks": [c.model_dump(mode="json") for c in self.checks],
         }
 
 
@@ -107,6 +118,8 @@ class Progress(Protocol):
 
 
 class NullProgress:
+    """No display (``--json``, a pipe, `up`'s own checks)."""
+
     def phase(self, check: str, description: str, total: int | None = None) -> None:
         pass
 

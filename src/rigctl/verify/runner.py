@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterable
 
 from rigctl.errors import UsageError
+from rigctl.findings import Severity
+from rigctl.util.options import split_list
 from rigctl.verify.checks import REGISTRY, CheckFn
 from rigctl.verify.client import Endpoint, EngineAPI, HttpEngine
 from rigctl.verify.report import CheckResult, Expectations, NullProgress, Progress, VerifyReport
@@ -24,8 +26,7 @@ def parse_checks(spec: str | Iterable[str] | None) -> tuple[str, ...]:
     known = check_ids()
     if spec is None:
         return known
-    items = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else [p.strip() for p in spec]
-    wanted = {p for p in items if p}
+    wanted = set(split_list(spec, option="--checks"))
     unknown = sorted(wanted - set(known))
     if unknown:
         raise UsageError(f"unknown check(s): {', '.join(unknown)}", fix=f"choose from {', '.join(known)}")
@@ -40,9 +41,9 @@ async def _isolated(check_id: str, fn: CheckFn, s: Session) -> CheckResult:
         result = await fn(s)
     except Exception as exc:  # the runner owns isolation: a bug in one check must not hide the others
         s.progress.finish(check_id)
-        return CheckResult(check_id, "error", f"{type(exc).__name__}: {exc}", {},
+        return CheckResult(check_id, Severity.ERROR, f"{type(exc).__name__}: {exc}", {},
                            time.perf_counter() - start)
-    return CheckResult(result.id, result.status, result.message, result.figures, time.perf_counter() - start)
+    return CheckResult(result.id, result.severity, result.message, result.figures, time.perf_counter() - start)
 
 
 async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
@@ -50,8 +51,13 @@ async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
     to_judge: list[str] = []
     for check_id in checks:
         check = REGISTRY[check_id]
+        if check.needs_engine and s.foreign is not None:
+            results[check_id] = CheckResult(check_id, Severity.SKIP,
+                                            f"not run: no OpenAI-compatible server at {s.engine.endpoint.base_url}")
+            continue
         if check.needs_engine and s.blocker is not None:
-            results[check_id] = CheckResult(check_id, "skip", f"not run: the engine stopped answering ({s.blocker})")
+            results[check_id] = CheckResult(check_id, Severity.SKIP,
+                                            f"not run: the engine stopped answering ({s.blocker})")
             continue
         if check.needs_engine and not s.learnt:
             # Once, before the first check that talks to the model: which engine this is, how long one of its
@@ -62,6 +68,9 @@ async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
             except Exception as exc:  # same isolation as _isolated: a bug here must not hide every check
                 s.detection = f"not detected ({type(exc).__name__}: {exc})"
             s.progress.finish(check_id)
+            if s.foreign is not None:  # the first look at the API found none: this check says so, no other runs
+                results[check_id] = CheckResult(check_id, Severity.FAIL, s.foreign, {"error": "not-openai"})
+                continue
         results[check_id] = await _isolated(check_id, check.run, s)
         if check.judge is not None:
             to_judge.append(check_id)  # e.g. repetition: its probes ran now, its verdict needs every output
@@ -70,11 +79,11 @@ async def run_session(s: Session, checks: tuple[str, ...]) -> list[CheckResult]:
         assert judge is not None
         ran = results[check_id]
         judged = judge(s, ran)
-        results[check_id] = CheckResult(judged.id, judged.status, judged.message, judged.figures, ran.duration_s)
+        results[check_id] = CheckResult(judged.id, judged.severity, judged.message, judged.figures, ran.duration_s)
     # Every check says which dialect it spoke and which context it knew (the needle and the soak say which
     # context they sized for themselves).
     stamp = s.figures()
-    return [CheckResult(r.id, r.status, r.message, {**stamp, **r.figures}, r.duration_s)
+    return [CheckResult(r.id, r.severity, r.message, {**stamp, **r.figures}, r.duration_s)
             for r in (results[c] for c in checks)]
 
 

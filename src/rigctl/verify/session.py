@@ -27,6 +27,7 @@ class Session:
     progress: Progress = field(default_factory=NullProgress)
     outputs: list[Output] = field(default_factory=list)
     blocker: str | None = None  # set once the engine is unreachable or hung; later checks skip
+    foreign: str | None = None  # set when the URL serves no OpenAI API at all (a web server): nothing runs
     # What ``learn`` found out about the server:
     dialect: Dialect = OPENAI
     detection: str = "not yet"  # "named", "detected", or why it is plain OpenAI
@@ -50,15 +51,16 @@ class Session:
 
     def figures(self) -> dict[str, Any]:
         """What every check's figures carry: the dialect spoken and the context known (nothing before
-        ``learn``: a run of health alone spoke no dialect)."""
-        if not self.learnt:
+        ``learn``: a run of health alone spoke no dialect, nor one at a URL without an OpenAI API)."""
+        if not self.learnt or self.foreign is not None:
             return {}
         return {"dialect": self.dialect.name, "context": self.context,
                 "context_source": self.limit.describe() if self.limit is not None else None}
 
     def engine_info(self) -> dict[str, Any]:
-        """The report's account of the engine: which dialect, how it was found, what it serves per request."""
-        if not self.learnt:
+        """The report's account of the engine: which dialect, how it was found, what it serves per request
+        (nothing when no engine was found to account for)."""
+        if not self.learnt or self.foreign is not None:
             return {}
         info: dict[str, Any] = {
             "dialect": self.dialect.name, "detection": self.detection, "expected": self.expect.engine,
@@ -86,8 +88,10 @@ class Session:
             entry = next((e for e in entries if e.get("id") == self.engine.endpoint.model), None)
             if entry is None and len(entries) == 1:
                 entry = entries[0]  # one model served under another name: its engine still speaks the same
-        except EngineRequestError:
-            pass
+        except EngineRequestError as err:
+            if err.kind == "not-openai":  # no engine to learn about; the runner says so and stops
+                self.foreign = err.message
+                return
         try:
             found = await detect(self.engine, entry, timeout=timeout, expected=expected)
             self.dialect, self.detection = found.dialect, found.how

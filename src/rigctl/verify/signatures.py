@@ -23,12 +23,6 @@ class SignatureMatch:
     remedy: str
     link: str | None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "id": self.id, "line_number": self.line_number, "line": self.line,
-            "meaning": self.meaning, "remedy": self.remedy, "link": self.link,
-        }
-
 
 def match_signatures(
     signatures: Sequence[CrashSignature], text: str | Iterable[str], *, first_only: bool = False

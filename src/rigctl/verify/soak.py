@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rigctl.findings import Severity
 from rigctl.verify.client import Completion, EngineAPI, EngineRequestError, Request, percentile
 from rigctl.verify.prompts import ESTIMATE_MARGIN, prefix_builder
 from rigctl.verify.report import CheckResult
@@ -157,10 +158,10 @@ async def check_soak(s: Session) -> CheckResult:
                              margin=ESTIMATE_MARGIN if notes else 1.03)
     except EngineRequestError as err:
         s.progress.finish("soak")
-        return CheckResult("soak", "fail", f"while sizing the prefix: {err.message}", {"error": err.kind})
+        return CheckResult("soak", Severity.FAIL, f"while sizing the prefix: {err.message}", {"error": err.kind})
     except ValueError as exc:
         s.progress.finish("soak")
-        return CheckResult("soak", "skip", f"no prefix fits: {exc}")
+        return CheckResult("soak", Severity.SKIP, f"no prefix fits: {exc}")
     prompts = [sized.text + suffix(i) for i in range(cfg.requests)]
     idle = s.expect.request_timeout_s
 
@@ -173,7 +174,8 @@ async def check_soak(s: Session) -> CheckResult:
                                                  timeout=cfg.timeout_s, idle_timeout=idle)
         except EngineRequestError as err:
             s.progress.finish("soak")
-            return CheckResult("soak", "fail", f"solo baseline request failed: {err.message}", {"error": err.kind})
+            return CheckResult("soak", Severity.FAIL, f"solo baseline request failed: {err.message}",
+                               {"error": err.kind})
         s.outputs.append(Output(f"soak-baseline[{i}]", baselines[i].text))
         s.progress.advance("soak")
 
@@ -255,7 +257,7 @@ def _judge(
     messages = [o.error or "" for o in errors]
     hits = match_signatures(s.expect.signatures, "\n".join(messages)) if s.expect.signatures else []
     if hits:
-        figures["signatures"] = [h.to_dict() for h in hits]
+        figures["signatures"] = [asdict(h) for h in hits]
 
     problems: list[str] = []
     dead_after = [a for a in after if a != "200"]
@@ -278,12 +280,13 @@ def _judge(
     if not figures["completed"] and not problems:  # defensive: a soak with nothing finished proves nothing
         problems.append(f"none of the {len(outcomes)} requests completed")
     if problems:
-        return CheckResult("soak", "fail", "; ".join(problems), figures)
+        return CheckResult("soak", Severity.FAIL, "; ".join(problems), figures)
     message = (f"{figures['completed']}/{len(outcomes)} streams at concurrency {concurrency} on a "
                f"{prefix_tokens:,}-token shared prefix; TTFT p50 {figures['median_ttft_ms']:.0f} ms, "
                f"p99 {figures['p99_ttft_ms']:.0f} ms; {figures['output_throughput']:.0f} output tok/s")
     reached = measured[0] if measured else prefix_tokens
     if reached < 2000:
         why = "; ".join(notes) or "the estimate fell short"
-        return CheckResult("soak", "warn", message + f"; prompt only {reached:,} tokens, below 2,000 ({why})", figures)
-    return CheckResult("soak", "pass", message, figures)
+        return CheckResult("soak", Severity.WARN, message + f"; prompt only {reached:,} tokens, below 2,000 ({why})",
+                           figures)
+    return CheckResult("soak", Severity.OK, message, figures)

@@ -6,21 +6,24 @@ from __future__ import annotations
 
 from rigctl.doctor.rules import container, exposure, host, service
 from rigctl.doctor.rules.base import HostRule, UnitRule
+from rigctl.findings import Severity
+
+FAIL = Severity.FAIL  # every rule's default; a hit may lower it
 
 UNIT_RULES: tuple[UnitRule, ...] = (
-    UnitRule("restart-not-always", "fail", "Restart= weaker than always", service.restart),
-    UnitRule("ipc-host-with-shm-size", "fail", "--ipc=host with an explicit shm size", container.ipc_shm),
-    UnitRule("notify-healthy-short-timeout", "fail", "Notify=healthy with a start timeout shorter than a warmup",
+    UnitRule("restart-not-always", FAIL, "Restart= weaker than always", service.restart),
+    UnitRule("ipc-host-with-shm-size", FAIL, "--ipc=host with an explicit shm size", container.ipc_shm),
+    UnitRule("notify-healthy-short-timeout", FAIL, "Notify=healthy with a start timeout shorter than a warmup",
              service.notify_timeout),
-    UnitRule("podman-restart-policy", "fail", "podman's own --restart inside a systemd unit", service.podman_restart),
-    UnitRule("image-not-pinned", "fail", "image not pinned by digest", container.image_pinned),
-    UnitRule("published-without-auth", "fail", "published on a non-loopback address without auth", exposure.published),
+    UnitRule("podman-restart-policy", FAIL, "podman's own --restart inside a systemd unit", service.podman_restart),
+    UnitRule("image-not-pinned", FAIL, "image not pinned by digest", container.image_pinned),
+    UnitRule("published-without-auth", FAIL, "published on a non-loopback address without auth", exposure.published),
 )
 
 HOST_RULES: tuple[HostRule, ...] = (
-    HostRule("cdi-spec-stale", "fail", "a CDI spec generated for another driver than the loaded one", host.cdi_stale),
-    HostRule("cdi-spec-missing", "fail", "units use CDI GPUs but there is no NVIDIA CDI spec", host.cdi_missing),
-    HostRule("quadlet-missing", "fail", ".container units but no quadlet generator for their manager",
+    HostRule("cdi-spec-stale", FAIL, "a CDI spec generated for another driver than the loaded one", host.cdi_stale),
+    HostRule("cdi-spec-missing", FAIL, "units use CDI GPUs but there is no NVIDIA CDI spec", host.cdi_missing),
+    HostRule("quadlet-missing", FAIL, ".container units but no quadlet generator for their manager",
              host.quadlet_missing),
 )
 

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from rigctl.doctor.edits import Edit
 from rigctl.doctor.facts import DoctorFacts
-from rigctl.doctor.model import Severity, UnitFile
+from rigctl.doctor.model import UnitFile
 from rigctl.doctor.serving import ServingSpec
+from rigctl.findings import Severity
 from rigctl.host.unitfile import Entry, MergedUnit
 
 

@@ -7,7 +7,6 @@ import re
 from collections.abc import Sequence
 
 from rigctl.doctor.edits import Edit, ReplaceWord
-from rigctl.doctor.model import Severity
 from rigctl.doctor.rules.base import Context, Hit, entry_with
 from rigctl.doctor.serving import (
     ENGINE_AUTH_BY_DEFAULT,
@@ -15,6 +14,7 @@ from rigctl.doctor.serving import (
     ENGINE_HOST_OPTIONS,
     ServingSpec,
 )
+from rigctl.findings import Severity
 
 _AUTH_ENV = re.compile(r"(^|_)API_(KEY|KEYS|TOKEN|TOKENS)$")
 _AUTH_ARGS = ("--api-key", "--api-keys", "--api-key-file", "--api-token")
@@ -83,10 +83,10 @@ def published(ctx: Context) -> list[Hit]:
             )
     if not exposed or _has_auth(spec):
         return []
-    severity: Severity = "fail"
+    severity = Severity.FAIL
     note = ""
     if spec.env_files:
-        severity = "warn"
+        severity = Severity.WARN
         note = f" (an API key may come from EnvironmentFile {', '.join(spec.env_files)}, which doctor does not read)"
     auto = bool(edits) and len(edits) == len(exposed)
     if spec.runner == "engine" or host_net:

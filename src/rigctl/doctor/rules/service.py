@@ -5,8 +5,8 @@ and a TP2 warmup takes minutes, longer than systemd's default start timeout."""
 from __future__ import annotations
 
 from rigctl.doctor.edits import Edit, RemoveOption, SetKey
-from rigctl.doctor.model import Severity
 from rigctl.doctor.rules.base import Context, Hit, entry_with, last_raw
+from rigctl.findings import Severity
 from rigctl.host.unitfile import format_seconds, parse_timespan
 
 WARMUP_FIX_S = 1800  # rigctl's default warmup budget (recipe service.warmup_budget_s)
@@ -78,9 +78,9 @@ def podman_restart(ctx: Context) -> list[Hit]:
             f"{'quadlet always adds' if ctx.unit.kind == 'container' else 'on this command line'}, "
             "and fights systemd, which owns restarts"
         )
-        severity: Severity = "fail"
+        severity = Severity.FAIL
     else:
         message = f"podman's own --restart={policy} competes with systemd's Restart= for the same container"
-        severity = "warn"
+        severity = Severity.WARN
     return [Hit(message, "remove --restart and set Restart=always in [Service]", entry=entry, severity=severity,
                 edits=(RemoveOption(section, key, "--restart"),))]

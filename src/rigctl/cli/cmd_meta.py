@@ -1,0 +1,159 @@
+"""rigctl version | schema | new | checks | explain: about rigctl itself and what it checks."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rigctl.cli.base import JsonOpt, app, finish
+from rigctl.cli.complete import recipe_names
+from rigctl.cli.output import Outcome
+from rigctl.util.text import VERSION
+
+
+def _local() -> dict[str, Any]:
+    return {"version": VERSION, "python": platform.python_version()}
+
+
+@app.command("version")
+def version_cmd(as_json: JsonOpt = False) -> None:
+    """rigctl's version and Python's. `rigctl --host NAME version` adds the version of the rigctl on that
+    host and warns when the two differ."""
+
+    def produce() -> Outcome:
+        from rigctl.cli.views.meta import version
+
+        payload = _local()
+        return Outcome("version", True, payload, view=version(payload))
+
+    finish("version", as_json, produce)
+
+
+def version_on_host(hosts_file: str | None, host: str, as_json: bool) -> None:
+    """`rigctl --host NAME version`: this rigctl's version and the host's, side by side."""
+
+    def produce() -> Outcome:
+        from rigctl.cli.views.meta import version
+        from rigctl.fleet.inventory import load_inventory
+        from rigctl.fleet.remote import RemoteAnswerError, remote_version, run_remote_rigctl
+
+        target = load_inventory(hosts_file).get(host)
+        answer = run_remote_rigctl(target, ["version"])
+        if answer.problem is not None or answer.document is None:
+            raise RemoteAnswerError(answer.failure(target, "version"))
+        said = remote_version(answer.document)
+        python = answer.document.get("python")
+        remote = {"version": said, "python": python if isinstance(python, str) else "unknown"}
+        payload = {**_local(), "host": host, "remote": remote, "skew": said != VERSION}
+        return Outcome("version", True, payload, view=version(payload))
+
+    finish("version", as_json, produce)
+
+
+SCHEMAS = ("recipe",)
+
+
+@app.command("schema")
+def schema_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="What to describe: recipe.")],
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help="Write it to FILE instead of stdout.")]
+    = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the JSON Schema of a recipe, for editors: yaml-language-server checks a recipe as you type
+    when its first line is `# yaml-language-server: $schema=PATH`."""
+
+    def produce() -> Outcome:
+        from rigctl.cli.views.meta import schema
+        from rigctl.recipe.schema import recipe_schema, schema_text
+
+        if name not in SCHEMAS:
+            raise _usage(f"no schema {name!r}", name, SCHEMAS, "`rigctl schema recipe` is the one there is")
+        path = None
+        if out is not None:
+            from rigctl.util.safefs import SafeDir
+
+            with SafeDir.open(out.parent) as directory:  # the directory is the user's, trusted as given
+                directory.write_atomic(out.name, schema_text().encode())
+            path = str(out)
+        document = recipe_schema()
+        return Outcome("schema", True, {"name": name, "path": path, "schema": document}, view=schema(document, path))
+
+    finish("schema", as_json, produce)
+
+
+@app.command("new")
+def new_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The new recipe's name.")],
+    source: Annotated[str, typer.Option("--from", metavar="RECIPE", autocompletion=recipe_names,
+                                        help="The recipe to start from (a name or a YAML path).")],
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE",
+                                             help="Write it here instead of the user recipe directory.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a new user recipe to start from: a copy of RECIPE named NAME, with the schema comment on top,
+    into $XDG_CONFIG_HOME/rigctl/recipes (never over an existing file)."""
+
+    def produce() -> Outcome:
+        from rigctl.cli.views.meta import new
+        from rigctl.recipe.scaffold import new_recipe
+
+        made = new_recipe(name, source, out=out)
+        return Outcome("new", True, made.to_dict(), view=new(made))
+
+    finish("new", as_json, produce)
+
+
+KindOpt = Annotated[str | None, typer.Option("--kind", metavar="KIND", help="Only preflight, verify or doctor.")]
+
+
+@app.command("checks")
+def checks_cmd(kind: KindOpt = None, as_json: JsonOpt = False) -> None:
+    """List every check rigctl runs (preflight, verify, doctor) with its id and what it guards."""
+
+    def produce() -> Outcome:
+        from rigctl.cli.checklist import KINDS, all_checks
+        from rigctl.cli.views.meta import checks_list
+
+        if kind is not None and kind not in KINDS:
+            raise _usage(f"no kind {kind!r}", kind, KINDS, f"--kind takes {', '.join(KINDS)}")
+        found = [c for c in all_checks() if kind is None or c.kind == kind]
+        return Outcome("checks", True, {"checks": [c.to_dict() for c in found]}, view=checks_list(found))
+
+    finish("checks", as_json, produce)
+
+
+@app.command("explain")
+def explain_cmd(
+    check_id: Annotated[str, typer.Argument(metavar="ID", help="A check id, as `rigctl checks` lists them.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Say more about one check: what it guards and why, what it finds, whether `--force ID` applies, and
+    the fixes it suggests."""
+
+    def produce() -> Outcome:
+        from rigctl.cli.checklist import all_checks
+        from rigctl.cli.views.meta import explain
+
+        known = all_checks()
+        found = [c for c in known if c.id == check_id]
+        if not found:
+            raise _usage(f"no check {check_id!r}", check_id, [c.id for c in known], "`rigctl checks` lists them")
+        return Outcome("explain", True, {"checks": [c.to_dict() for c in found]}, view=explain(found))
+
+    finish("explain", as_json, produce)
+
+
+def _usage(message: str, given: str, known: Any, then: str) -> Exception:
+    """A usage error (exit 2) naming the closest known words, then ``then``."""
+    import difflib
+
+    from rigctl.errors import UsageError
+    from rigctl.util.text import printable
+
+    close = difflib.get_close_matches(given, list(known), n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return UsageError(printable(message), fix=f"{hint}{then}")

@@ -1,0 +1,120 @@
+"""Host facts (`inventory`) and the two check reports: preflight's findings and verify's checks, drawn as
+the same table (id, result, message) with the result in its severity's style."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from rigctl.cli.plaintable import WIDTH
+from rigctl.cli.views.base import Cell, View, line, table
+from rigctl.util.text import LINE_LIMIT, printable
+
+if TYPE_CHECKING:
+    from rigctl.host.facts import HostFacts
+    from rigctl.preflight.runner import PreflightReport
+    from rigctl.verify.report import VerifyReport
+
+
+def facts(found: HostFacts) -> View:
+    def view(out: TextIO) -> None:
+        # every value below comes from NVML, the host or a captured file: shown through ``printable``
+        inv = found.gpu
+        if inv.available:
+            line(out, f"NVIDIA driver {printable(inv.driver_version)}, CUDA {printable(inv.cuda_version)}, "
+                      f"NVML {printable(inv.nvml_version)}")
+        else:
+            line(out, f"GPUs: none visible ({printable(inv.error)})")
+        if inv.devices:
+            rows: list[list[Cell]] = []
+            for g in inv.devices:
+                used = "-" if g.memory_used_mib is None else f"{g.memory_used_mib:,}"
+                procs = f" ({len(g.processes)} procs)" if g.processes else ""
+                power = "-" if g.power.current_mw is None else f"{g.power.current_mw / 1000:g}"
+                rows.append([str(g.index), printable(g.name), printable(g.pci_device_hex or "-"),
+                             f"{g.memory_total_mib or 0:,}", used + procs, printable(g.compute_capability or "-"),
+                             power, "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-",
+                             printable(g.uuid)])
+            table(out, ("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid"), rows, width=140)
+        if inv.pairs:
+            from rigctl.preflight.links import describe_pair
+
+            for p in inv.pairs:
+                line(out, printable(describe_pair(inv, p).text, LINE_LIMIT))
+        line(out, f"/dev/shm: {(found.shm.total_bytes or 0) / 2**30:.1f} GiB")
+        pod = found.podman
+        line(out, f"podman: {printable(pod.version) if pod.installed else 'not installed'}"
+                  f"{' (API ' + printable(pod.api_socket) + ')' if pod.api_ok else ''}, {len(pod.images)} image(s), "
+                  f"quadlet: {printable(pod.quadlet or 'none')}")
+        line(out, f"CDI specs: {', '.join(printable(s.path) for s in found.cdi.specs) or 'none'}")
+        sd = found.systemd
+        line(out, f"systemd: system manager {'yes' if sd.system_manager else 'no'}, user manager "
+                  f"{'yes' if sd.user_manager else 'no'}, linger {sd.linger}")
+        for probe in found.paths:
+            free = "?" if probe.free_bytes is None else f"{probe.free_bytes / 2**30:,.1f} GiB free"
+            line(out, f"path {printable(probe.path)}: {'present' if probe.exists else 'missing'}, {free} "
+                      f"on {printable(probe.probed)}")
+        line(out, f"listening ports: {', '.join(str(x.port) for x in found.ports.listening) or 'none'}")
+        for section, err in found.probe_errors.items():
+            line(out, (f"probe {printable(section)} failed: {printable(err, LINE_LIMIT)}", "red"))
+
+    return view
+
+
+def _counts(report: PreflightReport) -> str:
+    counts: dict[str, int] = {}
+    for f in report.findings:
+        counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def preflight(report: PreflightReport, recipe_name: str) -> View:
+    """The findings as a table (finding messages quote GPU and process names: shown through printable),
+    the GPUs the layout chose, and the verdict with the count of each result."""
+
+    def view(out: TextIO) -> None:
+        rows: list[list[Cell]] = [
+            [printable(f.id), (f.severity.value, f.severity), printable(f.message, LINE_LIMIT),
+             printable(f.fix or "", LINE_LIMIT)]
+            for f in report.findings
+        ]
+        table(out, ("check", "result", "message", "fix"), rows, title=f"preflight {printable(recipe_name)}",
+              width=WIDTH)
+        if report.choice.gpus:
+            line(out, "GPUs: " + ", ".join(f"{g.index} {printable(g.name)} {printable(g.uuid)}"
+                                           for g in report.choice.gpus))
+        verdict = ("ready", "green") if report.ok else ("not ready", "bold red")
+        line(out, verdict, f": {_counts(report)}")
+
+    return view
+
+
+def verify(report: VerifyReport) -> View:
+    """The checks as a table (messages quote the server: error bodies, model names), the engine spoken,
+    the soak's figures, and the verdict."""
+
+    def view(out: TextIO) -> None:
+        rows: list[list[Cell]] = [
+            [printable(c.id), (c.status, c.severity), f"{c.duration_s:.1f}s", printable(c.message, LINE_LIMIT)]
+            for c in report.checks
+        ]
+        table(out, ("CHECK", "STATUS", "TIME", "RESULT"), rows,
+              title=f"verify {printable(report.endpoint.model)} at {printable(report.endpoint.base_url)}")
+        info = report.engine
+        if info:
+            context = info.get("context_source") or "not reported by the engine"
+            doubt = f"; {info['tokenizer_doubt']}" if info.get("tokenizer_doubt") else ""
+            line(out, printable(f"engine: {info['dialect']} ({info['detection']}); context {context}{doubt}",
+                                LINE_LIMIT))
+        soak = report.get("soak")
+        if soak is not None and soak.figures.get("completed"):
+            f = soak.figures
+            line(out, f"soak: {f['completed']} completed, {f['failed']} failed in {f['duration_s']}s; "
+                      f"TTFT p50/p99 {f['median_ttft_ms']}/{f['p99_ttft_ms']} ms, ITL p50/p99 {f['median_itl_ms']}/"
+                      f"{f['p99_itl_ms']} ms, E2E p50/p99 {f['median_e2el_ms']}/{f['p99_e2el_ms']} ms, "
+                      f"{f['output_throughput']} output tok/s")
+        if report.ok:
+            line(out, "verify: ", ("OK", "green"))
+        else:
+            line(out, "verify: ", ("FAILED", "bold red"), f" ({', '.join(c.id for c in report.checks if c.fails)})")
+
+    return view

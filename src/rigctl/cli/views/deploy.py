@@ -1,0 +1,213 @@
+"""What `up` (and its dry run), `status`, `logs`, `down` and `swap` print for a person."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from rigctl.cli.views.base import View
+from rigctl.cli.views.checks import preflight
+from rigctl.findings import Finding, Severity
+from rigctl.util.text import LINE_LIMIT, printable
+
+if TYPE_CHECKING:
+    from rigctl.deploy.down import DownResult
+    from rigctl.deploy.logs import LogLine
+    from rigctl.deploy.plan import Plan
+    from rigctl.deploy.status import ServiceStatus
+    from rigctl.deploy.swap import SwapResult
+    from rigctl.deploy.up import UpResult
+    from rigctl.verify.signatures import SignatureMatch
+
+
+def plan(planned: Plan, inventory: str | None) -> View:
+    """The plan `up` would carry out: preflight, the GPUs, the rendered unit and its notes."""
+    from rigctl.podman_versions import fmt
+
+    def view(out: TextIO) -> None:
+        preflight(planned.report, planned.recipe.name)(out)
+        where = f"inventory {inventory}" if inventory else "this host"
+        quadlet = f" with quadlet {fmt(planned.quadlet_version)}" if planned.quadlet_version else ""
+        out.write(f"\nplanned on {where}: podman {fmt(planned.podman_version)}{quadlet}\n")
+        for g in planned.report.choice.gpus:
+            out.write(f"  would use GPU {g.index}: {printable(g.name)} ({printable(g.uuid)})\n")
+        for reason in planned.report.choice.problems:
+            out.write(f"  layout: {printable(reason, LINE_LIMIT)}\n")
+        if planned.rendered is not None:
+            for f in planned.rendered.files:
+                out.write(f"\n# {'would install' if planned.ok else 'would be installed once preflight passes'}: "
+                          f"{planned.unit_dir}/{f.name}  (unit {planned.rendered.service_name})\n{f.text}")
+            for note in planned.rendered.notes:
+                out.write(f"# render note ({note.kind}): {note.message}\n")
+        if planned.render_error:
+            out.write(f"\ncannot render the unit: {printable(planned.render_error, LINE_LIMIT)}\n")
+        for note_line in planned.notes:
+            out.write(f"\n{printable(note_line, LINE_LIMIT)}\n")
+        out.write("\ndry run: nothing was installed or started\n")
+
+    return view
+
+
+def _findings(out: TextIO, findings: Sequence[Finding]) -> None:
+    """Findings as lines (`up` shows only those worth reading: failures, errors and warnings)."""
+    for f in findings:
+        out.write(f"  {f.severity:<5} {f.id}: {f.message}\n")
+        if f.fix:
+            out.write(f"        fix: {f.fix}\n")
+
+
+def _signatures(out: TextIO, signatures: Sequence[SignatureMatch]) -> None:
+    for s in signatures:
+        out.write(f"  known crash signature '{s.id}': {printable(s.line, LINE_LIMIT)}\n")
+        out.write(f"    meaning: {s.meaning}\n    remedy:  {s.remedy}\n")
+        if s.link:
+            out.write(f"    see:     {s.link}\n")
+
+
+_DONE = {"unchanged": "already deployed and healthy; nothing changed", "installed": "installed and started",
+         "replaced": "unit changed: replaced and restarted", "restarted": "restarted (was not healthy)",
+         "started": "started", "attached": "was already warming up; watched it to ready"}
+
+
+def up(r: UpResult) -> View:
+    def view(out: TextIO) -> None:
+        if r.action == "refused":
+            out.write(f"{r.recipe}: preflight refused the deployment (nothing installed):\n")
+            _findings(out, [f for f in r.preflight if f.severity.failing or f.severity is Severity.WARN])
+            out.write("  (--force ID,... downgrades a forceable failure to a warning)\n")
+            return
+        _findings(out, [f for f in r.preflight if f.severity is Severity.WARN])
+        w = r.wait
+        if w is not None and w.status != "ready":
+            _failed_warmup(out, r)
+            return
+        out.write(f"{r.recipe}: {_DONE.get(r.action, r.action)}\n")
+        out.write(f"  endpoint  {r.endpoint}/v1  (model {r.served_name})\n")
+        out.write(f"  unit      {r.unit} ({r.scope}) from {', '.join(r.unit_files)}\n")
+        if w is not None:
+            out.write(f"  ready in  {w.elapsed_s:.1f}s\n")
+        out.write(f"  restarts  {r.restarts}\n")
+        if r.max_model_len_warning:
+            out.write(f"  warning   {r.max_model_len_warning}\n")
+        for note in r.render_notes:
+            out.write(f"  note      {note.kind}: {printable(note.message, LINE_LIMIT)}\n")
+        if r.checks is not None:
+            for c in r.checks.results:
+                out.write(f"  {c.status:<5} {c.id}: {c.message}\n")
+            _signatures(out, r.signatures)
+        if not r.ok:
+            out.write(f"  {r.message}\n")
+
+    return view
+
+
+def _failed_warmup(out: TextIO, r: UpResult) -> None:
+    w = r.wait
+    assert w is not None
+    out.write(f"{r.recipe}: {w.status.upper()} after {w.elapsed_s:.1f}s in phase '{w.phase}': "
+              f"{printable(w.detail, LINE_LIMIT)}\n")
+    out.write(f"  unit {r.unit} ({r.scope}); " + (
+        "stopped so it does not restart-loop; the unit file stays installed\n" if r.stopped_after_failure
+        else "left to systemd\n"))
+    if w.tail:
+        out.write("  last output:\n")
+        for tail_line in w.tail[-15:]:
+            out.write(f"    | {printable(tail_line, LINE_LIMIT)}\n")
+    _signatures(out, r.signatures)
+    if not r.signatures:
+        out.write("  no known crash signature of this recipe matched; see `rigctl logs " + r.recipe + "`\n")
+
+
+def duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def status(services: Sequence[ServiceStatus]) -> View:
+    def view(out: TextIO) -> None:
+        if not services:
+            out.write("no rigctl-managed services on this host\n")
+            return
+        for s in services:  # records and unit files are read from disk: their strings shown escaped
+            uptime = "-" if s.uptime_s is None else duration(s.uptime_s)
+            gpu_mem = "n/a" if s.gpu_memory_mib is None else f"{s.gpu_memory_mib} MiB"
+            policy = printable(s.restart_policy)
+            out.write(f"{printable(s.unit)} ({s.scope})  {printable(s.active)}/{printable(s.sub)}  "
+                      f"health {printable(s.health)}\n")
+            out.write(f"  restarts {s.restarts} (Restart={policy or '?'})  up {uptime}  GPU memory {gpu_mem}\n")
+            out.write(f"  endpoint {printable(s.endpoint or '-')}  model {printable(s.model or '-')}\n")
+            out.write(f"  image {printable(s.image or '-')}\n")
+            if s.restart_policy and s.restart_policy != "always":
+                out.write(f"  warning: Restart={policy}: an engine that exits 0 on a crash stays "
+                          "down; use Restart=always\n")
+            if s.last_failure:
+                lf = s.last_failure
+                out.write(f"  last failed warmup: {printable(lf.get('status'))}: "
+                          f"{printable(lf.get('detail'), LINE_LIMIT)} (signatures: "
+                          f"{printable(', '.join(map(str, lf.get('signatures') or [])) or 'none')})\n")
+
+    return view
+
+
+def logs(lines: Sequence[LogLine]) -> View:
+    def view(out: TextIO) -> None:
+        log_lines(out, lines)
+        if not lines:
+            out.write("(no output: the container is not running and no journal keeps its output)\n")
+
+    return view
+
+
+def log_lines(out: TextIO, lines: Sequence[LogLine], *, source: str | None = None) -> str | None:
+    """Write log lines, a known crash signature highlighted and explained; ``source`` is the source of the
+    line written before (`logs -f` prints a stream line by line). Returns the source of the last line."""
+    color = out.isatty()
+    for ln in lines:
+        if ln.source != source and ln.source == "last-failure":
+            out.write("--- output of the last failed warmup, kept by rigctl ---\n")
+        elif ln.source != source and source == "last-failure":
+            out.write("--- current container ---\n")
+        source = ln.source
+        text = printable(ln.text, None)  # the engine's output: its escape sequences are shown, not obeyed
+        if ln.signature is None:
+            out.write(text + "\n")
+            continue
+        marked = f"\x1b[1;31m{text}\x1b[0m" if color else f">> {text}"
+        out.write(f"{marked}\n   [{ln.signature.id}] {ln.signature.meaning}\n   remedy: {ln.signature.remedy}\n")
+    out.flush()
+    return source
+
+
+def down(result: DownResult) -> View:
+    def view(out: TextIO) -> None:
+        out.write(f"{result.recipe}: {result.message}\n")
+        for path in result.removed:
+            out.write(f"  removed {path}\n")
+        if not result.gpu_ids:
+            out.write("  GPUs: none in this layout\n")
+        elif result.gpus_released is None:
+            out.write(f"  GPUs {','.join(result.gpu_ids)}: release not verifiable here (no NVML)\n")
+        else:
+            out.write(f"  GPUs {','.join(result.gpu_ids)}: "
+                      + ("released\n" if result.gpus_released else "STILL IN USE by some process\n"))
+
+    return view
+
+
+def swap(result: SwapResult) -> View:
+    def view(out: TextIO) -> None:
+        for step in result.steps:
+            out.write(f"  {'ok  ' if step.ok else 'FAIL'} {step.name:<15} {step.message}\n")
+        if result.outcome == "rollback-failed":
+            out.write("\n" + "!" * 78 + f"\n!! {result.message}\n" + "!" * 78 + "\n")
+            out.write("what to do now:\n")
+            for item in result.todo:
+                out.write(f"  - {item}\n")
+            return
+        out.write(f"{result.outcome}: {result.message}\n")
+
+    return view

@@ -1,0 +1,72 @@
+"""What `recipes`, `show` and `validate` print. Recipe files live in a user's directory: their names,
+paths and problems are free text, shown as one terminal-safe line each."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from rigctl.cli.views.base import View
+
+if TYPE_CHECKING:
+    from rigctl.recipe.load import LoadedRecipe
+
+
+def _shown(text: str) -> str:
+    return text if text.isprintable() else ascii(text)[1:-1]
+
+
+def _origin(row: dict[str, Any]) -> str:
+    return f"{row['origin']}, overrides bundled" if row["overrides"] else row["origin"]
+
+
+def recipes(rows: Sequence[dict[str, Any]], searched: Sequence[Path]) -> View:
+    """``rows``: recipe.load.list_recipes's, one per recipe file found."""
+
+    def view(out: TextIO) -> None:
+        width = max([len(_shown(r["name"])) for r in rows] + [4])
+        o_width = max([len(_origin(r)) for r in rows] + [6])
+        out.write(f"{'NAME':<{width}}  {'ORIGIN':<{o_width}}  {'GPUS':>4}  {'CONTEXT':>9}  DESCRIPTION\n")
+        for r in rows:
+            gpus = "-" if r["gpus"] is None else str(r["gpus"])
+            ctx = "-" if r["context_length"] is None else f"{r['context_length']:,}"
+            about = r["description"] if r["valid"] else "INVALID, see below"
+            out.write(f"{_shown(r['name']):<{width}}  {_origin(r):<{o_width}}  {gpus:>4}  {ctx:>9}  {about}\n")
+        for r in rows:
+            if not r["valid"]:
+                out.write(f"\ninvalid  {_shown(r['path'])}\n")
+                out.writelines(f"  {_shown(problem)}\n" for problem in r["problems"])
+        out.write(f"\nsearched: {', '.join(str(d) for d in searched)}\n")
+
+    return view
+
+
+def show(loaded: LoadedRecipe, data: dict[str, Any]) -> View:
+    """The recipe as YAML (``data``: its JSON form), under where it came from and the overlays applied."""
+
+    def view(out: TextIO) -> None:
+        import yaml
+
+        overrides = loaded.source.overrides
+        over = "" if overrides is None else f", overrides the bundled {overrides}"
+        out.write(f"# {loaded.source.path} ({loaded.source.origin}{over})\n")
+        for applied in loaded.source.overlays:
+            out.write(f"# + {applied}\n")
+        out.write(yaml.safe_dump(data, sort_keys=False, width=110))
+
+    return view
+
+
+def validate(results: Sequence[dict[str, Any]]) -> View:
+    """``results``: one per file, {file, ok, name (when ok), problems}."""
+
+    def view(out: TextIO) -> None:
+        for r in results:
+            if r["ok"]:
+                out.write(f"ok       {r['file']} ({r['name']})\n")
+            else:
+                out.write(f"invalid  {_shown(r['file'])}\n")
+                out.writelines(f"  {_shown(problem)}\n" for problem in r["problems"])
+
+    return view

@@ -1,0 +1,163 @@
+"""What `rigctl render` produces for one recipe, as typed results: the GPUs the unit gets and the podman it
+is rendered for (``placement_for``), then the quadlet units (``render_quadlet``) or the Kubernetes /
+`podman kube play` manifests (``render_manifests``), written to a directory when asked. The command only
+parses its options and prints what comes back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from rigctl.errors import InvalidInputError
+from rigctl.places import Scope, install_path
+from rigctl.recipe.model import Recipe
+from rigctl.render.placement import NoLayoutError, Placement, place_gpus
+from rigctl.render.units import Note, RenderedUnits, UnitFile, render_units, write_files
+from rigctl.render.versions import DEFAULT_PODMAN, Version, parse_version
+
+if TYPE_CHECKING:  # facts and the kube renderer load only for the targets that need them
+    from rigctl.host.facts import HostFacts
+    from rigctl.preflight.layout import ChosenGpu
+    from rigctl.render.kube import RenderedKube
+
+
+def placement_for(
+    recipe: Recipe, gpus: Sequence[str] | None, inventory: str | None, podman_version: str | None,
+) -> tuple[Placement, Version | None]:
+    """The GPUs the unit gets (as `up` would choose them here, on the inventory's box, or as given) and the
+    podman to render for (given, else the inventory's; None: the default). No layout fits: an error."""
+    target = parse_version(podman_version) if podman_version else None
+    facts: HostFacts | None = None
+    if inventory:  # render for that box: its podman, and the GPUs the layout picks there (by UUID)
+        from rigctl.host import load_inventory  # noqa: PLC0415 - facts load only when a box is named
+        from rigctl.podman_versions import find_version  # noqa: PLC0415
+
+        facts = load_inventory(inventory)
+        if podman_version is None:
+            target = find_version(facts.podman.version)
+    elif recipe.gpus.count:  # this host: the GPUs `up` would choose here, when NVML answers
+        from rigctl.host.facts import HostFacts  # noqa: PLC0415
+        from rigctl.host.nvml import probe_gpus  # noqa: PLC0415 - only GPU facts: podman and the rest are not render's
+
+        facts = HostFacts(gpu=probe_gpus())
+    placement = place_gpus(recipe, facts, list(gpus) if gpus else None)
+    if not placement.ok:
+        where = inventory or "this host"
+        problem = f"{where}: no GPU layout for {recipe.name}: " + "; ".join(placement.problems)
+        fix = f"`rigctl preflight {recipe.name}{' --inventory FILE' if inventory else ''}` says why"
+        if inventory:
+            raise InvalidInputError([problem], fix=fix)
+        raise NoLayoutError(problem, fix=fix + "; --gpus picks GPUs by hand")
+    return placement, target
+
+
+def _entries(files: Sequence[UnitFile], written: dict[str, Path], install: Scope | None) -> list[dict[str, Any]]:
+    """Each file as the JSON lists it: its name, where it installs (quadlet files), where it was written
+    (--out), its text."""
+    out: list[dict[str, Any]] = []
+    for unit in files:
+        entry: dict[str, Any] = {"name": unit.name}
+        if install is not None:
+            entry["install_path"] = str(install_path(install, unit.name))
+        if unit.name in written:
+            entry["path"] = str(written[unit.name])
+        entry["text"] = unit.text
+        out.append(entry)
+    return out
+
+
+def _version(v: Version) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def _gpus(placement: Placement | None) -> list[ChosenGpu]:
+    return list(placement.choice.gpus) if placement is not None and placement.choice is not None else []
+
+
+def _placement_warnings(placement: Placement | None) -> list[Note]:
+    return [Note("warning", placement.warning)] if placement is not None and placement.warning else []
+
+
+@dataclass
+class QuadletResult:
+    rendered: RenderedUnits
+    placement: Placement
+    files: list[dict[str, Any]]  # as the JSON lists them (``_entries``)
+    warnings: list[Note] = field(default_factory=list)  # about the unit (its GPUs guessed): stderr in text
+
+    @property
+    def gpus(self) -> list[ChosenGpu]:
+        return _gpus(self.placement)
+
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: render's JSON since v1 (versions as "X.Y")
+        r = self.rendered
+        payload: dict[str, Any] = {
+            "recipe": r.recipe, "podman_version": _version(r.podman_version),
+            "quadlet_version": _version(r.quadlet_version), "scope": r.scope, "service": r.service_name,
+            "files": self.files, "notes": [{"kind": n.kind, "message": n.message} for n in [*self.warnings, *r.notes]],
+        }
+        if self.placement.choice is not None:
+            payload["gpus"] = [g.model_dump(mode="json") for g in self.placement.choice.gpus]
+        return payload
+
+
+def render_quadlet(
+    recipe: Recipe, placement: Placement, *, podman_version: Version | None, quadlet_version: str | None,
+    scope: Scope, out: Path | None,
+) -> QuadletResult:
+    rendered = render_units(recipe, podman_version=podman_version or DEFAULT_PODMAN,
+                            quadlet_version=parse_version(quadlet_version) if quadlet_version else None,
+                            gpu_ids=placement.ids, scope=scope)
+    written = {p.name: p for p in write_files(rendered.files, out)} if out is not None else {}
+    return QuadletResult(rendered, placement, _entries(rendered.files, written, rendered.scope),
+                         _placement_warnings(placement))
+
+
+@dataclass
+class KubeResult:
+    rendered: RenderedKube
+    placement: Placement | None  # None: --target kube (the cluster places it)
+    files: list[dict[str, Any]]
+    notes: list[Note]  # the placement's warning, then the renderer's notes
+    written: bool
+
+    def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: render's JSON since v1 (versions as "X.Y")
+        r = self.rendered
+        payload: dict[str, Any] = {"recipe": r.recipe, "target": r.target}
+        if r.podman_version is not None:
+            payload["podman_version"] = _version(r.podman_version)
+        if r.quadlet_version is not None:
+            payload["quadlet_version"] = _version(r.quadlet_version)
+        if r.target == "podman-kube":
+            payload["scope"] = str(r.scope)
+            payload["service"] = r.service_name
+        payload["files"] = self.files
+        payload["manifests"] = r.manifests
+        payload["lint"] = [{"rule": x.rule, "ok": x.ok, "detail": x.detail} for x in r.lint]
+        payload["notes"] = [{"kind": n.kind, "message": n.message} for n in self.notes]
+        if self.placement is not None and self.placement.choice is not None:
+            payload["gpus"] = [g.model_dump(mode="json") for g in self.placement.choice.gpus]
+        return payload
+
+
+def render_manifests(
+    recipe: Recipe, placement: Placement | None, *, podman_version: Version | None = None,
+    quadlet_version: str | None = None, scope: Scope = Scope.SYSTEM, model_pvc: str | None,
+    verify_job: str | None, node_product: Sequence[str] | None = None, out: Path | None,
+) -> KubeResult:
+    """--target kube (``placement`` None: the cluster's scheduler and device plugin place it) or
+    podman-kube (this box's GPUs, a .kube unit that runs the manifests under systemd)."""
+    from rigctl.render.kube import render_kube  # noqa: PLC0415 - see the imports above
+    target: Literal["kube", "podman-kube"] = "kube" if placement is None else "podman-kube"
+    rendered = render_kube(
+        recipe, target=target, podman_version=podman_version or DEFAULT_PODMAN,
+        quadlet_version=parse_version(quadlet_version) if quadlet_version else None,
+        gpu_ids=placement.ids if placement is not None else None, node_products=node_product or None,
+        model_pvc=model_pvc, verify_image=verify_job, scope=scope,
+    )
+    written = {p.name: p for p in write_files(rendered.files, out)} if out is not None else {}
+    install = rendered.scope if rendered.target == "podman-kube" else None  # the .kube reads its YAML beside it
+    return KubeResult(rendered, placement, _entries(rendered.files, written, install),
+                      [*_placement_warnings(placement), *rendered.notes], written=out is not None)
