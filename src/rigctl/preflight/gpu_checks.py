@@ -42,6 +42,14 @@ def _left_out(ctx: Context, check: str) -> list[LeftOut]:
     return [x for x in ctx.choice.left_out if x.check == check]
 
 
+def _early_answer(ctx: Context, check: str) -> tuple[Verdict | None, list[LeftOut]]:
+    """``_no_gpu_facts``'s early answer, unless GPUs were left out for this check's reason (they are then
+    judged here, though none was chosen), and those left-out GPUs."""
+    gone = _left_out(ctx, check)
+    early = _no_gpu_facts(ctx)
+    return (early if early and not gone else None), gone
+
+
 def _left_out_text(ctx: Context, gone: list[LeftOut]) -> str:
     """The left-out GPUs, those with one name and one reason together, and what that cost."""
     groups: dict[tuple[str, str], list[int]] = {}
@@ -112,9 +120,8 @@ def check_count(ctx: Context) -> Verdict:
 
 
 def check_model(ctx: Context) -> Verdict:
-    early = _no_gpu_facts(ctx)
-    gone = _left_out(ctx, CHECK_MODEL)
-    if early and not gone:
+    early, gone = _early_answer(ctx, CHECK_MODEL)
+    if early:
         return early
     chosen = _chosen(ctx)
     want = ctx.recipe.gpus
@@ -140,9 +147,8 @@ def check_model(ctx: Context) -> Verdict:
 
 
 def check_memory(ctx: Context) -> Verdict:
-    early = _no_gpu_facts(ctx)
-    gone = _left_out(ctx, CHECK_MEMORY)
-    if early and not gone:
+    early, gone = _early_answer(ctx, CHECK_MEMORY)
+    if early:
         return early
     need = ctx.recipe.gpus.min_memory_mib
     rows = []
@@ -160,9 +166,8 @@ def check_memory(ctx: Context) -> Verdict:
 
 
 def check_compute_capability(ctx: Context) -> Verdict:
-    early = _no_gpu_facts(ctx)
-    gone = _left_out(ctx, CHECK_COMPUTE_CAPABILITY)
-    if early and not gone:
+    early, gone = _early_answer(ctx, CHECK_COMPUTE_CAPABILITY)
+    if early:
         return early
     allowed = ctx.recipe.gpus.compute_capability
     ccs = {g.index: g.compute_capability for g in _chosen(ctx)}
@@ -202,9 +207,8 @@ def check_busy(ctx: Context) -> Verdict:
 
 
 def check_mig(ctx: Context) -> Verdict:
-    early = _no_gpu_facts(ctx)
-    gone = _left_out(ctx, CHECK_MIG)
-    if early and not gone:
+    early, gone = _early_answer(ctx, CHECK_MIG)
+    if early:
         return early
     chosen = _chosen(ctx)
     on = [g.index for g in chosen if g.mig_enabled]

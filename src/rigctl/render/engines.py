@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from rigctl.recipe.model import EngineKind, Recipe, SpecDraft, SpecMtp
+from rigctl.recipe.model import EngineKind, GpuLayout, Recipe, SpecDraft, SpecMtp
 from rigctl.render.escape import RenderError
 
 
@@ -49,18 +49,23 @@ def _mount_of(recipe: Recipe, host_path: str, what: str) -> str:
     )
 
 
+def _parallel_sizes(gpus: GpuLayout, tensor: str, pipeline: str, data: str) -> list[str]:
+    """The engine's spelling of the tensor, pipeline and data parallel sizes, in that order: tensor
+    whenever the recipe uses GPUs, the other two only when above 1 (the engines' defaults)."""
+    argv = [tensor, str(gpus.tensor_parallel)] if gpus.count > 0 else []
+    for flag, size in ((pipeline, gpus.pipeline_parallel), (data, gpus.data_parallel)):
+        if size > 1:
+            argv += [flag, str(size)]
+    return argv
+
+
 def _vllm(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, str]]:
     gpus = recipe.gpus
     argv = [
         "--model", recipe.checkpoint_mount().container,
         "--served-model-name", recipe.served_name,
     ]
-    if gpus.count > 0:
-        argv += ["--tensor-parallel-size", str(gpus.tensor_parallel)]
-    if gpus.pipeline_parallel > 1:
-        argv += ["--pipeline-parallel-size", str(gpus.pipeline_parallel)]
-    if gpus.data_parallel > 1:
-        argv += ["--data-parallel-size", str(gpus.data_parallel)]
+    argv += _parallel_sizes(gpus, "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
     if gpus.decode_context_parallel > 1:
         argv += ["--decode-context-parallel-size", str(gpus.decode_context_parallel)]
     if gpus.expert_parallel:
@@ -94,12 +99,7 @@ def _sglang(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, str]
             fix="set gpus.decode_context_parallel to 1, or use engine kind vllm",
         )
     argv = ["--model-path", recipe.checkpoint_mount().container, "--served-model-name", recipe.served_name]
-    if gpus.count > 0:
-        argv += ["--tp-size", str(gpus.tensor_parallel)]
-    if gpus.pipeline_parallel > 1:
-        argv += ["--pp-size", str(gpus.pipeline_parallel)]
-    if gpus.data_parallel > 1:
-        argv += ["--dp-size", str(gpus.data_parallel)]
+    argv += _parallel_sizes(gpus, "--tp-size", "--pp-size", "--dp-size")
     if gpus.expert_parallel:
         argv += ["--ep-size", str(gpus.tensor_parallel)]
     argv += ["--context-length", str(recipe.context_length), "--host", "0.0.0.0", "--port", str(recipe.engine.port)]
