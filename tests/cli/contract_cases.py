@@ -45,7 +45,8 @@ DOCTOR_COUNTS_KEYS = frozenset({"fail", "warn", "info"})
 FIX_KEYS = frozenset({"applied", "patches", "error", "remaining"})
 APPLIED_KEYS = frozenset({"unit", "files", "backups", "fixed", "patch"})
 PATCH_KEYS = frozenset({"unit", "fixed", "patch", "why"})
-PREFLIGHT_KEYS = ENVELOPE | {"recipe", "inventory", "findings", "gpus", "layout", "forced"}
+# scope, scope_hint (#15): the manager checked, and what to type instead when the other one could run it
+PREFLIGHT_KEYS = ENVELOPE | {"recipe", "inventory", "findings", "gpus", "layout", "forced", "scope", "scope_hint"}
 PREFLIGHT_LAYOUT_KEYS = frozenset({"explicit", "reasons", "problems"})
 RECIPES_KEYS = ENVELOPE | {"recipes", "searched"}
 RECIPE_ROW_KEYS = frozenset({

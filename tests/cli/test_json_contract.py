@@ -103,8 +103,8 @@ def test_validate(env: dict[str, str], tmp_path: Path) -> None:
     check_envelope(doc, "validate", False)
     check_keys(doc, ENVELOPE | {"files"}, "validate")
     good, bad = doc["files"]
-    check_keys(good, {"file", "ok", "name", "problems"}, "validate.files[valid]")
-    check_keys(bad, {"file", "ok", "problems"}, "validate.files[invalid]")
+    check_keys(good, {"file", "ok", "name", "problems", "warnings"}, "validate.files[valid]")  # warnings: #15
+    check_keys(bad, {"file", "ok", "problems", "warnings"}, "validate.files[invalid]")
     assert good["ok"] is True and bad["ok"] is False and bad["problems"]
 
 
@@ -127,8 +127,9 @@ def test_render(env: dict[str, str], tmp_path: Path, h200_podman_44: Path) -> No
     assert code == 0
     check_envelope(doc, "render", True)
     check_keys(doc, ENVELOPE | {"recipe", "podman_version", "quadlet_version", "scope", "service", "files", "notes",
-                                "gpus"}, "render")
+                                "gpus", "versions_from"}, "render")  # versions_from: #15
     check_words([doc["scope"]], {"system", "user"}, "render.scope")
+    check_words([doc["versions_from"]], {"option", "inventory", "host", "default"}, "render.versions_from")
     check_items(doc["files"], {"name", "install_path", "path", "text"}, "render.files")  # path: with --out
     notes = check_items(doc["notes"], NOTE_KEYS, "render.notes")
     check_words([n["kind"] for n in notes], NOTE_KINDS, "render.notes[].kind")
@@ -156,6 +157,7 @@ def test_up_dry_run_on_a_captured_inventory(env: dict[str, str], h200_podman_44:
     check_keys(doc, ENVELOPE | {
         "recipe", "scope", "dry_run", "would_install", "findings", "gpus", "layout", "podman_version",
         "quadlet_version", "unit_dir", "service", "files", "render_notes", "render_error", "notes", "endpoint",
+        "scope_hint",  # #15
     }, "up --dry-run")
     assert doc["dry_run"] is True and doc["would_install"] is False
     check_words([doc["scope"]], {"system", "user"}, "up --dry-run.scope")

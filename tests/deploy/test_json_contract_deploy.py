@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 UP_KEYS = ENVELOPE | {
     "recipe", "scope", "unit", "container", "endpoint", "served_name", "image", "action", "message", "unit_dir",
     "unit_files", "gpu_ids", "preflight", "render_notes", "wait", "signatures", "checks", "warnings", "restarts",
-    "stopped_after_failure",
+    "stopped_after_failure", "scope_hint",  # scope_hint: #15
 }
 UP_ACTIONS = frozenset({"installed", "replaced", "unchanged", "restarted", "started", "attached", "refused"})
 WAIT_KEYS = frozenset({"status", "elapsed_s", "phase", "exit_status", "detail", "last_lines"})

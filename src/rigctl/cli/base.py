@@ -3,13 +3,14 @@ output and an exit code. Command modules register on ``app``; none of them print
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
 import typer
 
 from rigctl.cli.complete import recipe_names
-from rigctl.cli.output import Outcome, emit, emit_error
+from rigctl.cli.output import Outcome, emit, emit_error, set_verbosity
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
 
@@ -57,6 +58,41 @@ def scope_choice(user: bool, system: bool) -> Scope | None:
     return resolve_scope(user, system)
 
 
+class RootOptions:
+    """What the root's options said, for the one run (``root`` sets it every time)."""
+
+    hosts: str | None = None  # --hosts FILE before the command
+
+
+ROOT = RootOptions()
+
+
+def hosts_path(own: str | None) -> str | None:
+    """The one rule for the host inventory: the command's own --hosts, else the root's
+    (`rigctl --hosts FILE fleet status`), else None (fleet.inventory's default path)."""
+    return own if own is not None else ROOT.hosts
+
+
+def scope_hint(scope: Scope, inventory: str | None, again: str) -> str | None:
+    """What to type instead when the system scope cannot run a quadlet here and the user scope can: the
+    system manager has no quadlet generator, or is not running, while the user's has one and runs (root
+    in a container with a `systemd --user` manager). ``again``: the command as typed, to which --user is
+    added. None for a captured --inventory (this host's managers say nothing about that box), for the
+    user scope (a plain user cannot take the system's), or when there is nothing to say."""
+    if inventory is not None or scope != "system":
+        return None
+    from rigctl.host.probes import generator_elsewhere, probe_systemd
+
+    moved = generator_elsewhere(scope)
+    if moved is not None:
+        return (f"the system manager has no quadlet generator here, the user manager has one ({moved[1]}): "
+                f"`{again} --user`")
+    managers = probe_systemd()
+    if not managers.system_manager and managers.user_manager:
+        return f"no systemd system manager runs here, a user manager does: `{again} --user`"
+    return None
+
+
 def finish(command: str, as_json: bool, produce: Callable[[], Outcome]) -> NoReturn:
     """Run ``produce``, render its outcome, exit with its code. RigctlError is an expected failure:
     its message is printed without a traceback."""
@@ -100,18 +136,31 @@ def root(
     ] = None,
     hosts_file: Annotated[
         str | None,
-        typer.Option("--hosts", metavar="FILE", help="Host inventory (default $XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
+        typer.Option("--hosts", metavar="FILE", help="Host inventory for --host and the fleet commands (default "
+                                                     "$XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
     ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Print only the result and errors: no notes, no progress."),
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also print each command rigctl runs (podman, systemctl, ssh).")
+    ] = False,
     version: Annotated[
         bool,
         typer.Option("--version", is_eager=True, callback=_print_version, help="Print rigctl's version and exit."),
     ] = False,
 ) -> None:
     """Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification."""
+    if quiet and verbose:
+        from rigctl.errors import UsageError
+
+        raise typer.Exit(emit_error("rigctl", UsageError("--quiet and --verbose exclude each other"),
+                                    as_json="--json" in sys.argv))
+    set_verbosity(quiet=quiet, verbose=verbose)
+    ROOT.hosts = hosts_file
     if host is None:
         return
-    import sys
-
     argv = _strip_host_options(sys.argv[1:])
     as_json = "--json" in argv
     command = next((w for w in argv if not w.startswith("-")), "?")

@@ -19,6 +19,7 @@ from rigctl.cli.base import (
     app,
     finish,
     scope_choice,
+    scope_hint,
 )
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
@@ -62,7 +63,7 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         forced = split_list(force, option="--force")
         if dry_run:
             plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, inventory=inventory)
-            return _dry_run(plan, inventory)
+            return _dry_run(plan, inventory, f"rigctl up {recipe} --dry-run")
         display = views.progress.LiveDisplay(enabled=not as_json and sys.stderr.isatty(), quiet=as_json)
         adapters = real_adapters(scope)
         try:
@@ -75,16 +76,20 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         finally:
             display.close()
             adapters.probe.close()
-        return Outcome("up", result.ok, result.to_dict(), view=views.up(result),
-                       exit_code=result.exit_code)
+        payload = result.to_dict()
+        payload["scope_hint"] = hint = None if result.ok else scope_hint(scope, None, f"rigctl up {recipe}")
+        return Outcome("up", result.ok, payload, view=views.up(result, hint=hint), exit_code=result.exit_code)
 
     finish("up", as_json, produce)
 
 
-def _dry_run(plan: Plan, inventory: str | None) -> Outcome:
+def _dry_run(plan: Plan, inventory: str | None, again: str) -> Outcome:
     """The plan `up` would carry out (preflight, GPU choice, the rendered unit), on this host's facts or a
-    captured inventory's."""
-    return Outcome("up", plan.ok, plan.to_dict(), view=views.plan(plan, inventory))
+    captured inventory's; with what to type instead when the other scope could run it here."""
+    payload = plan.to_dict()
+    payload["scope_hint"] = hint = None if plan.ok else scope_hint(plan.scope, inventory, again)
+    return Outcome("up", plan.ok, payload, view=views.plan(plan, inventory, hint=hint),
+                   quiet_view=views.plan_result(plan, hint=hint))
 
 
 # --- status ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from rigctl.cli import views
-from rigctl.cli.base import JsonOpt, app, finish
+from rigctl.cli.base import JsonOpt, app, finish, hosts_path
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
@@ -21,7 +21,8 @@ FixOpt = Annotated[
 ]
 HostsOpt = Annotated[
     str | None,
-    typer.Option("--hosts", metavar="FILE", help="Host inventory (default $XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
+    typer.Option("--hosts", metavar="FILE", help="Host inventory (default: the root's --hosts, else "
+                                                 "$XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
 ]
 TagOpt = Annotated[
     list[str] | None,
@@ -71,11 +72,11 @@ def _fleet(command: str, *, hosts_file: str | None, tags: list[str] | None, only
         from rigctl.fleet.inventory import load_inventory
         from rigctl.fleet.remote import run_fleet
 
-        inventory = load_inventory(hosts_file)
+        inventory = load_inventory(hosts_path(hosts_file))  # its own --hosts, else the root's, else the default
         chosen = inventory.select(tags=split_list(tags, option="--tag"), names=split_list(only, option="--only"),
                                   limit=limit)
         about = inventory.report(chosen, limit=limit)
-        if as_json:  # stdout holds the one JSON object: these go where warnings go
+        if as_json:  # stdout holds the one JSON object: these go where notes go
             views.inventory_notes(command, about)
         result = run_fleet(command, chosen, parallel=parallel, timeout=timeout, extra=extra or [], fix=fix)
         return Outcome(f"fleet {command}", result.ok, result.to_dict(), view=views.fleet(result, about))

@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rigctl.cli import views
-from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.base import (
+    InventoryOpt,
+    JsonOpt,
+    OverlayOpt,
+    RecipeArg,
+    SetOpt,
+    SystemOpt,
+    UserOpt,
+    app,
+    finish,
+    scope_hint,
+)
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
@@ -64,9 +75,12 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
     deep: DeepOpt = False,
     sets: SetOpt = None,
     overlays: OverlayOpt = None,
+    user: UserOpt = False,
+    system: SystemOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check that RECIPE can run on this host (or on a captured --inventory) before a long boot."""
+    """Check that RECIPE can run on this host (or on a captured --inventory) before a long boot, for the
+    service manager `up` would use with the same --user/--system (default: system as root, else user)."""
 
     def produce() -> Outcome:
         from rigctl.host.early import start_podman_cli
@@ -80,14 +94,16 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
                 podman_cli.cancel()  # reaps the calls if the recipe failed to load before the gather
 
     def check(podman_cli: PodmanCli | None) -> Outcome:
+        from rigctl.places import resolve_scope
         from rigctl.preflight.here import preflight_here
         from rigctl.recipe.load import load
 
+        scope = resolve_scope(user, system)
         forced, accepted = split_list(force, option="--force"), split_list(accept_license, option="--accept-license")
         selection = split_list(gpus, option="--gpus") or None
         r = load(recipe, overlays=overlays or (), sets=sets or ()).recipe
         report = preflight_here(r, inventory=inventory, podman_cli=podman_cli, accept=accepted, force=forced,
-                                gpus=selection, checksums=checksums, deep=deep,
+                                gpus=selection, checksums=checksums, deep=deep, scope=scope,
                                 progress=views.progress.checksum_bar(checksums and not as_json))
         payload: dict[str, Any] = {
             "recipe": r.name,
@@ -97,9 +113,13 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
             "layout": {"explicit": report.choice.explicit, "reasons": report.choice.reasons,
                        "problems": report.choice.problems},
             "forced": report.forced,
+            "scope": str(scope),
         }
         if report.checksums is not None:
             payload["checksums"] = report.checksums
-        return Outcome("preflight", report.ok, payload, view=views.preflight(report, r.name))
+        hint = None if report.ok else scope_hint(scope, inventory, f"rigctl preflight {recipe}")
+        payload["scope_hint"] = hint
+        return Outcome("preflight", report.ok, payload, view=views.preflight(report, r.name, hint=hint),
+                       quiet_view=views.preflight_result(report))
 
     finish("preflight", as_json, produce)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from rigctl.cli import views
 from rigctl.cli.base import JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.complete import recipe_names
 from rigctl.cli.output import Outcome
 
 
@@ -58,23 +58,28 @@ def show_cmd(recipe: RecipeArg, sets: SetOpt = None, overlays: OverlayOpt = None
 
 @app.command("validate")
 def validate_cmd(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="Recipe YAML files to check.")],
+    files: Annotated[list[str], typer.Argument(metavar="RECIPE|FILE...", autocompletion=recipe_names,
+                                               help="Recipe names (see `rigctl recipes`) or YAML files to check.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Check recipe files strictly; every problem is listed as `file: dotted.path: problem`."""
+    """Check recipes strictly, by name or file; every problem is listed as `file: dotted.path: problem`,
+    and a file whose `name:` is not its file name is warned about (it is served under its `name:`)."""
 
     def produce() -> Outcome:
         from rigctl.errors import InvalidInputError
         from rigctl.exitcodes import ExitCode
+        from rigctl.recipe.catalog import name_mismatch, recipe_file
         from rigctl.recipe.load import validate_file
 
         results: list[dict[str, Any]] = []
-        for path in files:
+        for given in files:
             try:
-                recipe = validate_file(path)
-                results.append({"file": str(path), "ok": True, "name": recipe.name, "problems": []})
+                recipe = validate_file(given)
+                mismatch = name_mismatch(recipe_file(given), recipe.name)
+                results.append({"file": given, "ok": True, "name": recipe.name, "problems": [],
+                                "warnings": [mismatch] if mismatch else []})
             except InvalidInputError as err:
-                results.append({"file": str(path), "ok": False, "problems": err.problems})
+                results.append({"file": given, "ok": False, "problems": err.problems, "warnings": []})
         ok = all(r["ok"] for r in results)
 
         return Outcome("validate", ok, {"files": results}, view=views.validate(results),

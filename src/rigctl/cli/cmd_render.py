@@ -27,14 +27,16 @@ def render_cmd(
     podman_version: Annotated[
         str | None,
         typer.Option("--podman-version", metavar="X.Y",
-                     help="The podman that will run the container (default: the inventory's, else 5.4)."),
+                     help="The podman that will run the container (default: the inventory's, else this host's; "
+                          "5.4 where there is none)."),
     ] = None,
     inventory: InventoryOpt = None,
     quadlet_version: Annotated[
         str | None,
         typer.Option(
             "--quadlet-version", metavar="X.Y",
-            help="The quadlet generator's version when it differs from podman's (podman < 4.4 has none).",
+            help="The quadlet generator's version when it differs from podman's (podman < 4.4 has none; "
+                 "default: the one found for the scope on the inventory's box or this host).",
         ),
     ] = None,
     gpus: Annotated[
@@ -42,8 +44,10 @@ def render_cmd(
         typer.Option("--gpus", metavar="ID,...", help="GPU UUIDs (preferred) or indices for AddDevice=."),
     ] = None,
     scope: Annotated[
-        str, typer.Option("--scope", metavar="system|user", help="Install for the system or the user manager.")
-    ] = "system",
+        str | None, typer.Option("--scope", metavar="system|user",
+                                 help="Install for the system or the user manager (default: system as root, else "
+                                      "user, as `up`).")
+    ] = None,
     target: Annotated[
         str,
         typer.Option("--target", metavar="|".join(TARGETS),
@@ -68,26 +72,30 @@ def render_cmd(
     overlays: OverlayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Render RECIPE into podman quadlet units (.container) for the given podman version, or (--target)
-    into Kubernetes manifests, or into manifests for `podman kube play` with a quadlet .kube unit."""
+    """Render RECIPE into the podman quadlet unit (.container) that `up` would install here, for this host's
+    podman and quadlet generator (or an --inventory's, or --podman-version), or (--target) into Kubernetes
+    manifests, or into manifests for `podman kube play` with a quadlet .kube unit. stdout is the unit (or
+    the manifests) alone, so `rigctl render RECIPE > NAME.container` is a valid unit; what rigctl says about
+    it goes to stderr. With --out DIR, the files are written there and stdout lists their paths."""
 
     def produce() -> Outcome:
         from rigctl.errors import UsageError
-        from rigctl.places import Scope
+        from rigctl.places import Scope, default_scope
         from rigctl.recipe.load import load
         from rigctl.render.result import placement_for, render_manifests, render_quadlet
 
         if target not in TARGETS:
             raise UsageError(f"--target {target!r}: expected one of {', '.join(TARGETS)}")
-        if scope not in ("system", "user"):
+        if scope not in (None, "system", "user"):
             raise UsageError(f"--scope {scope!r}: expected system or user")
+        manager = Scope(scope) if scope else default_scope()
         kube_only = [o for o, v in (("--model-pvc", model_pvc), ("--verify-job", verify_job),
                                     ("--node-product", node_product)) if v]
         if target == "quadlet" and kube_only:
             raise UsageError(f"{', '.join(kube_only)}: for --target kube (or podman-kube), not quadlet units")
         box_only = [o for o, v in (("--gpus", gpus), ("--inventory", inventory), ("--podman-version", podman_version),
                                    ("--quadlet-version", quadlet_version)) if v]
-        if target == "kube" and (box_only or scope != "system"):
+        if target == "kube" and (box_only or scope == "user"):
             raise UsageError(f"{', '.join(box_only) or '--scope'}: Kubernetes' device plugin and scheduler choose "
                              "the box and its GPUs; these options are for quadlet and podman-kube")
         selection = split_list(gpus, option="--gpus") if gpus is not None else None
@@ -97,16 +105,14 @@ def render_cmd(
                                     node_product=node_product, out=out)
             return Outcome("render", True, kube, view=views.kube(kube.rendered, kube.files, kube.notes,
                                                                  written=kube.written))
-        placement, podman_target = placement_for(loaded.recipe, selection, inventory, podman_version)
+        placement, podman = placement_for(loaded.recipe, selection, inventory, podman_version,
+                                          quadlet_version=quadlet_version, scope=manager)
         if target == "podman-kube":
-            kube = render_manifests(loaded.recipe, placement, podman_version=podman_target,
-                                    quadlet_version=quadlet_version, scope=Scope(scope), model_pvc=model_pvc,
+            kube = render_manifests(loaded.recipe, placement, podman=podman, scope=manager, model_pvc=model_pvc,
                                     verify_job=verify_job, out=out)
             return Outcome("render", True, kube, view=views.kube(kube.rendered, kube.files, kube.notes,
                                                                  written=kube.written))
-        units = render_quadlet(loaded.recipe, placement, podman_version=podman_target,
-                               quadlet_version=quadlet_version, scope=Scope(scope), out=out)
-        return Outcome("render", True, units, view=views.quadlet(units.rendered, units.files, units.warnings,
-                                                                 units.gpus))
+        units = render_quadlet(loaded.recipe, placement, podman, scope=manager, out=out)
+        return Outcome("render", True, units, view=views.quadlet(units, written=out is not None))
 
     finish("render", as_json, produce)

@@ -1,10 +1,17 @@
 """The one renderer. A command hands over an Outcome; it becomes one JSON object on stdout (``--json``,
 through ``util.jsonable``: results stay typed until here) or text for a person (its view, from
-``cli.views``). Core functions never print; this module and the views are the only writers."""
+``cli.views``). Core functions never print; this module and the views are the only writers.
+
+How much a person is told is decided here too, once per run, from the root's ``--quiet``/``--verbose``
+(``set_verbosity``): quiet keeps stdout to the artefact or the result lines (``Outcome.quiet_view`` where
+a command has a shorter one) and stderr to errors, so every note, warning and progress line goes through
+``note`` (or asks ``quiet()``); verbose shows each command rigctl starts, from the one place every
+subprocess passes through (Python's ``subprocess.Popen`` audit event), whichever layer starts it."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,8 +23,56 @@ from rigctl.util.jsonable import jsonable
 from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, envelope, printable
 
 __all__ = [
-    "CELL_LIMIT", "LINE_LIMIT", "SCHEMA_VERSION", "Outcome", "emit", "emit_error", "envelope", "for_rich", "printable",
+    "CELL_LIMIT", "LINE_LIMIT", "SCHEMA_VERSION", "Outcome", "emit", "emit_error", "envelope", "for_rich", "note",
+    "printable", "quiet", "set_verbosity",
 ]
+
+
+@dataclass
+class Verbosity:
+    quiet: bool = False  # --quiet: the artefact or result lines, and errors; no notes, no progress
+    verbose: bool = False  # --verbose: also every command rigctl starts, on stderr
+
+
+LEVEL = Verbosity()
+_HOOKED = [False]  # the audit hook is process-wide and cannot be removed: added once, it follows LEVEL
+
+
+def set_verbosity(*, quiet: bool, verbose: bool) -> None:
+    """What the root options asked for, for the whole run (reset on every run: tests run many in one
+    process)."""
+    LEVEL.quiet, LEVEL.verbose = quiet, verbose
+    if verbose and not _HOOKED[0]:
+        sys.addaudithook(_show_command)
+        _HOOKED[0] = True
+
+
+def quiet() -> bool:
+    return LEVEL.quiet
+
+
+def note(text: str) -> None:
+    """A line for a person that is not the command's result (a note, a warning, a progress step): on
+    stderr, so stdout stays the artefact, and not at all with --quiet."""
+    if not LEVEL.quiet:
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.flush()
+
+
+def _show_command(event: str, args: tuple[Any, ...]) -> None:
+    """--verbose: ``+ argv`` on stderr for each process rigctl starts (podman, systemctl, ssh, quadlet...),
+    from whichever thread or layer starts it. The words are quoted as a shell would need them, with any
+    control character made visible."""
+    if event != "subprocess.Popen" or not LEVEL.verbose:
+        return
+    argv = args[1] if len(args) > 1 else args[0]
+    words = [argv] if isinstance(argv, str | bytes) else list(argv or ())
+    shown = shlex.join(w.decode(errors="replace") if isinstance(w, bytes) else str(w) for w in words)
+    try:
+        sys.stderr.write(f"+ {printable(shown, LINE_LIMIT)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed: verbose output is never worth a failure
+        pass
 
 
 @dataclass
@@ -30,6 +85,7 @@ class Outcome:
     payload: Any = field(default_factory=dict)
     view: Callable[[TextIO], None] | None = None
     exit_code: ExitCode | None = None
+    quiet_view: Callable[[TextIO], None] | None = None  # with --quiet, when the command has a shorter result
 
     def code(self) -> ExitCode:
         if self.exit_code is not None:
@@ -53,6 +109,8 @@ def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if as_json:
         stream.write(to_json(envelope(outcome.command, outcome.ok, jsonable(outcome.payload))))
+    elif LEVEL.quiet and outcome.quiet_view is not None:
+        outcome.quiet_view(stream)
     elif outcome.view is not None:
         outcome.view(stream)
     stream.flush()

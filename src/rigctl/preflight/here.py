@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from rigctl.host.early import PodmanCli
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.licenses import accept_for
+from rigctl.places import Scope
 from rigctl.preflight.runner import DeepRunner, PreflightReport, ProgressFactory, run_preflight
 from rigctl.recipe.model import Recipe
 
@@ -16,16 +17,17 @@ from rigctl.recipe.model import Recipe
 def preflight_here(
     recipe: Recipe, *, inventory: str | None, podman_cli: PodmanCli | None, accept: Sequence[str] = (),
     force: Sequence[str] = (), gpus: Sequence[str] | None = None, checksums: bool = False, deep: bool = False,
-    progress: ProgressFactory | None = None,
+    progress: ProgressFactory | None = None, scope: Scope | None = None,
 ) -> PreflightReport:
     """``accept``: licence ids accepted now (recorded before the facts are read, so they count);
-    ``deep``: also a real NCCL all_reduce on the chosen GPUs (slow)."""
+    ``deep``: also a real NCCL all_reduce on the chosen GPUs (slow); ``scope``: the manager whose quadlet
+    generator and systemd are checked, as `up` with the same --user/--system would use them."""
     accept_for(recipe, accept)
-    facts = facts_for_recipe(recipe, inventory, podman_cli=podman_cli)
+    facts = facts_for_recipe(recipe, inventory, podman_cli=podman_cli, scope=scope)
     deep_runner: DeepRunner | None = None
     if deep:
         from rigctl.preflight.allreduce import deep_allreduce  # noqa: PLC0415 - loads only for --deep
 
         deep_runner = deep_allreduce
     return run_preflight(recipe, facts, force=force, checksums=checksums, gpus=gpus, deep=deep_runner,
-                         progress=progress)
+                         progress=progress, scope=scope)

@@ -103,8 +103,10 @@ def check_podman(ctx: Context) -> Verdict:
         return fail(f"podman {p.version} is older than {_fmt(PODMAN_FLOOR)}: `podman run` lacks flags the unit uses",
                     "install podman >= 5.0")
     if have < QUADLET_FIRST and p.quadlet is None:
+        manager = f" for the {p.quadlet_scope} manager" if p.quadlet_scope else ""
         return fail(f"podman {p.version} has no quadlet (it came with {_fmt(QUADLET_FIRST)}) and no quadlet "
-                    "generator is installed", "install podman >= 5.0, or a quadlet generator from a newer release")
+                    f"generator is installed{manager}", "install podman >= 5.0, or a quadlet generator from a newer "
+                    "release")
     if have < QUADLET_FIRST:
         notes.append(f"quadlet comes from a newer release ({p.quadlet}) while `podman run` is {p.version}: it also "
                      "leaves a stale %t/%N.cid behind, so a second start can fail")

@@ -28,9 +28,13 @@ __all__ = [
     "YamlTooBig",
     "bundled_recipes_dir",
     "clip",
+    "declared_as",
+    "declared_name",
     "list_recipe_files",
     "load_yaml",
+    "name_mismatch",
     "read_yaml_mapping",
+    "recipe_file",
     "recipe_files",
     "recipe_name_problem",
     "resolve",
@@ -238,6 +242,9 @@ def _named(directory: Path, name: str) -> Path | None:
 
 
 def resolve(name_or_path: str) -> RecipeSource:
+    """A recipe by path, or by name: the file of that name (a user's first), else the one file whose
+    ``name:`` says it (a recipe is deployed, and its units named, by its ``name:``, whatever the file is
+    called). Two files that both say it, and none named after it: an error naming both."""
     looks_like_path = os.sep in name_or_path or name_or_path.endswith((".yaml", ".yml"))
     if looks_like_path:  # read_yaml_mapping refuses a missing, special or oversized file
         path = Path(name_or_path)
@@ -252,7 +259,66 @@ def resolve(name_or_path: str) -> RecipeSource:
         return RecipeSource(name=name_or_path, path=user, origin="user", overrides=bundled)
     if bundled is not None:
         return RecipeSource(name=name_or_path, path=bundled, origin="bundled")
+    declaring = declared_as(name_or_path)
+    if len(declaring) == 1:
+        path, origin = declaring[0]
+        return RecipeSource(name=name_or_path, path=path, origin=origin)
+    if declaring:
+        raise InvalidInputError(
+            [f"recipe {name_or_path}: no file is named {name_or_path}.yaml, and {len(declaring)} files say "
+             f"`name: {name_or_path}`: {', '.join(str(path) for path, _ in declaring)}"],
+            fix=f"rename the one you mean to {name_or_path}.yaml (or pass its path), and give the others their "
+                "own names")
     raise RecipeNotFoundError(name_or_path, [str(d) for d in search_dirs()])
+
+
+def recipe_file(name_or_path: str) -> Path:
+    """The file `rigctl validate ARG` reads: ARG when something is there, else the recipe of that name."""
+    return Path(name_or_path) if os.path.lexists(name_or_path) else resolve(name_or_path).path
+
+
+def declared_name(path: Path) -> str | None:
+    """The ``name:`` a recipe file gives itself, or None when it gives none or cannot be read (reading
+    it for real says why)."""
+    try:
+        data = read_yaml_mapping(path)
+    except InvalidInputError:
+        return None
+    name = data.get("name")
+    return name if isinstance(name, str) else None
+
+
+def declared_as(name: str) -> list[tuple[Path, str]]:
+    """(path, origin) of each recipe file not named ``name`` whose ``name:`` is ``name`` (user ones first)."""
+    found: list[tuple[Path, str]] = []
+    for directory, origin in ((user_recipes_dir(), "user"), (bundled_recipes_dir(), "bundled")):
+        found += [(path, origin) for stem, path in recipe_files(directory)
+                  if stem != name and declared_name(path) == name]
+    return found
+
+
+def name_mismatch(path: Path, name: str) -> str | None:
+    """What goes wrong when the recipe file ``path`` says ``name: NAME`` under another file name: it is
+    served as NAME, so `rigctl show NAME` should find it, and does only when nothing else answers to NAME
+    and it sits in a recipe directory. None when the two names agree."""
+    if path.stem == name:
+        return None
+    said = (f"{path}: name: {name!r} differs from the file name {path.stem!r}: rigctl serves it as {name} "
+            f"(unit rigctl-{name}.service)")
+    try:
+        found = resolve(name).path
+    except RecipeNotFoundError:
+        return (f"{said}, and `rigctl show {name}` cannot find it outside the recipe directories: pass its path, "
+                f"or save it as {user_recipes_dir() / (name + '.yaml')}")
+    except InvalidInputError as err:  # several files answer to that name
+        return f"{said}, and `rigctl show {name}` cannot tell which: {err.problems[0]}"
+    try:
+        same = os.path.samefile(found, path)
+    except OSError:
+        same = False
+    if same:
+        return f"{said}; `rigctl show {name}` finds it by that name, but rename it to {name}.yaml to keep them together"
+    return f"{said}, while `rigctl show {name}` finds another file, {found}: rename one of them"
 
 
 def load_yaml(text: str, source: str | os.PathLike[str]) -> Any:

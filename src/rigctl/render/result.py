@@ -12,36 +12,79 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import InvalidInputError
 from rigctl.places import Scope, install_path
+from rigctl.podman_versions import find_version
 from rigctl.recipe.model import Recipe
+from rigctl.render.escape import RenderError
 from rigctl.render.placement import NoLayoutError, Placement, place_gpus
 from rigctl.render.units import Note, RenderedUnits, UnitFile, render_units, write_files
-from rigctl.render.versions import DEFAULT_PODMAN, Version, parse_version
+from rigctl.render.versions import DEFAULT_PODMAN, Version, fmt, parse_version
 
 if TYPE_CHECKING:  # facts and the kube renderer load only for the targets that need them
-    from rigctl.host.facts import HostFacts
+    from rigctl.host.facts import HostFacts, Podman
     from rigctl.preflight.layout import ChosenGpu
     from rigctl.render.kube import RenderedKube
 
 
+@dataclass(frozen=True)
+class PodmanTarget:
+    """The podman a unit is rendered for and the quadlet generator that reads it, by the rule `up` plans
+    by (``deploy.plan``), so that `render` here prints the unit `up` would install here."""
+
+    podman: Version | None  # None: nothing said which (DEFAULT_PODMAN)
+    quadlet: Version | None  # None: podman's own
+    source: Literal["option", "inventory", "host", "default"]
+    note: Note | None = None  # said when the default stands in for a podman that was not found
+    elsewhere: tuple[Scope, str] | None = None  # this host: the other scope's generator, where this one has none
+
+
+def podman_target(
+    podman_version: str | None, quadlet_version: str | None, podman: Podman | None, *, where: str, scope: Scope,
+    elsewhere: tuple[Scope, str] | None = None,
+) -> PodmanTarget:
+    """--podman-version (and --quadlet-version) as given; else the podman that ``podman`` (an inventory's or
+    this host's facts) found, with the generator found for ``scope``; else the default, said in a note."""
+    quadlet = parse_version(quadlet_version) if quadlet_version else None
+    if podman_version:
+        return PodmanTarget(parse_version(podman_version), quadlet, "option")
+    if podman is None:
+        return PodmanTarget(None, quadlet, "default")
+    source: Literal["inventory", "host"] = "host" if where == "this host" else "inventory"
+    found = find_version(podman.version) if podman.installed else None
+    if found is None:
+        return PodmanTarget(None, quadlet, source, Note("info", (
+            f"podman not found on {where}: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}; --podman-version "
+            "X.Y renders for another")))
+    if quadlet is None and podman.quadlet_scope in (None, scope):  # a generator counts for the scope it serves
+        quadlet = find_version(podman.quadlet_version)
+    return PodmanTarget(found, quadlet, source, elsewhere=elsewhere if podman.quadlet is None else None)
+
+
 def placement_for(
     recipe: Recipe, gpus: Sequence[str] | None, inventory: str | None, podman_version: str | None,
-) -> tuple[Placement, Version | None]:
+    *, quadlet_version: str | None = None, scope: Scope = Scope.SYSTEM,
+) -> tuple[Placement, PodmanTarget]:
     """The GPUs the unit gets (as `up` would choose them here, on the inventory's box, or as given) and the
-    podman to render for (given, else the inventory's; None: the default). No layout fits: an error."""
-    target = parse_version(podman_version) if podman_version else None
+    podman to render for (given, else the inventory's, else this host's). No layout fits: an error."""
     facts: HostFacts | None = None
+    podman: Podman | None = None
+    elsewhere = None
     if inventory:  # render for that box: its podman, and the GPUs the layout picks there (by UUID)
         from rigctl.host import load_inventory  # noqa: PLC0415 - facts load only when a box is named
-        from rigctl.podman_versions import find_version  # noqa: PLC0415
 
         facts = load_inventory(inventory)
-        if podman_version is None:
-            target = find_version(facts.podman.version)
-    elif recipe.gpus.count:  # this host: the GPUs `up` would choose here, when NVML answers
-        from rigctl.host.facts import HostFacts  # noqa: PLC0415
-        from rigctl.host.nvml import probe_gpus  # noqa: PLC0415 - only GPU facts: podman and the rest are not render's
+        podman = facts.podman
+    else:
+        if podman_version is None:  # the podman and the generator `up` would install for here
+            from rigctl.host.probes import generator_elsewhere, probe_podman  # noqa: PLC0415
 
-        facts = HostFacts(gpu=probe_gpus())
+            podman, elsewhere = probe_podman(scope=scope), generator_elsewhere(scope)
+        if recipe.gpus.count:  # this host: the GPUs `up` would choose here, when NVML answers
+            from rigctl.host.facts import HostFacts  # noqa: PLC0415
+            from rigctl.host.nvml import probe_gpus  # noqa: PLC0415 - only GPU facts: the rest is not render's
+
+            facts = HostFacts(gpu=probe_gpus())
+    target = podman_target(podman_version, quadlet_version, podman, where=inventory or "this host", scope=scope,
+                           elsewhere=elsewhere)
     placement = place_gpus(recipe, facts, list(gpus) if gpus else None)
     if not placement.ok:
         where = inventory or "this host"
@@ -85,7 +128,8 @@ class QuadletResult:
     rendered: RenderedUnits
     placement: Placement
     files: list[dict[str, Any]]  # as the JSON lists them (``_entries``)
-    warnings: list[Note] = field(default_factory=list)  # about the unit (its GPUs guessed): stderr in text
+    warnings: list[Note] = field(default_factory=list)  # its GPUs guessed, no podman found: stderr in text
+    versions_from: str = "default"  # where the podman and quadlet versions came from (PodmanTarget.source)
 
     @property
     def gpus(self) -> list[ChosenGpu]:
@@ -97,22 +141,28 @@ class QuadletResult:
             "recipe": r.recipe, "podman_version": _version(r.podman_version),
             "quadlet_version": _version(r.quadlet_version), "scope": r.scope, "service": r.service_name,
             "files": self.files, "notes": [{"kind": n.kind, "message": n.message} for n in [*self.warnings, *r.notes]],
+            "versions_from": self.versions_from,
         }
         if self.placement.choice is not None:
             payload["gpus"] = [g.model_dump(mode="json") for g in self.placement.choice.gpus]
         return payload
 
 
-def render_quadlet(
-    recipe: Recipe, placement: Placement, *, podman_version: Version | None, quadlet_version: str | None,
-    scope: Scope, out: Path | None,
-) -> QuadletResult:
-    rendered = render_units(recipe, podman_version=podman_version or DEFAULT_PODMAN,
-                            quadlet_version=parse_version(quadlet_version) if quadlet_version else None,
-                            gpu_ids=placement.ids, scope=scope)
+def render_quadlet(recipe: Recipe, placement: Placement, target: PodmanTarget, *, scope: Scope,
+                   out: Path | None) -> QuadletResult:
+    try:
+        rendered = render_units(recipe, podman_version=target.podman or DEFAULT_PODMAN,
+                                quadlet_version=target.quadlet, gpu_ids=placement.ids, scope=scope)
+    except RenderError as err:
+        if target.elsewhere is None:
+            raise
+        other, generator = target.elsewhere  # e.g. root on a box whose only manager is a user one
+        raise RenderError(err.message, fix=f"the {other} manager has one ({generator}): `rigctl render "
+                                           f"{recipe.name} --scope {other}`; otherwise {err.fix}") from None
     written = {p.name: p for p in write_files(rendered.files, out)} if out is not None else {}
-    return QuadletResult(rendered, placement, _entries(rendered.files, written, rendered.scope),
-                         _placement_warnings(placement))
+    warnings = _placement_warnings(placement) + ([target.note] if target.note else [])
+    return QuadletResult(rendered, placement, _entries(rendered.files, written, rendered.scope), warnings,
+                         versions_from=target.source)
 
 
 @dataclass
@@ -143,21 +193,20 @@ class KubeResult:
 
 
 def render_manifests(
-    recipe: Recipe, placement: Placement | None, *, podman_version: Version | None = None,
-    quadlet_version: str | None = None, scope: Scope = Scope.SYSTEM, model_pvc: str | None,
-    verify_job: str | None, node_product: Sequence[str] | None = None, out: Path | None,
+    recipe: Recipe, placement: Placement | None, *, podman: PodmanTarget | None = None, scope: Scope = Scope.SYSTEM,
+    model_pvc: str | None, verify_job: str | None, node_product: Sequence[str] | None = None, out: Path | None,
 ) -> KubeResult:
     """--target kube (``placement`` None: the cluster's scheduler and device plugin place it) or
-    podman-kube (this box's GPUs, a .kube unit that runs the manifests under systemd)."""
+    podman-kube (this box's GPUs, a .kube unit that runs the manifests under systemd, for ``podman``)."""
     from rigctl.render.kube import render_kube  # noqa: PLC0415 - see the imports above
     target: Literal["kube", "podman-kube"] = "kube" if placement is None else "podman-kube"
     rendered = render_kube(
-        recipe, target=target, podman_version=podman_version or DEFAULT_PODMAN,
-        quadlet_version=parse_version(quadlet_version) if quadlet_version else None,
+        recipe, target=target, podman_version=(podman.podman if podman else None) or DEFAULT_PODMAN,
+        quadlet_version=podman.quadlet if podman else None,
         gpu_ids=placement.ids if placement is not None else None, node_products=node_product or None,
         model_pvc=model_pvc, verify_image=verify_job, scope=scope,
     )
     written = {p.name: p for p in write_files(rendered.files, out)} if out is not None else {}
     install = rendered.scope if rendered.target == "podman-kube" else None  # the .kube reads its YAML beside it
-    return KubeResult(rendered, placement, _entries(rendered.files, written, install),
-                      [*_placement_warnings(placement), *rendered.notes], written=out is not None)
+    notes = [*_placement_warnings(placement), *([podman.note] if podman and podman.note else []), *rendered.notes]
+    return KubeResult(rendered, placement, _entries(rendered.files, written, install), notes, written=out is not None)

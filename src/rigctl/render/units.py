@@ -242,7 +242,8 @@ def render_units(
     if quadlet_version is None:
         if pv < QUADLET_FIRST:
             raise RenderError(
-                f"podman {fmt(pv)} has no quadlet generator (quadlet arrived in podman {fmt(QUADLET_FIRST)})",
+                f"no quadlet generator for the {scope} manager: podman {fmt(pv)} has none of its own (quadlet arrived "
+                f"in podman {fmt(QUADLET_FIRST)}) and no newer one was found or given",
                 fix="upgrade podman to 4.4 or newer (5.0+ for Notify=healthy); or install a newer quadlet binary as "
                     "systemd's podman generator (this project's .ci/get-quadlet.sh takes 5.4.2 from Debian trixie): "
                     "`up` then finds it, and `rigctl render --quadlet-version 5.4` renders for it",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from rigctl.cli.views import progress
 from rigctl.cli.views.base import View
-from rigctl.cli.views.checks import facts, preflight, verify
-from rigctl.cli.views.deploy import down, log_lines, logs, plan, status, swap, up
+from rigctl.cli.views.checks import facts, preflight, preflight_result, verify
+from rigctl.cli.views.deploy import down, log_lines, logs, plan, plan_result, status, swap, up
 from rigctl.cli.views.doctor import doctor, fleet, inventory_lines, inventory_notes
 from rigctl.cli.views.recipes import recipes, show, validate
 from rigctl.cli.views.render import kube, quadlet
 
 __all__ = [
     "View", "doctor", "down", "facts", "fleet", "inventory_lines", "inventory_notes", "kube", "log_lines", "logs",
-    "plan", "preflight", "progress", "quadlet", "recipes", "show", "status", "swap", "up", "validate", "verify",
+    "plan", "plan_result", "preflight", "preflight_result", "progress", "quadlet", "recipes", "show", "status", "swap",
+    "up", "validate", "verify",
 ]

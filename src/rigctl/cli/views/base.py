@@ -1,7 +1,9 @@
 """What every view shares: the style of each severity, the one table, and a line in colour or not.
 
 Colour is for a terminal (or ``FORCE_COLOR``): there rich draws; anywhere else the same content is plain
-text, without loading rich (its start-up would cost about as much as the rest of a command).
+text, without loading rich (its start-up would cost about as much as the rest of a command). Either way a
+table is as wide as ``columns`` says: COLUMNS when it is set (in a file or a pipe too), else the terminal's
+width, else ``plaintable.WIDTH``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,23 @@ def _plain(cell: Cell) -> str:
     return cell if isinstance(cell, str) else cell[0]
 
 
+def columns(out: TextIO) -> int:
+    """The width to lay text out for: COLUMNS when set to a number (what the shell or a script asks for,
+    wherever the output goes), else the width of the terminal ``out`` is, else ``plaintable.WIDTH``."""
+    try:
+        wanted = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        wanted = 0
+    if wanted > 0:
+        return wanted
+    try:
+        if out.isatty():
+            return os.get_terminal_size(out.fileno()).columns or plaintable.WIDTH
+    except (AttributeError, ValueError, OSError):  # a stream without a descriptor (a test's StringIO)
+        pass
+    return plaintable.WIDTH
+
+
 def console(out: TextIO, width: int | None = None) -> Any:
     from rich.console import Console
 
@@ -53,19 +72,41 @@ def console(out: TextIO, width: int | None = None) -> Any:
 
 
 def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, title: str | None = None,
-          width: int | None = None) -> None:
-    """Rows under headers: rich's table in colour, ``plaintable``'s columns otherwise (wrapped, never cut).
-    Cells must already be printable (``printable``); nothing here reads markup."""
+          width: int | None = None, below: Sequence[str | None] | None = None, keep: int = 0) -> None:
+    """Rows under headers, at most ``width`` (default ``columns``) wide: rich's table in colour,
+    ``plaintable``'s columns otherwise; wrapped, never cut, a backtick span (a command to copy) never
+    broken. ``below``: a text for each row (or None) on full lines of its own: under its row in plain
+    text, under the table in colour (a rich table cannot span a line across its columns). The first
+    ``keep`` columns are never narrowed (ids). Cells must already be printable (``printable``); nothing
+    here reads markup."""
+    width = width or columns(out)
     if not in_colour(out):
-        out.write(plaintable.render(headers, [[_plain(c) for c in row] for row in rows], title=title,
-                                    width=width or plaintable.WIDTH))
+        out.write(plaintable.render(headers, [[_plain(c) for c in row] for row in rows], title=title, width=width,
+                                    below=below, keep=keep))
         return
     from rich.table import Table
+    from rich.text import Text
 
-    grid = Table(*headers, title=None if title is None else _text(title), show_lines=False)
+    plain = [[_plain(c) for c in row] for row in rows]
+    natural = [max([len(h), *(len(row[i]) for row in plain)]) for i, h in enumerate(headers)]
+    # rich's box and padding take three characters a column, and one more
+    widths = plaintable.fit(natural, max(len(headers), width - 3 * len(headers) - 1),
+                            plaintable.floors(headers, plain, keep))
+    grid = Table(title=None if title is None else _text(title), show_lines=False)
+    for header, w in zip(headers, widths, strict=True):
+        grid.add_column(header, width=w, no_wrap=True)  # wrapped here, as plaintable does: spans stay whole
     for row in rows:
-        grid.add_row(*(_text(c) for c in row))
-    console(out, width).print(grid)
+        grid.add_row(*(_styled("\n".join(plaintable.wrap(_plain(c), w)), c)
+                       for c, w in zip(row, widths, strict=True)))
+    shown = console(out, max(width, sum(widths) + 3 * len(headers) + 1))
+    shown.print(grid)
+    for row, extra in zip(rows, below or [None] * len(rows), strict=True):
+        if extra:  # one line each: the terminal wraps it, and a copy of it is whole
+            shown.print(Text(f"{_plain(row[0])} {extra}"), soft_wrap=True)
+
+
+def _styled(text: str, cell: Cell) -> Any:
+    return _text(text if isinstance(cell, str) else (text, cell[1]))
 
 
 def line(out: TextIO, *parts: Cell) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from rigctl.cli.plaintable import WIDTH
-from rigctl.cli.views.base import Cell, View, line, table
+from rigctl.cli import plaintable
+from rigctl.cli.views.base import Cell, View, columns, in_colour, line, table
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def facts(found: HostFacts) -> View:
                              f"{g.memory_total_mib or 0:,}", used + procs, printable(g.compute_capability or "-"),
                              power, "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-",
                              printable(g.uuid)])
-            table(out, ("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid"), rows, width=140)
+            table(out, ("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid"), rows)
         if inv.pairs:
             from rigctl.preflight.links import describe_pair
 
@@ -67,9 +67,11 @@ def _counts(report: PreflightReport) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items())
 
 
-def preflight(report: PreflightReport, recipe_name: str) -> View:
+def preflight(report: PreflightReport, recipe_name: str, *, hint: str | None = None) -> View:
     """The findings as a table (finding messages quote GPU and process names: shown through printable),
-    the GPUs the layout chose, and the verdict with the count of each result."""
+    the GPUs the layout chose, and the verdict with the count of each result. A fix holds the command
+    to copy: it has a column of its own where that column can hold each command whole, else a line
+    under its finding. ``hint``: what to type instead (another scope), under the verdict."""
 
     def view(out: TextIO) -> None:
         rows: list[list[Cell]] = [
@@ -77,13 +79,37 @@ def preflight(report: PreflightReport, recipe_name: str) -> View:
              printable(f.fix or "", LINE_LIMIT)]
             for f in report.findings
         ]
-        table(out, ("check", "result", "message", "fix"), rows, title=f"preflight {printable(recipe_name)}",
-              width=WIDTH)
+        title = f"preflight {printable(recipe_name)}"
+        headers = ("check", "result", "message", "fix")
+        width = columns(out)
+        plain = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
+        box = 3 * len(headers) + 1 - 2 * (len(headers) - 1) if in_colour(out) else 0  # rich's borders, beyond gaps
+        if plaintable.fits(headers, plain, width - box, keep=2):
+            table(out, headers, rows, title=title, width=width, keep=2)
+        else:  # too narrow for a whole command in a column: each fix on full lines of its own
+            below = [f"fix: {row[3]}" if row[3] else None for row in plain]
+            table(out, headers[:3], [row[:3] for row in rows], title=title, width=width, below=below, keep=2)
         if report.choice.gpus:
             line(out, "GPUs: " + ", ".join(f"{g.index} {printable(g.name)} {printable(g.uuid)}"
                                            for g in report.choice.gpus))
         verdict = ("ready", "green") if report.ok else ("not ready", "bold red")
         line(out, verdict, f": {_counts(report)}")
+        if hint:
+            line(out, ("hint", "cyan"), f": {printable(hint, LINE_LIMIT)}")
+
+    return view
+
+
+def preflight_result(report: PreflightReport) -> View:
+    """--quiet: only what failed (with its fix) and the verdict, as plain lines a script can read."""
+
+    def view(out: TextIO) -> None:
+        for f in report.findings:
+            if f.severity.failing:
+                out.write(f"{f.severity.value} {printable(f.id)}: {printable(f.message, LINE_LIMIT)}\n")
+                if f.fix:
+                    out.write(f"  fix: {printable(f.fix, LINE_LIMIT)}\n")
+        out.write(f"{'ready' if report.ok else 'not ready'}: {_counts(report)}\n")
 
     return view
 

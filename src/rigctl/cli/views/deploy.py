@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from rigctl.cli.output import quiet
 from rigctl.cli.views.base import View
-from rigctl.cli.views.checks import preflight
+from rigctl.cli.views.checks import preflight, preflight_result
 from rigctl.findings import Finding, Severity
 from rigctl.util.text import LINE_LIMIT, printable
 
@@ -20,15 +21,17 @@ if TYPE_CHECKING:
     from rigctl.verify.signatures import SignatureMatch
 
 
-def plan(planned: Plan, inventory: str | None) -> View:
-    """The plan `up` would carry out: preflight, the GPUs, the rendered unit and its notes."""
+def plan(planned: Plan, inventory: str | None, *, hint: str | None = None) -> View:
+    """The plan `up` would carry out: preflight, the GPUs, the rendered unit and its notes. ``hint``: what
+    to type instead (another scope), beside the problem it answers."""
     from rigctl.podman_versions import fmt
 
     def view(out: TextIO) -> None:
-        preflight(planned.report, planned.recipe.name)(out)
+        preflight(planned.report, planned.recipe.name, hint=None if planned.render_error else hint)(out)
         where = f"inventory {inventory}" if inventory else "this host"
         quadlet = f" with quadlet {fmt(planned.quadlet_version)}" if planned.quadlet_version else ""
-        out.write(f"\nplanned on {where}: podman {fmt(planned.podman_version)}{quadlet}\n")
+        out.write(f"\nplanned on {where} for the {planned.scope} manager: podman {fmt(planned.podman_version)}"
+                  f"{quadlet}\n")
         for g in planned.report.choice.gpus:
             out.write(f"  would use GPU {g.index}: {printable(g.name)} ({printable(g.uuid)})\n")
         for reason in planned.report.choice.problems:
@@ -41,9 +44,29 @@ def plan(planned: Plan, inventory: str | None) -> View:
                 out.write(f"# render note ({note.kind}): {note.message}\n")
         if planned.render_error:
             out.write(f"\ncannot render the unit: {printable(planned.render_error, LINE_LIMIT)}\n")
+            if hint:
+                out.write(f"hint: {printable(hint, LINE_LIMIT)}\n")
         for note_line in planned.notes:
             out.write(f"\n{printable(note_line, LINE_LIMIT)}\n")
         out.write("\ndry run: nothing was installed or started\n")
+
+    return view
+
+
+def plan_result(planned: Plan, *, hint: str | None = None) -> View:
+    """--quiet: what stops `up` (failed checks, a unit that cannot be rendered, the hint), then one
+    verdict line: the unit file it would install, or that it would install nothing."""
+
+    def view(out: TextIO) -> None:
+        preflight_result(planned.report)(out)
+        if planned.render_error:
+            out.write(f"cannot render the unit: {printable(planned.render_error, LINE_LIMIT)}\n")
+        if hint:
+            out.write(f"hint: {printable(hint, LINE_LIMIT)}\n")
+        if planned.ok and planned.rendered is not None:
+            out.write(f"would install {planned.unit_dir}/{planned.rendered.container_file.name}\n")
+        else:
+            out.write("would install nothing\n")
 
     return view
 
@@ -69,12 +92,14 @@ _DONE = {"unchanged": "already deployed and healthy; nothing changed", "installe
          "started": "started", "attached": "was already warming up; watched it to ready"}
 
 
-def up(r: UpResult) -> View:
+def up(r: UpResult, *, hint: str | None = None) -> View:
     def view(out: TextIO) -> None:
         if r.action == "refused":
             out.write(f"{r.recipe}: preflight refused the deployment (nothing installed):\n")
             _findings(out, [f for f in r.preflight if f.severity.failing or f.severity is Severity.WARN])
             out.write("  (--force ID,... downgrades a forceable failure to a warning)\n")
+            if hint:
+                out.write(f"  hint: {printable(hint, LINE_LIMIT)}\n")
             return
         _findings(out, [f for f in r.preflight if f.severity is Severity.WARN])
         w = r.wait
@@ -89,7 +114,7 @@ def up(r: UpResult) -> View:
         out.write(f"  restarts  {r.restarts}\n")
         if r.max_model_len_warning:
             out.write(f"  warning   {r.max_model_len_warning}\n")
-        for note in r.render_notes:
+        for note in () if quiet() else r.render_notes:  # --quiet: the result without the notes
             out.write(f"  note      {note.kind}: {printable(note.message, LINE_LIMIT)}\n")
         if r.checks is not None:
             for c in r.checks.results:

@@ -6,10 +6,10 @@ control sequence in it reaches the terminal.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from rigctl.cli.output import note
 from rigctl.cli.views.base import View
 from rigctl.findings import Severity
 
@@ -82,7 +82,7 @@ def inventory_notes(command: str, about: dict[str, Any]) -> None:
     from rigctl.fleet.remote import shown
 
     for inventory_line in inventory_lines(about):
-        sys.stderr.write(shown(f"rigctl fleet {command}: {inventory_line}\n"))
+        note(shown(f"rigctl fleet {command}: {inventory_line}\n"))
 
 
 def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:

@@ -1,13 +1,16 @@
 """Progress drawn on stderr while a command runs. The core only reports, through small interfaces of its
 own: `up` calls ``on_stage(text)`` and ``on_progress(frame)`` (deploy.warmup.Progress), verify calls a
 ``verify.report.Progress`` (phase/advance/finish), preflight's --checksums a factory of byte counters,
-swap ``on_step(step)``. Each is drawn here; with --json (or no terminal) nothing is drawn but stage lines."""
+swap ``on_step(step)``. Each is drawn here; with --json (or no terminal) nothing is drawn but stage lines,
+and with --quiet (``output.quiet``) nothing at all."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from rigctl.cli import output
 
 if TYPE_CHECKING:
     from rigctl.deploy.swap import SwapStep
@@ -19,9 +22,9 @@ class LiveDisplay:
     output line, the unit's state and that line."""
 
     def __init__(self, *, enabled: bool, quiet: bool) -> None:
-        self.quiet = quiet
+        self.quiet = quiet or output.quiet()
         self._live: Any = None
-        if enabled:
+        if enabled and not self.quiet:
             from rich.console import Console
             from rich.live import Live
 
@@ -61,6 +64,7 @@ class VerifyProgress:
     """verify's live display on stderr while the needle and the soak run (a ``verify.report.Progress``)."""
 
     def __init__(self) -> None:
+        self._quiet = output.quiet()
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -72,6 +76,8 @@ class VerifyProgress:
         self._started = False
 
     def phase(self, check: str, description: str, total: int | None = None) -> None:
+        if self._quiet:
+            return
         if not self._started:
             self._progress.start()
             self._started = True
@@ -97,8 +103,8 @@ class VerifyProgress:
 
 def checksum_bar(enabled: bool) -> Callable[[int, int], Callable[[int], None]] | None:
     """A progress bar on stderr for --checksums (a preflight.runner.ProgressFactory); None (no output)
-    with --json."""
-    if not enabled:
+    with --json or --quiet."""
+    if not enabled or output.quiet():
         return None
 
     def factory(total: int, files: int) -> Callable[[int], None]:
@@ -127,4 +133,4 @@ def checksum_bar(enabled: bool) -> Callable[[int, int], Callable[[int], None]] |
 
 def swap_step(step: SwapStep) -> None:
     """One line on stderr as each step of a swap ends."""
-    sys.stderr.write(f"- {step.name}: {'ok' if step.ok else 'FAILED'}\n")
+    output.note(f"- {step.name}: {'ok' if step.ok else 'FAILED'}")

@@ -59,12 +59,13 @@ def show(loaded: LoadedRecipe, data: dict[str, Any]) -> View:
 
 
 def validate(results: Sequence[dict[str, Any]]) -> View:
-    """``results``: one per file, {file, ok, name (when ok), problems}."""
+    """``results``: one per file, {file, ok, name (when ok), problems, warnings}."""
 
     def view(out: TextIO) -> None:
         for r in results:
             if r["ok"]:
-                out.write(f"ok       {r['file']} ({r['name']})\n")
+                out.write(f"ok       {_shown(r['file'])} ({_shown(r['name'])})\n")
+                out.writelines(f"  warning: {_shown(warning)}\n" for warning in r["warnings"])
             else:
                 out.write(f"invalid  {_shown(r['file'])}\n")
                 out.writelines(f"  {_shown(problem)}\n" for problem in r["problems"])
