@@ -82,17 +82,10 @@ def __getattr__(name: str) -> Any:
 
 
 def _columns() -> int:
-    """The terminal width as shutil.get_terminal_size() (what click asks) reports it, without shutil."""
-    try:
-        columns = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        columns = 0
-    if columns > 0:
-        return columns
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or ROOT_HELP_COLUMNS  # type: ignore[union-attr]
-    except (AttributeError, ValueError, OSError):  # no stdout (None), a closed one, or not a terminal
-        return ROOT_HELP_COLUMNS
+    """The terminal width click would lay the root help out for (COLUMNS, else the terminal's)."""
+    from rigctl.util.text import columns  # noqa: PLC0415 - only the root help lays text out here
+
+    return columns(sys.__stdout__, ROOT_HELP_COLUMNS)
 
 
 def _root_help(argv: Sequence[str]) -> int | None:

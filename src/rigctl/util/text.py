@@ -3,8 +3,9 @@ every command prints (and a remote rigctl's answer is checked against)."""
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any
+from typing import Any, TextIO
 
 from rigctl import __version__
 
@@ -49,3 +50,20 @@ def printable(value: object, limit: int | None = CELL_LIMIT) -> str:
     if limit is not None and len(text) > limit:
         return f"{text[: limit - 1]}…"
     return text
+
+
+def columns(stream: TextIO | None, default: int) -> int:
+    """The width to lay text out for: COLUMNS when set to a positive number (what the shell or a script
+    asks for, wherever the output goes), else the width of the terminal ``stream`` is, else ``default``."""
+    try:
+        wanted = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        wanted = 0
+    if wanted > 0:
+        return wanted
+    try:
+        if stream is not None and stream.isatty():
+            return os.get_terminal_size(stream.fileno()).columns or default
+    except (AttributeError, ValueError, OSError):  # no descriptor (a test's StringIO), or a closed stream
+        pass
+    return default

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from rigctl.cli import plaintable
 from rigctl.findings import Severity
+from rigctl.util.text import columns as text_columns
 
 View = Callable[[TextIO], None]
 
@@ -49,20 +50,8 @@ def _plain(cell: Cell) -> str:
 
 
 def columns(out: TextIO) -> int:
-    """The width to lay text out for: COLUMNS when set to a number (what the shell or a script asks for,
-    wherever the output goes), else the width of the terminal ``out`` is, else ``plaintable.WIDTH``."""
-    try:
-        wanted = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        wanted = 0
-    if wanted > 0:
-        return wanted
-    try:
-        if out.isatty():
-            return os.get_terminal_size(out.fileno()).columns or plaintable.WIDTH
-    except (AttributeError, ValueError, OSError):  # a stream without a descriptor (a test's StringIO)
-        pass
-    return plaintable.WIDTH
+    """COLUMNS, else the width of the terminal ``out`` is, else ``plaintable.WIDTH``."""
+    return text_columns(out, plaintable.WIDTH)
 
 
 def console(out: TextIO, width: int | None = None) -> Any:
