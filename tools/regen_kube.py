@@ -17,11 +17,17 @@ from pathlib import Path
 from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
 from rigctl.render.kube import TARGETS, render_kube
-from rigctl.render.units import UnitFile, write_files
+from rigctl.render.units import UnitFile
 from rigctl.render.versions import DEFAULT_PODMAN
 
+if not __package__:  # run as a file: the repo root makes `tools` importable, as it is for the tests
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools import goldens  # after the path is set
+
+README, main = goldens.README, goldens.main
+__all__ = ["README", "bundled_manifests", "differences"]
+
 KUBE_DIR = Path(__file__).resolve().parents[1] / "kube"
-README = "README.md"
 COMMAND = "uv run python tools/regen_kube.py"
 
 
@@ -37,38 +43,8 @@ def bundled_manifests() -> dict[str, UnitFile]:
 
 
 def differences(directory: Path) -> list[str]:
-    expected = bundled_manifests()
-    present = {p.name for p in directory.iterdir() if p.is_file() and p.name != README} if directory.is_dir() else set()
-    problems = [f"missing: {name}" for name in sorted(set(expected) - present)]
-    problems += [f"extra: {name}" for name in sorted(present - set(expected))]
-    problems += [
-        f"stale: {name}" for name in sorted(present & set(expected))
-        if (directory / name).read_text(encoding="utf-8") != expected[name].text
-    ]
-    return problems
-
-
-def regenerate(directory: Path) -> list[str]:
-    expected = bundled_manifests()
-    directory.mkdir(parents=True, exist_ok=True)
-    for path in directory.iterdir():
-        if path.is_file() and path.name != README and path.name not in expected:
-            path.unlink()
-    return [str(p) for p in write_files(list(expected.values()), directory)]
-
-
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["--check"]:
-        problems = differences(KUBE_DIR)
-        for problem in problems:
-            sys.stderr.write(f"kube/ {problem}\n")
-        if problems:
-            sys.stderr.write(f"run `{COMMAND}` and commit the result\n")
-        return 1 if problems else 0
-    for path in regenerate(KUBE_DIR):
-        sys.stdout.write(f"wrote {path}\n")
-    return 0
+    return goldens.differences(directory, bundled_manifests())
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:], KUBE_DIR, bundled_manifests, COMMAND))

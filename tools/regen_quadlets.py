@@ -16,11 +16,17 @@ from pathlib import Path
 from rigctl.places import Scope
 from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
-from rigctl.render.units import RenderedUnits, UnitFile, render_units, write_units
+from rigctl.render.units import UnitFile, render_units
 from rigctl.render.versions import DEFAULT_PODMAN
 
+if not __package__:  # run as a file: the repo root makes `tools` importable, as it is for the tests
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tools import goldens  # after the path is set
+
+README, main = goldens.README, goldens.main
+__all__ = ["README", "bundled_units", "differences"]
+
 QUADLETS_DIR = Path(__file__).resolve().parents[1] / "quadlets"
-README = "README.md"
 COMMAND = "uv run python tools/regen_quadlets.py"
 
 
@@ -35,39 +41,8 @@ def bundled_units() -> dict[str, UnitFile]:
 
 
 def differences(directory: Path) -> list[str]:
-    expected = bundled_units()
-    present = {p.name for p in directory.iterdir() if p.is_file() and p.name != README} if directory.is_dir() else set()
-    problems = [f"missing: {name}" for name in sorted(set(expected) - present)]
-    problems += [f"extra: {name}" for name in sorted(present - set(expected))]
-    problems += [
-        f"stale: {name}" for name in sorted(present & set(expected))
-        if (directory / name).read_text(encoding="utf-8") != expected[name].text
-    ]
-    return problems
-
-
-def regenerate(directory: Path) -> list[str]:
-    expected = bundled_units()
-    directory.mkdir(parents=True, exist_ok=True)
-    for path in directory.iterdir():
-        if path.is_file() and path.name != README and path.name not in expected:
-            path.unlink()
-    bundle = RenderedUnits("all", DEFAULT_PODMAN, DEFAULT_PODMAN, Scope.SYSTEM, list(expected.values()))
-    return [str(p) for p in write_units(bundle, directory)]
-
-
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["--check"]:
-        problems = differences(QUADLETS_DIR)
-        for problem in problems:
-            sys.stderr.write(f"quadlets/ {problem}\n")
-        if problems:
-            sys.stderr.write(f"run `{COMMAND}` and commit the result\n")
-        return 1 if problems else 0
-    for path in regenerate(QUADLETS_DIR):
-        sys.stdout.write(f"wrote {path}\n")
-    return 0
+    return goldens.differences(directory, bundled_units())
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:], QUADLETS_DIR, bundled_units, COMMAND))

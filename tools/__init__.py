@@ -1,0 +1,1 @@
+"""Maintainer tools (not shipped): regenerate the golden directories, write the docs, probe a GPU box."""
