@@ -25,20 +25,13 @@ class SetKey:
 
 
 @dataclass(frozen=True)
-class RemoveKey:
-    """Delete every assignment of a key, in every file of the unit."""
+class Remove:
+    """In every file of the unit: delete every assignment of ``key``, or with ``option``, only that podman
+    option (and its value) from each assignment of it."""
 
     section: str
     key: str
-
-
-@dataclass(frozen=True)
-class RemoveOption:
-    """Delete a podman option (and its value) from every assignment of a key, in every file."""
-
-    section: str
-    key: str
-    option: str
+    option: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +47,7 @@ class ReplaceWord:
         one_line(self.new)  # refused where the rule runs (and is isolated), never half-way through --fix
 
 
-Edit = SetKey | RemoveKey | RemoveOption | ReplaceWord
+Edit = SetKey | Remove | ReplaceWord
 
 
 def apply_edit(edit: Edit, texts: dict[str, str]) -> None:
@@ -62,12 +55,10 @@ def apply_edit(edit: Edit, texts: dict[str, str]) -> None:
     match edit:
         case SetKey(path, section, key, value, after):
             texts[path] = set_key(texts[path], path, section, key, value, after=after)
-        case RemoveKey(section, key):
+        case Remove(section, key, option):
             for path, text in list(texts.items()):
-                texts[path] = remove_entries(text, path, section, key)
-        case RemoveOption(section, key, option):
-            for path, text in list(texts.items()):
-                texts[path] = remove_option(text, path, section, [key], option)
+                texts[path] = (remove_entries(text, path, section, key) if option is None
+                               else remove_option(text, path, section, [key], option))
         case ReplaceWord():
             _replace_word(edit, texts)
 

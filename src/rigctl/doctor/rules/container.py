@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rigctl.doctor.edits import Edit, RemoveKey, RemoveOption, ReplaceWord
+from rigctl.doctor.edits import Edit, Remove, ReplaceWord
 from rigctl.doctor.rules.base import Context, Hit, entry_with
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
 
@@ -23,7 +23,7 @@ def ipc_shm(ctx: Context) -> list[Hit]:
         f"--ipc=host together with an explicit shm size ({sources} {spec.shm_size}): podman refuses to "
         f"start it: {PODMAN_IPC_SHM_ERROR!r}",
         "drop the shm size: host IPC already shares the host's /dev/shm",
-        entry=entry, edits=(RemoveKey("Container", "ShmSize"), RemoveOption(section, key, "--shm-size")),
+        entry=entry, edits=(Remove("Container", "ShmSize"), Remove(section, key, "--shm-size")),
     )]
 
 

@@ -4,7 +4,7 @@ and a TP2 warmup takes minutes, longer than systemd's default start timeout."""
 
 from __future__ import annotations
 
-from rigctl.doctor.edits import Edit, RemoveOption, SetKey
+from rigctl.doctor.edits import Edit, Remove, SetKey
 from rigctl.doctor.rules.base import Context, Hit, entry_with, last_raw
 from rigctl.findings import Severity
 from rigctl.host.unitfile import format_seconds, parse_timespan
@@ -83,4 +83,4 @@ def podman_restart(ctx: Context) -> list[Hit]:
         message = f"podman's own --restart={policy} competes with systemd's Restart= for the same container"
         severity = Severity.WARN
     return [Hit(message, "remove --restart and set Restart=always in [Service]", entry=entry, severity=severity,
-                edits=(RemoveOption(section, key, "--restart"),))]
+                edits=(Remove(section, key, "--restart"),))]
