@@ -41,6 +41,16 @@ InventoryOpt = Annotated[
     str | None,
     typer.Option("--inventory", metavar="FILE", help="Use a captured `rigctl inventory --json` instead of this host."),
 ]
+GpusOpt = Annotated[
+    str | None,
+    typer.Option("--gpus", metavar="ID,...", help="Use these GPUs: UUIDs (preferred) or indices, comma-separated "
+                 "(default: the layout preflight chooses)."),
+]
+ForceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--force", metavar="ID,...", help="Downgrade these preflight checks' failures to warnings, e.g. "
+                 "known-bad (repeatable)."),
+]
 UserOpt = Annotated[bool, typer.Option("--user", help="User scope: ~/.config/containers/systemd, systemctl --user.")]
 SystemOpt = Annotated[bool, typer.Option("--system", help="System scope: /etc/containers/systemd (root).")]
 

@@ -9,6 +9,8 @@ import typer
 
 from rigctl.cli import views
 from rigctl.cli.base import (
+    ForceOpt,
+    GpusOpt,
     InventoryOpt,
     JsonOpt,
     OverlayOpt,
@@ -34,9 +36,8 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     recipe: RecipeArg,
     sets: SetOpt = None,
     overlays: OverlayOpt = None,
-    force: Annotated[list[str] | None, typer.Option("--force", metavar="ID,...",
-                                                    help="Downgrade these preflight failures to warnings.")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", metavar="IDS", help="Explicit GPUs: indices or UUIDs.")] = None,
+    force: ForceOpt = None,
+    gpus: GpusOpt = None,
     user: UserOpt = False,
     system: SystemOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Preflight and render; install nothing.")] = False,
@@ -226,9 +227,8 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead (name or path).")],
     sets: SetOpt = None,
     overlays: OverlayOpt = None,
-    force: Annotated[list[str] | None, typer.Option("--force", metavar="ID,...",
-                                                    help="Downgrade these preflight failures of TO.")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", metavar="IDS", help="Explicit GPUs for TO.")] = None,
+    force: ForceOpt = None,
+    gpus: GpusOpt = None,
     release_timeout: Annotated[float, typer.Option(
         "--release-timeout", min=0, help="Seconds to wait for FROM's GPU memory to be released.")] = 120.0,
     user: UserOpt = False,

@@ -8,6 +8,8 @@ import typer
 
 from rigctl.cli import views
 from rigctl.cli.base import (
+    ForceOpt,
+    GpusOpt,
     InventoryOpt,
     JsonOpt,
     OverlayOpt,
@@ -25,14 +27,6 @@ from rigctl.util.options import split_list
 if TYPE_CHECKING:
     from rigctl.host.early import PodmanCli
 
-ForceOpt = Annotated[
-    list[str] | None,
-    typer.Option("--force", metavar="ID[,ID...]", help="Downgrade these checks' failures to warnings, e.g. known-bad."),
-]
-GpusOpt = Annotated[
-    str | None,
-    typer.Option("--gpus", metavar="SEL", help="Use these GPUs: indices or UUIDs, comma-separated (e.g. 0,2)."),
-]
 ChecksumsOpt = Annotated[bool, typer.Option("--checksums", help="Also verify the sha256 of every shard (cached).")]
 AcceptOpt = Annotated[
     list[str] | None,

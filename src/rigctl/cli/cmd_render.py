@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from rigctl.cli import views
-from rigctl.cli.base import InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.base import GpusOpt, InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
@@ -39,10 +39,7 @@ def render_cmd(
                  "default: the one found for the scope on the inventory's box or this host).",
         ),
     ] = None,
-    gpus: Annotated[
-        str | None,
-        typer.Option("--gpus", metavar="ID,...", help="GPU UUIDs (preferred) or indices for AddDevice=."),
-    ] = None,
+    gpus: GpusOpt = None,
     scope: Annotated[
         str | None, typer.Option("--scope", metavar="system|user",
                                  help="Install for the system or the user manager (default: system as root, else "
