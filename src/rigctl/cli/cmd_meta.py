@@ -53,9 +53,6 @@ def version_on_host(hosts_file: str | None, host: str, as_json: bool) -> None:
     finish("version", as_json, produce)
 
 
-SCHEMAS = ("recipe",)
-
-
 @app.command("schema")
 def schema_cmd(
     name: Annotated[str, typer.Argument(metavar="NAME", help="What to describe: recipe.")],
@@ -68,18 +65,18 @@ def schema_cmd(
 
     def produce() -> Outcome:
         from rigctl.cli.views.meta import schema
-        from rigctl.recipe.schema import recipe_schema, schema_text
+        from rigctl.recipe.schema import SCHEMA_NAMES, recipe_schema, schema_text
 
-        if name not in SCHEMAS:
-            raise _usage(f"no schema {name!r}", name, SCHEMAS, "`rigctl schema recipe` is the one there is")
+        if name not in SCHEMA_NAMES:
+            raise _usage(f"no schema {name!r}", name, SCHEMA_NAMES, "`rigctl schema recipe` is the one there is")
+        document = recipe_schema()
         path = None
         if out is not None:
             from rigctl.util.safefs import SafeDir
 
             with SafeDir.open(out.parent) as directory:  # the directory is the user's, trusted as given
-                directory.write_atomic(out.name, schema_text().encode())
+                directory.write_atomic(out.name, schema_text(document).encode())
             path = str(out)
-        document = recipe_schema()
         return Outcome("schema", True, {"name": name, "path": path, "schema": document}, view=schema(document, path))
 
     finish("schema", as_json, produce)
@@ -135,13 +132,13 @@ def explain_cmd(
     the fixes it suggests."""
 
     def produce() -> Outcome:
-        from rigctl.cli.checklist import all_checks
+        from rigctl.cli.checklist import all_checks, find
         from rigctl.cli.views.meta import explain
 
-        known = all_checks()
-        found = [c for c in known if c.id == check_id]
+        found = find(check_id)
         if not found:
-            raise _usage(f"no check {check_id!r}", check_id, [c.id for c in known], "`rigctl checks` lists them")
+            known = [c.id for c in all_checks()]
+            raise _usage(f"no check {check_id!r}", check_id, known, "`rigctl checks` lists them")
         return Outcome("explain", True, {"checks": [c.to_dict() for c in found]}, view=explain(found))
 
     finish("explain", as_json, produce)

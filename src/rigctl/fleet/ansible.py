@@ -36,12 +36,12 @@ from pydantic import ValidationError
 
 from rigctl.errors import InvalidInputError
 from rigctl.fleet.ansible_vars import Var, connection
-from rigctl.fleet.inventory import HOST_NAME, TAG, Host, Inventory
+from rigctl.fleet.inventory import CONTROLS, HOST_NAME, TAG, Host, Inventory
+from rigctl.fleet.limit import SPECIAL_GROUPS
 from rigctl.recipe.problems import plain_message
 
 MAX_HOSTS = 10_000
 MAX_GROUPS = 1_000
-_SPECIAL = ("all", "ungrouped")
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Tree:
     def __init__(self, source: str, kind: str) -> None:
         self.source = source
         self.kind = kind
-        self.groups: dict[str, Group] = {name: Group(name) for name in _SPECIAL}
+        self.groups: dict[str, Group] = {name: Group(name) for name in SPECIAL_GROUPS}
         self.host_vars: dict[str, dict[str, Var]] = {}  # file order
         self.host_where: dict[str, str] = {}
 
@@ -71,7 +71,7 @@ class Tree:
             if not re.match(TAG, name):
                 raise _bad(where, f"{name!r} is not a group name rigctl takes (letters, digits, '.', '_', '-'; "
                                   "at most 63)")
-            if len(self.groups) >= MAX_GROUPS + len(_SPECIAL):
+            if len(self.groups) >= MAX_GROUPS + len(SPECIAL_GROUPS):
                 raise _bad(where, f"more than {MAX_GROUPS} groups")
             self.groups[name] = Group(name)
         return self.groups[name]
@@ -168,7 +168,7 @@ def _range(spec: str, name: str, where: str) -> Sequence[str]:
 
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
 _GROUP_LINE = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile(rf"(?!\t)[{CONTROLS}]")  # the hosts file's controls, but a tab separates INI words
 
 
 def ini_value(text: str) -> Any:
@@ -204,7 +204,7 @@ def _host_line(line: str, where: str) -> tuple[str, dict[str, Var]]:
 def _ini_tree(text: str, source: str) -> Tree:
     tree = Tree(source, "ansible-ini")
     group, state = "ungrouped", "hosts"
-    declared = set(_SPECIAL)
+    declared = set(SPECIAL_GROUPS)
     vars_sections: dict[str, str] = {}
     child_refs: dict[str, str] = {}
     for number, raw in enumerate(text.split("\n"), 1):
@@ -358,7 +358,7 @@ def memberships(tree: Tree) -> dict[str, list[str]]:
         for name in group.hosts:
             member[name] |= {group.name, *above[group.name]}
     for names in member.values():
-        if names <= set(_SPECIAL):
+        if names <= set(SPECIAL_GROUPS):
             names.add("ungrouped")
         else:
             names.discard("ungrouped")
@@ -378,7 +378,7 @@ def build(tree: Tree) -> Inventory:
             merged.update((k, v) for k, v in tree.groups[group].vars.items() if k != "ansible_group_priority")
         merged.update(tree.host_vars[name])
         link = connection(merged)
-        tags = sorted(set(groups) - set(_SPECIAL))
+        tags = sorted(set(groups) - set(SPECIAL_GROUPS))
         if link.ignored:
             ignored[name] = tuple(link.ignored)
         if link.refused:
@@ -392,7 +392,7 @@ def build(tree: Tree) -> Inventory:
             problems += _host_problems(exc, name, tree.host_where[name], link.origins)
     if problems:
         raise InvalidInputError(problems)
-    return Inventory(tree.source, tree.kind, tuple(hosts), frozenset(tree.groups) - set(_SPECIAL), refused,
+    return Inventory(tree.source, tree.kind, tuple(hosts), frozenset(tree.groups) - set(SPECIAL_GROUPS), refused,
                      ignored, notes=_beside(tree.source))
 
 

@@ -40,16 +40,16 @@ HOST_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 # A tag is a group of hosts; Ansible group names may start with '_'.
 TAG = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$"
 # Every character any reader takes for a line break or a terminal control: C0, DEL, C1, U+2028/9.
-_CONTROLS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+CONTROLS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 HostName = Annotated[str, Field(pattern=HOST_NAME)]
 Tag = Annotated[str, Field(pattern=TAG)]
 # No leading '-': a destination must never be read by ssh as an option.
 Destination = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\[\]:@%+-]+$", min_length=1)]
 OptionName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]*$")]
-OptionValue = Annotated[str, Field(pattern=rf"^[^{_CONTROLS}]*$")]
+OptionValue = Annotated[str, Field(pattern=rf"^[^{CONTROLS}]*$")]
 # A path or program name: one word on the remote (or local) command line, quoted where it is used
 # (ssh.remote_command), so only control characters are refused: a NUL cannot be passed to ssh at all.
-Word = Annotated[str, Field(pattern=rf"^[^{_CONTROLS}]+$")]
+Word = Annotated[str, Field(pattern=rf"^[^{CONTROLS}]+$")]
 UserName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_.-]*$")]
 Port = Annotated[int, Field(ge=1, le=65535)]
 

@@ -24,7 +24,7 @@ from rigctl.util.safefs import MiB, read_text, reason_of
 
 LIMIT_FILE_LIMIT = 1 * MiB
 _NAME = re.compile(r"^[A-Za-z0-9_.*?-]+$")
-_SPECIAL = ("all", "ungrouped")
+SPECIAL_GROUPS = ("all", "ungrouped")  # every inventory has them; Ansible makes them, not the file
 
 
 def split_pattern(pattern: str) -> list[str]:
@@ -72,7 +72,7 @@ def _matches(body: str, *, plain: bool, members: Mapping[str, Sequence[str]],
     hosts = list(members)
     if plain and body in members:  # like Ansible: a plain part that is a host's name is that host
         return {body}
-    matched_groups = [g for g in [*_SPECIAL, *groups] if fnmatchcase(g, body)]
+    matched_groups = [g for g in [*SPECIAL_GROUPS, *groups] if fnmatchcase(g, body)]
     chosen: set[str] = set()
     for group in matched_groups:
         if group == "all":
@@ -96,7 +96,7 @@ def choose(pattern: str, members: Mapping[str, Sequence[str]], groups: Collectio
         parts += _read_parts(part[1:]) if part.startswith("@") else [part]
     if not parts:
         raise UsageError(f"--limit {pattern!r}: names no host or group")
-    known_groups = set(groups) - set(_SPECIAL)
+    known_groups = set(groups) - set(SPECIAL_GROUPS)
     chosen: set[str] = set()
     for part in _ordered(parts):
         body = part[1:] if part[0] in "!&" else part

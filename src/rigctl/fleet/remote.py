@@ -50,7 +50,7 @@ from rigctl.fleet.ssh import (
     unreachable,
 )
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
-from rigctl.recipe.load import format_validation_error
+from rigctl.recipe.problems import format_validation_error
 from rigctl.util import safefs
 from rigctl.util.proc import Completed
 from rigctl.util.text import SCHEMA_VERSION, VERSION, printable

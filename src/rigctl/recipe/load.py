@@ -35,8 +35,8 @@ from rigctl.recipe.catalog import (
 from rigctl.recipe.model import Recipe
 from rigctl.recipe.problems import Origin, format_validation_error
 
-__all__ = [  # format_validation_error: its home is recipe.problems; kept here for the callers that import it
-    "LoadedRecipe", "apply_set", "deep_merge", "format_validation_error", "list_recipes", "load", "parse_set",
+__all__ = [
+    "LoadedRecipe", "apply_set", "deep_merge", "list_recipes", "load", "parse_set",
     "validate_data", "validate_file",
 ]
 

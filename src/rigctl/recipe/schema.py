@@ -32,9 +32,10 @@ def recipe_schema() -> dict[str, Any]:
     }
 
 
-def schema_text() -> str:
-    """The schema as a file holds it: stable key order, so a regenerated file differs only when it changed."""
-    return json.dumps(recipe_schema(), indent=2) + "\n"
+def schema_text(document: dict[str, Any] | None = None) -> str:
+    """The schema (``recipe_schema()``'s, unless given) as a file holds it: stable key order, so a
+    regenerated file differs only when it changed."""
+    return json.dumps(recipe_schema() if document is None else document, indent=2) + "\n"
 
 
 def modeline(ref: str = SCHEMA_FILE) -> str:

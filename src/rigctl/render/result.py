@@ -111,10 +111,6 @@ def _entries(files: Sequence[UnitFile], written: dict[str, Path], install: Scope
     return out
 
 
-def _version(v: Version) -> str:
-    return f"{v[0]}.{v[1]}"
-
-
 def _gpus(placement: Placement | None) -> list[ChosenGpu]:
     return list(placement.choice.gpus) if placement is not None and placement.choice is not None else []
 
@@ -138,8 +134,8 @@ class QuadletResult:
     def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: render's JSON since v1 (versions as "X.Y")
         r = self.rendered
         payload: dict[str, Any] = {
-            "recipe": r.recipe, "podman_version": _version(r.podman_version),
-            "quadlet_version": _version(r.quadlet_version), "scope": r.scope, "service": r.service_name,
+            "recipe": r.recipe, "podman_version": fmt(r.podman_version),
+            "quadlet_version": fmt(r.quadlet_version), "scope": r.scope, "service": r.service_name,
             "files": self.files, "notes": [{"kind": n.kind, "message": n.message} for n in [*self.warnings, *r.notes]],
             "versions_from": self.versions_from,
         }
@@ -177,9 +173,9 @@ class KubeResult:
         r = self.rendered
         payload: dict[str, Any] = {"recipe": r.recipe, "target": r.target}
         if r.podman_version is not None:
-            payload["podman_version"] = _version(r.podman_version)
+            payload["podman_version"] = fmt(r.podman_version)
         if r.quadlet_version is not None:
-            payload["quadlet_version"] = _version(r.quadlet_version)
+            payload["quadlet_version"] = fmt(r.quadlet_version)
         if r.target == "podman-kube":
             payload["scope"] = str(r.scope)
             payload["service"] = r.service_name

@@ -443,15 +443,8 @@ class HttpEngine:
         if self.has_tokenize is False:
             return None
         payload = {"model": self.endpoint.model, "prompt": prompt}
-        try:
-            async with asyncio.timeout(timeout):
-                status, body, _ = await self._fetch("POST", "/tokenize", payload, timeout=timeout,
-                                                    limit=tokenize_limit(prompt))
-        except TimeoutError:
-            raise EngineRequestError("timeout", f"POST /tokenize did not answer within {timeout:g}s") from None
-        except httpx.HTTPError as exc:
-            kind, msg = _describe_http_error(exc)
-            raise EngineRequestError(kind, f"POST /tokenize: {msg}") from None
+        answer = await self.post_json("/tokenize", payload, timeout=timeout, limit=tokenize_limit(prompt))
+        status, body = answer.status, answer.body
         if status in (404, 405, 501):
             self.has_tokenize = False
             return None

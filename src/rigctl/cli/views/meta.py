@@ -4,13 +4,12 @@ remote rigctl's version and Python (checked by the fleet's reader) and file path
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.views.base import View
-from rigctl.util.text import printable
+from rigctl.util.text import columns, printable
 
 if TYPE_CHECKING:
     from rigctl.cli.checklist import CheckInfo
@@ -73,7 +72,7 @@ def checks_list(checks: Sequence[CheckInfo]) -> View:
 
 def explain(checks: Sequence[CheckInfo]) -> View:
     def view(out: TextIO) -> None:
-        width = max(40, min(shutil.get_terminal_size((100, 24)).columns, 120))
+        width = max(40, min(columns(out, 100), 120))  # the one COLUMNS rule
         for i, c in enumerate(checks):
             if i:
                 out.write("\n")
