@@ -18,27 +18,44 @@ class GpuMemory(Protocol):
 
 
 class NvmlGpuMemory:
-    def _handles(self) -> list[tuple[str, str, Any]] | None:
-        try:
-            import pynvml  # noqa: PLC0415 - NVML is optional; only status and down ask for it
+    """NVML is loaded and started once per adapter, on first use (``swap`` asks ``busy`` every half second
+    while it waits for the GPUs to be released), through ``host.nvml``: a host without the driver learns it
+    without importing pynvml."""
 
-            pynvml.nvmlInit()
+    def __init__(self) -> None:
+        self._lib: Any = None
+        self._devices: list[tuple[str, str, Any]] | None = None
+        self._started = False
+
+    def _handles(self) -> list[tuple[str, str, Any]] | None:
+        """(index, UUID, handle) of every GPU; None where NVML cannot answer."""
+        if self._started:
+            return self._devices
+        self._started = True
+        from rigctl.host.nvml import load_pynvml, nvml_library_loads  # noqa: PLC0415 - only status, down, swap
+
+        if not nvml_library_loads():
+            return None
+        lib = load_pynvml()
+        if isinstance(lib, str):
+            return None
+        try:
+            lib.nvmlInit()
+            devices = []
+            for i in range(lib.nvmlDeviceGetCount()):
+                handle = lib.nvmlDeviceGetHandleByIndex(i)
+                uuid = lib.nvmlDeviceGetUUID(handle)
+                devices.append((str(i), uuid if isinstance(uuid, str) else uuid.decode(), handle))
         except Exception:  # NVML absent or broken: GPU memory is then "n/a", not an error
             return None
-        handles = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            handles.append((str(i), uuid if isinstance(uuid, str) else uuid.decode(), handle))
-        return handles
+        self._lib, self._devices = lib, devices
+        return devices
 
     def _procs(self, handle: Any) -> list[Any]:
-        import pynvml  # noqa: PLC0415 - see _handles
-
         procs: list[Any] = []
         for call in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
             try:
-                procs.extend(getattr(pynvml, call)(handle))
+                procs.extend(getattr(self._lib, call)(handle))
             except Exception:  # NotSupported on some boards; the other list may still answer
                 continue
         return procs

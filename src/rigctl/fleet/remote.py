@@ -255,10 +255,11 @@ def _command_word(argv: Sequence[str]) -> str:
     return next((w for w in argv if not w.startswith("-")), "?")
 
 
-class RemoteRigctlMissingError(HostUnreachableError):
+class RemoteRigctlMissingError(RigctlError):
     """ssh reached the host but there is no rigctl to run there: the command could not be asked either,
     so the exit code is the unreachable one; the host itself is up (``HostResult.reachable`` stays true)."""
 
+    exit_code = ExitCode.HOST_UNREACHABLE
     code = "remote-rigctl-missing"
 
 
@@ -278,8 +279,8 @@ def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport |
     """Run ``rigctl ARGV --json`` on ``host`` and return its exit status and JSON document, judged by
     ``parse_answer`` (``problem`` says what is wrong with an answer that cannot be used).
 
-    Raises HostUnreachableError when the host cannot be reached or rigctl is not installed there; a remote
-    command that ran and failed is a normal result (its rc and document say how)."""
+    Raises HostUnreachableError when the host cannot be reached, RemoteRigctlMissingError when rigctl is not
+    installed there; a remote command that ran and failed is a normal result (its rc and document say how)."""
     ssh = transport or OpenSsh.default()
     words = [*argv] if "--json" in argv else [*argv, "--json"]
     done = ssh.run(host, remote_command([_program(host), *words]), timeout=timeout)
@@ -291,9 +292,9 @@ def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport |
 def stream_remote_rigctl(host: Host, argv: Sequence[str], *, out: Callable[[str], None],
                          err: Callable[[str], None], transport: OpenSsh | None = None) -> ExitCode:
     """``rigctl ARGV`` on ``host`` in text mode: its stdout and stderr handed to ``out``/``err`` as they
-    come, control sequences made visible (``shown``); returns its exit status. Raises HostUnreachableError when
-    the host cannot be reached or rigctl is missing there, RemoteAnswerError for an exit status rigctl
-    never uses."""
+    come, control sequences made visible (``shown``); returns its exit status. Raises HostUnreachableError
+    when the host cannot be reached, RemoteRigctlMissingError when rigctl is missing there, RemoteAnswerError
+    for an exit status rigctl never uses."""
     ssh = transport or OpenSsh.default()
     rc = stream(ssh.argv(host, remote_command([_program(host), *argv])),
                 out=lambda text: out(shown(text)), err=lambda text: err(shown(text)))
@@ -716,7 +717,7 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
         # "--": a recipe name is never read as an option by the remote rigctl, whatever it starts with
         remote = run_remote_rigctl(host, [argv[0], "--json", "--", *argv[1:]], transport=ssh, timeout=timeout)
     except RigctlError as err:
-        result.reachable = not isinstance(err, HostUnreachableError) or isinstance(err, RemoteRigctlMissingError)
+        result.reachable = not isinstance(err, HostUnreachableError)
         result.error = err.message
         return result
     if remote.document is not None:

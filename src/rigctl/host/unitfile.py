@@ -315,7 +315,6 @@ class MergedUnit:
 # --- quoting -----------------------------------------------------------------------------------------
 
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "s": " "}
-_UNESCAPES = {v: "\\" + k for k, v in _ESCAPES.items() if k != "s"}
 
 
 def split_words(value: str) -> list[str]:
@@ -354,22 +353,6 @@ def split_words(value: str) -> list[str]:
     if in_word:
         words.append("".join(current))
     return words
-
-
-_NEEDS_QUOTES = re.compile(r"[ \t\n\r'\"\\]")
-_C0 = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def quote_word(word: str) -> str:
-    """The inverse of split_words for one word: quote only when needed. Control characters are
-    written as C escapes (a raw newline would end the line); NUL cannot be carried at all."""
-    if "\x00" in word:
-        raise ValueError(f"{word!r}: a NUL cannot be carried in a unit file")
-    if word and not _NEEDS_QUOTES.search(word) and not _C0.search(word):
-        return word
-    escaped = word.replace("\\", "\\\\").replace('"', '\\"')
-    escaped = _C0.sub(lambda m: _UNESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), escaped)
-    return f'"{escaped}"'
 
 
 # --- time spans --------------------------------------------------------------------------------------
