@@ -248,7 +248,7 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
         origin = find_target(source, scope_choice(user, system), must_exist=False)
         scope, dirs = origin.scope, origin.dirs
-        from_side = resolve_source(origin.need_recipe(), source, state_dir=dirs.state)
+        from_side = resolve_source(origin, source)
         to_loaded = load(target, overlays=overlays or (), sets=sets or ())
         to_side = Side(to_loaded.recipe, str(to_loaded.source.path))
 

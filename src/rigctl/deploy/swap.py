@@ -29,6 +29,7 @@ from rigctl.deploy import state as records
 from rigctl.deploy.down import DownResult, down
 from rigctl.deploy.install import installed_texts
 from rigctl.deploy.plan import Plan, make_plan
+from rigctl.deploy.target import Target
 from rigctl.deploy.up import UpOptions, UpResult, install_and_start, plan_here, up
 from rigctl.errors import DeployError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
@@ -298,11 +299,12 @@ def _up_detail(res: UpResult) -> dict[str, Any]:
 # --- the real deploy -----------------------------------------------------------------------------------
 
 
-def resolve_source(recipe: Recipe, source: str, *, state_dir: Path) -> Side:
-    """FROM must be deployed here: its record says which GPUs it holds and which unit files to restore."""
-    record = records.load_record(state_dir, recipe.name)
+def resolve_source(origin: Target, source: str) -> Side:
+    """FROM must be deployed here: its record (the one ``find_target`` read) says which GPUs it holds and
+    which unit files to restore."""
+    recipe, record = origin.need_recipe(), origin.record
     if record is None:
-        raise DeployError(f"{recipe.name} is not deployed on this host (no record in {state_dir})",
+        raise DeployError(f"{recipe.name} is not deployed on this host (no record in {origin.dirs.state})",
                           fix=f"`rigctl status` lists deployments; to deploy without a swap: `rigctl up {source}`")
     return Side(recipe, record.recipe_source or source, tuple(record.gpu_ids), recipe.publish.port)
 

@@ -55,7 +55,6 @@ class UpInterrupted(DeployError):
 class ChecksOutcome:
     ok: bool
     results: list[CheckResult]
-    output_lines: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -340,12 +339,11 @@ def _verify(recipe: Recipe, result: UpResult) -> None:
     """Smoke and repetition against the ready endpoint; a failure leaves the service running (it is up,
     but wrong) and says so with exit 1."""
     report = run_checks(endpoint_for(recipe), Expectations.from_recipe(recipe), VERIFY_CHECKS)
-    result.checks = ChecksOutcome(ok=report.ok, results=list(report.checks),
-                                  output_lines=[c.message for c in report.checks])
+    result.checks = ChecksOutcome(ok=report.ok, results=list(report.checks))
     if not report.ok:
         result.ok = False
         result.exit_code = ExitCode.CHECKS_FAILED
-        result.signatures = match_signatures(recipe.known_issues.signatures, result.checks.output_lines,
+        result.signatures = match_signatures(recipe.known_issues.signatures, [c.message for c in report.checks],
                                              first_only=True)
         result.message = (f"{recipe.served_name} is serving at {result.endpoint} but failed verification; "
                           "the service was left running")
