@@ -32,12 +32,10 @@ class NvmlGpuMemory:
         if self._started:
             return self._devices
         self._started = True
-        from rigctl.host.nvml import load_pynvml, nvml_library_loads  # noqa: PLC0415 - only status, down, swap
+        from rigctl.host.nvml import nvml_if_present  # noqa: PLC0415 - only status, down and swap ask
 
-        if not nvml_library_loads():
-            return None
-        lib = load_pynvml()
-        if isinstance(lib, str):
+        lib: Any = nvml_if_present()
+        if lib is None:
             return None
         try:
             lib.nvmlInit()

@@ -98,12 +98,10 @@ def driver_from_proc(text: str) -> str | None:
 
 
 def _driver_from_nvml() -> str | None:
-    from rigctl.host.nvml import load_pynvml, nvml_library_loads  # noqa: PLC0415 - only without /proc's answer
+    from rigctl.host.nvml import nvml_if_present  # noqa: PLC0415 - only without /proc's answer
 
-    if not nvml_library_loads():
-        return None
-    lib = load_pynvml()
-    if isinstance(lib, str):
+    lib = nvml_if_present()
+    if lib is None:
         return None
     try:
         lib.nvmlInit()

@@ -116,6 +116,14 @@ def load_pynvml() -> NvmlLib | str:
     return lib
 
 
+def nvml_if_present() -> NvmlLib | None:
+    """The real library where the NVML library loads and pynvml imports, else None (no GPUs to ask)."""
+    if not nvml_library_loads():
+        return None
+    lib = load_pynvml()
+    return None if isinstance(lib, str) else lib
+
+
 class _Recorder:
     def __init__(self, lib: NvmlLib) -> None:
         self.lib = lib
