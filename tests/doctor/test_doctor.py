@@ -17,7 +17,7 @@ from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.checkup import doctor
 from rigctl.doctor.discover import collect, local_snapshot, path_roots
 from rigctl.doctor.facts import DoctorFacts, local_facts, snapshot_facts
-from rigctl.doctor.fix import Rewrite, plan_fixes, rewrite
+from rigctl.doctor.fix import FileChange, plan_fixes, rewrite
 from rigctl.doctor.model import UnitFile
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
 
@@ -238,7 +238,7 @@ def test_rewrite_keeps_backup_and_mode(tmp_path: Path) -> None:
     target.write_text("old\n")
     target.chmod(0o640)
     snap = local_snapshot(path_roots([str(tmp_path)]))
-    backups = rewrite([Rewrite(str(target), "old\n", "new\n")], snap)
+    backups = rewrite([FileChange(str(target), "old\n", "new\n")], snap)
     assert target.read_text() == "new\n"
     assert Path(backups[str(target)]).read_text() == "old\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640

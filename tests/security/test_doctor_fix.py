@@ -19,7 +19,7 @@ from rigctl.doctor.audit import audit
 from rigctl.doctor.checkup import doctor
 from rigctl.doctor.discover import Root, collect, default_roots, local_snapshot, path_roots
 from rigctl.doctor.facts import DoctorFacts, unpinned_images
-from rigctl.doctor.fix import Rewrite, rewrite
+from rigctl.doctor.fix import FileChange, rewrite
 from rigctl.util.safefs import InvalidInputError
 
 PIN = "docker.io/x/y@sha256:" + "0" * 64
@@ -292,7 +292,7 @@ def test_fixes_are_all_or_nothing_when_a_file_changes_under_doctor(tmp_path: Pat
         (units / name).write_text(MANAGED)
     snap = local_snapshot(path_roots([str(units)]))
     (units / "b.container").write_text(MANAGED + "# edited meanwhile\n")
-    changes = [Rewrite(str(units / n), MANAGED, MANAGED.replace("no", "always")) for n in ("a.container", "b.container")]
+    changes = [FileChange(str(units / n), MANAGED, MANAGED.replace("no", "always")) for n in ("a.container", "b.container")]
     with pytest.raises(InvalidInputError, match="edited since doctor read it"):
         rewrite(changes, snap)
     assert (units / "a.container").read_text() == MANAGED
@@ -308,7 +308,7 @@ def test_fixes_are_all_or_nothing_when_a_file_is_swapped_for_a_link(tmp_path: Pa
     snap = local_snapshot(path_roots([str(units)]))
     (units / "b.container").unlink()
     (units / "b.container").symlink_to(target)
-    changes = [Rewrite(str(units / n), MANAGED, "x\n") for n in ("a.container", "b.container")]
+    changes = [FileChange(str(units / n), MANAGED, "x\n") for n in ("a.container", "b.container")]
     with pytest.raises(InvalidInputError, match="replaced since doctor read it"):
         rewrite(changes, snap)
     assert target.read_text() == "secret\n"

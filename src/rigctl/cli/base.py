@@ -1,15 +1,16 @@
-"""The typer app, the options every command shares, and the wrapper that turns a core call into
-output and an exit code. Command modules register on ``app``; none of them prints directly."""
+"""The typer app, its root callback (the options before the command), and the wrapper that turns a core
+call into output and an exit code. Command modules register on ``app``; none of them prints directly.
+Every option is declared in ``cli.options``."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import typer
 
-from rigctl.cli.complete import recipe_names
+from rigctl.cli import options as opt
 from rigctl.cli.output import Outcome, emit, emit_error, set_verbosity
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
@@ -23,36 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of text.")]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override one recipe value (YAML), e.g. engine.port=8002."),
-]
-OverlayOpt = Annotated[
-    list[str] | None,
-    typer.Option("--overlay", "-f", metavar="FILE", help="YAML file deep-merged over the recipe (repeatable)."),
-]
-RecipeArg = Annotated[
-    str, typer.Argument(metavar="RECIPE", help="A recipe name (see `rigctl recipes`) or a YAML path.",
-                        autocompletion=recipe_names)
-]
-InventoryOpt = Annotated[
-    str | None,
-    typer.Option("--inventory", metavar="FILE", help="Use a captured `rigctl inventory --json` instead of this host."),
-]
-GpusOpt = Annotated[
-    str | None,
-    typer.Option("--gpus", metavar="ID,...", help="Use these GPUs: UUIDs (preferred) or indices, comma-separated "
-                 "(default: the layout preflight chooses)."),
-]
-ForceOpt = Annotated[
-    list[str] | None,
-    typer.Option("--force", metavar="ID,...", help="Downgrade these preflight checks' failures to warnings, e.g. "
-                 "known-bad (repeatable)."),
-]
-UserOpt = Annotated[bool, typer.Option("--user", help="User scope: ~/.config/containers/systemd, systemctl --user.")]
-SystemOpt = Annotated[bool, typer.Option("--system", help="System scope: /etc/containers/systemd (root).")]
 
 if TYPE_CHECKING:
     from rigctl.places import Scope
@@ -130,36 +101,10 @@ def _strip_host_options(argv: list[str]) -> list[str]:
     return out
 
 
-def _print_version(value: bool) -> None:
-    if value:
-        from rigctl.util.text import version_line
-
-        typer.echo(version_line())
-        raise typer.Exit()
-
-
 @app.callback()
 def root(
-    host: Annotated[
-        str | None,
-        typer.Option("--host", metavar="NAME", help="Run the command on this inventory host over ssh."),
-    ] = None,
-    hosts_file: Annotated[
-        str | None,
-        typer.Option("--hosts", metavar="FILE", help="Host inventory for --host and the fleet commands (default "
-                                                     "$XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
-    ] = None,
-    quiet: Annotated[
-        bool,
-        typer.Option("--quiet", "-q", help="Print only the result and errors: no notes, no progress."),
-    ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also print each command rigctl runs (podman, systemctl, ssh).")
-    ] = False,
-    version: Annotated[
-        bool,
-        typer.Option("--version", is_eager=True, callback=_print_version, help="Print rigctl's version and exit."),
-    ] = False,
+    host: opt.HostOpt = None, hosts_file: opt.RootHostsOpt = None, quiet: opt.QuietOpt = False,
+    verbose: opt.VerboseOpt = False, version: opt.VersionOpt = False,
 ) -> None:
     """Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification."""
     if quiet and verbose:

@@ -2,46 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
+from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import JsonOpt, app, finish, hosts_path
+from rigctl.cli.base import app, finish, hosts_path
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
-PathOpt = Annotated[
-    list[str] | None,
-    typer.Option("--path", metavar="DIR", help="Audit only units under this directory or file (repeatable)."),
-]
-FixOpt = Annotated[
-    bool,
-    typer.Option("--fix", help="Rewrite rigctl-managed units atomically (keeping .bak); print a patch for the others."),
-]
-HostsOpt = Annotated[
-    str | None,
-    typer.Option("--hosts", metavar="FILE", help="Host inventory (default: the root's --hosts, else "
-                                                 "$XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
-]
-TagOpt = Annotated[
-    list[str] | None,
-    typer.Option("--tag", metavar="TAG", help="Only hosts carrying this tag (repeatable, or a,b: every one)."),
-]
-OnlyOpt = Annotated[
-    list[str] | None, typer.Option("--only", metavar="NAME", help="Only this host (repeatable, or a,b).")
-]
-LimitOpt = Annotated[
-    str | None,
-    typer.Option("--limit", metavar="PATTERN",
-                 help="Hosts or groups as Ansible's --limit: a,b (or a:b), !x to leave out, &x to intersect, "
-                      "@FILE, * globs."),
-]
-ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, max=256, help="Hosts contacted at once.")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed per host.")]
 
 @app.command("doctor")
-def doctor_cmd(paths: PathOpt = None, fix: FixOpt = False, as_json: JsonOpt = False) -> None:
+def doctor_cmd(paths: opt.PathOpt = None, fix: opt.FixOpt = False, as_json: opt.JsonOpt = False) -> None:
     """Audit every serving unit on this host (quadlet .container files and .service files running
     podman/docker or an engine): restart policy, ipc/shm, start timeouts, digests, exposure, CDI."""
 
@@ -85,24 +56,23 @@ def _fleet(command: str, *, hosts_file: str | None, tags: list[str] | None, only
 
 
 @fleet_app.command("status")
-def fleet_status_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
-                     parallel: ParallelOpt = 16, timeout: TimeoutOpt = 30.0, as_json: JsonOpt = False) -> None:
+def fleet_status_cmd(
+    *,
+    hosts: opt.HostsOpt = None, tag: opt.TagOpt = None, only: opt.OnlyOpt = None, limit: opt.LimitOpt = None,
+    parallel: opt.ParallelOpt = 16, timeout: opt.TimeoutOpt = 30.0, as_json: opt.JsonOpt = False,
+) -> None:
     """What each host serves: rigctl units, containers and their state."""
     _fleet("status", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json,
            limit=limit)
 
 
-FleetFixOpt = Annotated[
-    bool,
-    typer.Option("--fix", help="Run `rigctl doctor --fix` on each host (needs rigctl there; a host without it "
-                               "is changed in no way and gets the patches only)."),
-]
-
-
 @fleet_app.command("doctor")
-def fleet_doctor_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
-                     parallel: ParallelOpt = 16, timeout: TimeoutOpt = 60.0, fix: FleetFixOpt = False,
-                     as_json: JsonOpt = False) -> None:
+def fleet_doctor_cmd(
+    *,
+    hosts: opt.HostsOpt = None, tag: opt.TagOpt = None, only: opt.OnlyOpt = None, limit: opt.LimitOpt = None,
+    parallel: opt.ParallelOpt = 16, timeout: opt.TimeoutOpt = 60.0, fix: opt.FleetFixOpt = False,
+    as_json: opt.JsonOpt = False,
+) -> None:
     """`rigctl doctor` on every host (remote rigctl when installed, else unit files shipped back by ssh)."""
     _fleet("doctor", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout, as_json=as_json,
            fix=fix, limit=limit)
@@ -110,10 +80,10 @@ def fleet_doctor_cmd(*, hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOp
 
 @fleet_app.command("preflight")
 def fleet_preflight_cmd(
-    recipe: Annotated[str, typer.Argument(metavar="RECIPE", help="Recipe name known to the remote rigctl.")],
+    recipe: opt.RemoteRecipeArg,
     *,
-    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
-    parallel: ParallelOpt = 16, timeout: TimeoutOpt = 120.0, as_json: JsonOpt = False,
+    hosts: opt.HostsOpt = None, tag: opt.TagOpt = None, only: opt.OnlyOpt = None, limit: opt.LimitOpt = None,
+    parallel: opt.ParallelOpt = 16, timeout: opt.TimeoutOpt = 120.0, as_json: opt.JsonOpt = False,
 ) -> None:
     """`rigctl preflight RECIPE` on every host (needs rigctl installed there)."""
     _fleet("preflight", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,
@@ -122,14 +92,11 @@ def fleet_preflight_cmd(
 
 @fleet_app.command("swap")
 def fleet_swap_cmd(
-    source: Annotated[str, typer.Argument(metavar="FROM", help="The deployed recipe to replace on each host.")],
-    target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead.")],
+    source: opt.RemoteFromArg,
+    target: opt.RemoteToArg,
     *,
-    hosts: HostsOpt = None, tag: TagOpt = None, only: OnlyOpt = None, limit: LimitOpt = None,
-    parallel: Annotated[
-        int, typer.Option("--parallel", min=1, help="Hosts swapped at once (default: one by one).")
-    ] = 1,
-    timeout: TimeoutOpt = 7200.0, as_json: JsonOpt = False,
+    hosts: opt.HostsOpt = None, tag: opt.TagOpt = None, only: opt.OnlyOpt = None, limit: opt.LimitOpt = None,
+    parallel: opt.SwapParallelOpt = 1, timeout: opt.TimeoutOpt = 7200.0, as_json: opt.JsonOpt = False,
 ) -> None:
     """`rigctl swap FROM TO` on every chosen host (needs rigctl there): each rolls back on its own failure."""
     _fleet("swap", hosts_file=hosts, tags=tag, only=only, parallel=parallel, timeout=timeout,

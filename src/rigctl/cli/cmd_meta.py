@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import platform
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from rigctl.cli.base import JsonOpt, app, finish
-from rigctl.cli.complete import recipe_names
+from rigctl.cli import options as opt
+from rigctl.cli.base import app, finish
 from rigctl.cli.output import Outcome
 from rigctl.util.text import VERSION
 
@@ -19,7 +16,7 @@ def _local() -> dict[str, Any]:
 
 
 @app.command("version")
-def version_cmd(as_json: JsonOpt = False) -> None:
+def version_cmd(as_json: opt.JsonOpt = False) -> None:
     """rigctl's version and Python's. `rigctl --host NAME version` adds the version of the rigctl on that
     host and warns when the two differ."""
 
@@ -54,12 +51,7 @@ def version_on_host(hosts_file: str | None, host: str, as_json: bool) -> None:
 
 
 @app.command("schema")
-def schema_cmd(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="What to describe: recipe.")],
-    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help="Write it to FILE instead of stdout.")]
-    = None,
-    as_json: JsonOpt = False,
-) -> None:
+def schema_cmd(name: opt.SchemaNameArg, out: opt.SchemaOutOpt = None, as_json: opt.JsonOpt = False) -> None:
     """Print the JSON Schema of a recipe, for editors: yaml-language-server checks a recipe as you type
     when its first line is `# yaml-language-server: $schema=PATH`."""
 
@@ -84,12 +76,7 @@ def schema_cmd(
 
 @app.command("new")
 def new_cmd(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="The new recipe's name.")],
-    source: Annotated[str, typer.Option("--from", metavar="RECIPE", autocompletion=recipe_names,
-                                        help="The recipe to start from (a name or a YAML path).")],
-    out: Annotated[Path | None, typer.Option("--out", metavar="FILE",
-                                             help="Write it here instead of the user recipe directory.")] = None,
-    as_json: JsonOpt = False,
+    name: opt.NewNameArg, source: opt.NewFromOpt, out: opt.NewOutOpt = None, as_json: opt.JsonOpt = False,
 ) -> None:
     """Write a new user recipe to start from: a copy of RECIPE named NAME, with the schema comment on top,
     into $XDG_CONFIG_HOME/rigctl/recipes (never over an existing file)."""
@@ -104,11 +91,8 @@ def new_cmd(
     finish("new", as_json, produce)
 
 
-KindOpt = Annotated[str | None, typer.Option("--kind", metavar="KIND", help="Only preflight, verify or doctor.")]
-
-
 @app.command("checks")
-def checks_cmd(kind: KindOpt = None, as_json: JsonOpt = False) -> None:
+def checks_cmd(kind: opt.KindOpt = None, as_json: opt.JsonOpt = False) -> None:
     """List every check rigctl runs (preflight, verify, doctor) with its id and what it guards."""
 
     def produce() -> Outcome:
@@ -124,10 +108,7 @@ def checks_cmd(kind: KindOpt = None, as_json: JsonOpt = False) -> None:
 
 
 @app.command("explain")
-def explain_cmd(
-    check_id: Annotated[str, typer.Argument(metavar="ID", help="A check id, as `rigctl checks` lists them.")],
-    as_json: JsonOpt = False,
-) -> None:
+def explain_cmd(check_id: opt.CheckIdArg, as_json: opt.JsonOpt = False) -> None:
     """Say more about one check: what it guards and why, what it finds, whether `--force ID` applies, and
     the fixes it suggests."""
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
+from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
-from rigctl.cli.complete import recipe_names
+from rigctl.cli.base import app, finish
 from rigctl.cli.output import Outcome
 
 
 @app.command("recipes")
-def recipes_cmd(as_json: JsonOpt = False) -> None:
+def recipes_cmd(as_json: opt.JsonOpt = False) -> None:
     """List the recipes rigctl can find: $XDG_CONFIG_HOME/rigctl/recipes (which override bundled ones
     of the same name), then the bundled ones. Each is validated; an invalid one is listed with why."""
 
@@ -34,7 +32,9 @@ def recipes_cmd(as_json: JsonOpt = False) -> None:
 
 
 @app.command("show")
-def show_cmd(recipe: RecipeArg, sets: SetOpt = None, overlays: OverlayOpt = None, as_json: JsonOpt = False) -> None:
+def show_cmd(
+    recipe: opt.RecipeArg, sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None, as_json: opt.JsonOpt = False,
+) -> None:
     """Show a recipe after overlays and --set, with every default filled in."""
 
     def produce() -> Outcome:
@@ -57,11 +57,7 @@ def show_cmd(recipe: RecipeArg, sets: SetOpt = None, overlays: OverlayOpt = None
 
 
 @app.command("validate")
-def validate_cmd(
-    files: Annotated[list[str], typer.Argument(metavar="RECIPE|FILE...", autocompletion=recipe_names,
-                                               help="Recipe names (see `rigctl recipes`) or YAML files to check.")],
-    as_json: JsonOpt = False,
-) -> None:
+def validate_cmd(files: opt.RecipeFilesArg, as_json: opt.JsonOpt = False) -> None:
     """Check recipes strictly, by name or file; every problem is listed as `file: dotted.path: problem`,
     and a file whose `name:` is not its file name is warned about (it is served under its `name:`)."""
 

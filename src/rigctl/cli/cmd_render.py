@@ -3,71 +3,22 @@ to a directory."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
-import typer
-
+from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import GpusOpt, InventoryOpt, JsonOpt, OverlayOpt, RecipeArg, SetOpt, app, finish
+from rigctl.cli.base import app, finish
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
-
-TARGETS = ("quadlet", "kube", "podman-kube")
 
 
 @app.command("render")
 def render_cmd(
-    recipe: RecipeArg,
+    recipe: opt.RecipeArg,
     *,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", metavar="DIR", help="Write the units into DIR (atomically) instead of only printing."),
-    ] = None,
-    podman_version: Annotated[
-        str | None,
-        typer.Option("--podman-version", metavar="X.Y",
-                     help="The podman that will run the container (default: the inventory's, else this host's; "
-                          "5.4 where there is none)."),
-    ] = None,
-    inventory: InventoryOpt = None,
-    quadlet_version: Annotated[
-        str | None,
-        typer.Option(
-            "--quadlet-version", metavar="X.Y",
-            help="The quadlet generator's version when it differs from podman's (podman < 4.4 has none; "
-                 "default: the one found for the scope on the inventory's box or this host).",
-        ),
-    ] = None,
-    gpus: GpusOpt = None,
-    scope: Annotated[
-        str | None, typer.Option("--scope", metavar="system|user",
-                                 help="Install for the system or the user manager (default: system as root, else "
-                                      "user, as `up`).")
-    ] = None,
-    target: Annotated[
-        str,
-        typer.Option("--target", metavar="|".join(TARGETS),
-                     help="quadlet units, Kubernetes manifests, or `podman kube play` manifests with a .kube unit."),
-    ] = "quadlet",
-    model_pvc: Annotated[
-        str | None,
-        typer.Option("--model-pvc", metavar="NAME", help="kube: the checkpoint from this claim, not a host path."),
-    ] = None,
-    verify_job: Annotated[
-        str | None,
-        typer.Option("--verify-job", metavar="IMAGE",
-                     help="kube: add a Job that runs `rigctl verify` from IMAGE (pinned) against the Service."),
-    ] = None,
-    node_product: Annotated[
-        list[str] | None,
-        typer.Option("--node-product", metavar="LABEL",
-                     help="kube: select nodes by this nvidia.com/gpu.product value (repeatable) instead of the "
-                          "recipe's products."),
-    ] = None,
-    sets: SetOpt = None,
-    overlays: OverlayOpt = None,
-    as_json: JsonOpt = False,
+    out: opt.OutDirOpt = None, podman_version: opt.PodmanVersionOpt = None, inventory: opt.InventoryOpt = None,
+    quadlet_version: opt.QuadletVersionOpt = None, gpus: opt.GpusOpt = None, scope: opt.ScopeOpt = None,
+    target: opt.TargetOpt = "quadlet", model_pvc: opt.ModelPvcOpt = None, verify_job: opt.VerifyJobOpt = None,
+    node_product: opt.NodeProductOpt = None, sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None,
+    as_json: opt.JsonOpt = False,
 ) -> None:
     """Render RECIPE into the podman quadlet unit (.container) that `up` would install here, for this host's
     podman and quadlet generator (or an --inventory's, or --podman-version), or (--target) into Kubernetes
@@ -81,8 +32,8 @@ def render_cmd(
         from rigctl.recipe.load import load
         from rigctl.render.result import placement_for, render_manifests, render_quadlet
 
-        if target not in TARGETS:
-            raise UsageError(f"--target {target!r}: expected one of {', '.join(TARGETS)}")
+        if target not in opt.RENDER_TARGETS:
+            raise UsageError(f"--target {target!r}: expected one of {', '.join(opt.RENDER_TARGETS)}")
         if scope not in (None, "system", "user"):
             raise UsageError(f"--scope {scope!r}: expected system or user")
         manager = Scope(scope) if scope else default_scope()

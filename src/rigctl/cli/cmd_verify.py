@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from typer.core import TyperCommand, TyperOption
 
+from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import JsonOpt, OverlayOpt, SetOpt, SystemOpt, UserOpt, app, finish, scope_choice
+from rigctl.cli.base import app, finish, scope_choice
 from rigctl.cli.output import Outcome
 
 CHECKS_HELP = "Checks to run: {ids} (default: all)."
@@ -31,37 +31,12 @@ class _VerifyCommand(TyperCommand):
 
 @app.command("verify", cls=_VerifyCommand)
 def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
-    recipe: Annotated[
-        str | None,
-        typer.Argument(metavar="[RECIPE]", help="A recipe name or YAML path: endpoint and expectations come from it."),
-    ] = None,
-    url: Annotated[str | None, typer.Option("--url", help="Endpoint base URL, e.g. http://127.0.0.1:8000.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Served model name, as /v1/models lists it.")] = None,
-    context: Annotated[
-        int | None, typer.Option("--context", min=256, help="Expected context length (max_model_len).")
-    ] = None,
-    engine: Annotated[
-        str | None,
-        typer.Option("--engine", metavar="KIND", help="The engine's dialect: vllm, sglang, llamacpp, tabbyapi or "
-                     "openai (default: the recipe's engine.kind, else detected)."),
-    ] = None,
-    checks: Annotated[
-        str | None,
-        typer.Option("--checks", metavar="a,b", help="Checks to run (default: all)."),  # _VerifyCommand names them
-    ] = None,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", min=1, help="Seconds one request may take (default 60).")
-    ] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="Soak: streams at once.")] = None,
-    requests: Annotated[int | None, typer.Option("--requests", min=1, help="Soak: requests in all.")] = None,
-    api_key: Annotated[
-        str | None, typer.Option("--api-key", envvar="RIGCTL_API_KEY", help="Bearer token, if the server wants one.")
-    ] = None,
-    sets: SetOpt = None,
-    overlays: OverlayOpt = None,
-    user: UserOpt = False,
-    system: SystemOpt = False,
-    as_json: JsonOpt = False,
+    recipe: opt.VerifyRecipeArg = None, url: opt.UrlOpt = None, model: opt.ModelOpt = None,
+    context: opt.ContextOpt = None, engine: opt.EngineOpt = None, checks: opt.ChecksOpt = None,
+    timeout: opt.RequestTimeoutOpt = None, concurrency: opt.ConcurrencyOpt = None, requests: opt.RequestsOpt = None,
+    api_key: opt.ApiKeyOpt = None,
+    sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None, user: opt.UserOpt = False, system: opt.SystemOpt = False,
+    as_json: opt.JsonOpt = False,
 ) -> None:
     """Check a served model: health, model list, known answers, loops, determinism, needles, and a
     shared-prefix concurrency soak. Exit 1 when any check fails."""

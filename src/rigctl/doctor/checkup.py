@@ -12,7 +12,7 @@ from typing import Any
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.discover import Root, Skipped, Snapshot, collect, local_roots, local_snapshot, path_roots
 from rigctl.doctor.facts import DoctorFacts, local_facts
-from rigctl.doctor.fix import FixPlan, Rewrite, fix_refusal, plan_fixes, rewrite
+from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
 from rigctl.doctor.model import UnitFile, UnitFinding
 from rigctl.errors import InvalidInputError, UsageError
 
@@ -128,7 +128,7 @@ def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFac
             planned.update({c.path: (plan.unit.path, c.after) for c in plan.changes})
     after: dict[str, UnitFile] = {u.path: u for u in units}
     unique = {c.path: c for plan in chosen for c in plan.changes}  # a shared drop-in is written once
-    changes = [Rewrite(c.path, c.before, c.after) for c in unique.values()]
+    changes = list(unique.values())
     try:
         backups = rewrite(changes, snap) if changes else {}
     except InvalidInputError as exc:

@@ -27,8 +27,10 @@ from rigctl.util.safefs import SafeDir
 
 @dataclass(frozen=True)
 class FileChange:
+    """One file's new text: shown as a patch, and what ``rewrite`` writes."""
+
     path: str
-    before: str
+    before: str  # the text doctor read: rewrite() replaces the file only while it still holds this text
     after: str
 
     def diff(self) -> str:
@@ -91,29 +93,22 @@ def fix_refusal(path: str, snap: Snapshot) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Rewrite:
-    path: str
-    before: str
-    after: str
-
-
 def _open_parent(found: Found) -> SafeDir:
     root = found.root
     return SafeDir.open(root.anchor or root.path, (*root.parts(), *found.rel[:-1]))
 
 
-def rewrite(changes: Sequence[Rewrite], snap: Snapshot) -> dict[str, str]:
+def rewrite(changes: Sequence[FileChange], snap: Snapshot) -> dict[str, str]:
     """Apply every change or none. Each file is found again without following links and must still be
     the entry (device, inode) that was audited, with the same text; its old text is kept as a new
     ``NAME.bak`` (or ``.bak.N``: an earlier backup is never overwritten), created exclusively with the
     file's mode and owner; the new text is staged beside it and all are renamed in at once, with Ctrl-C
     held. Returns {path: backup path}. Raises InvalidInputError, having changed nothing, when a file
     moved, changed or cannot be written."""
-    opened: list[tuple[Rewrite, SafeDir, Found]] = []
+    opened: list[tuple[FileChange, SafeDir, Found]] = []
     backups: list[tuple[SafeDir, str]] = []
     staged: list[tuple[SafeDir, str, str]] = []  # (dir, temporary, name)
-    done: list[tuple[Rewrite, SafeDir, Found]] = []
+    done: list[tuple[FileChange, SafeDir, Found]] = []
     try:
         for change in changes:
             refusal = fix_refusal(change.path, snap)

@@ -15,12 +15,6 @@ UnitKind = Literal["container", "service"]
 
 
 @dataclass(frozen=True)
-class DropIn:
-    path: str
-    text: str
-
-
-@dataclass(frozen=True)
 class UnitFile:
     """A unit file as found on a host, with the drop-ins that apply to it (in the order systemd
     applies them)."""
@@ -47,6 +41,15 @@ class UnitFile:
 
     def merged(self) -> MergedUnit:
         return MergedUnit.of(parse(self.path, self.text), [parse(d.path, d.text) for d in self.dropins])
+
+
+@dataclass(frozen=True)
+class DropIn:
+    """Kept apart from its unit's text: a finding names the file that holds its line, and a fix rewrites
+    that file."""
+
+    path: str
+    text: str
 
 
 class UnitFinding(Finding):

@@ -21,28 +21,30 @@ from rigctl.preflight.finding import Check, Context, Finding, Severity, Verdict
 from rigctl.preflight.layout import Choice, choose_gpus
 from rigctl.recipe.model import Recipe
 
+# Every row says whether `--force ID` may downgrade the check's failure to a warning (`rigctl explain` says so too).
 CHECKS: tuple[Check, ...] = (
     Check("gpu-driver", "NVML answers and the driver is new enough", g.check_driver, forceable=False),
-    Check("gpu-count", "enough GPUs match the recipe", g.check_count),
-    Check("gpu-model", "the chosen GPUs are products the recipe accepts", g.check_model),
-    Check("gpu-memory", "each chosen GPU has the memory the recipe needs", g.check_memory),
-    Check("gpu-compute-capability", "the chosen GPUs' compute capability is supported", g.check_compute_capability),
-    Check("gpu-busy", "no process holds memory on the chosen GPUs", g.check_busy),
-    Check("gpu-mig", "MIG is off on the chosen GPUs", g.check_mig),
-    Check("gpu-p2p", "peer-to-peer between the chosen GPUs", g.check_p2p),
-    Check("gpu-power", "power limits of the chosen GPUs", g.check_power),
-    Check("shm", "shared memory for the engine's workers", h.check_shm),
+    Check("gpu-count", "enough GPUs match the recipe", g.check_count, forceable=True),
+    Check("gpu-model", "the chosen GPUs are products the recipe accepts", g.check_model, forceable=True),
+    Check("gpu-memory", "each chosen GPU has the memory the recipe needs", g.check_memory, forceable=True),
+    Check("gpu-compute-capability", "the chosen GPUs' compute capability is supported",
+          g.check_compute_capability, forceable=True),
+    Check("gpu-busy", "no process holds memory on the chosen GPUs", g.check_busy, forceable=True),
+    Check("gpu-mig", "MIG is off on the chosen GPUs", g.check_mig, forceable=True),
+    Check("gpu-p2p", "peer-to-peer between the chosen GPUs", g.check_p2p, forceable=True),
+    Check("gpu-power", "power limits of the chosen GPUs", g.check_power, forceable=True),
+    Check("shm", "shared memory for the engine's workers", h.check_shm, forceable=True),
     Check("ipc-shm", "host IPC is not combined with an explicit shm size", h.check_ipc_shm, forceable=False),
-    Check("podman", "podman's version against what the unit needs", h.check_podman),
-    Check("image", "the pinned image digest is present locally", h.check_image),
-    Check("cdi", "a CDI spec covers the chosen GPUs and matches the driver", h.check_cdi),
-    Check("checkpoint", "shards present, exact bytes, sha256 with --checksums", h.check_checkpoint),
-    Check("draft", "the speculative-decoding draft model is present", h.check_draft),
+    Check("podman", "podman's version against what the unit needs", h.check_podman, forceable=True),
+    Check("image", "the pinned image digest is present locally", h.check_image, forceable=True),
+    Check("cdi", "a CDI spec covers the chosen GPUs and matches the driver", h.check_cdi, forceable=True),
+    Check("checkpoint", "shards present, exact bytes, sha256 with --checksums", h.check_checkpoint, forceable=True),
+    Check("draft", "the speculative-decoding draft model is present", h.check_draft, forceable=True),
     Check("license", "licenses that need acceptance are accepted", h.check_license, forceable=False),
-    Check("disk", "free space at the checkpoint and cache paths", h.check_disk),
-    Check("port", "the publish port is free", h.check_port),
-    Check("systemd", "a systemd manager can run the unit", h.check_systemd),
-    Check("known-bad", "the recipe's known-bad combinations on this host", h.check_known_bad),
+    Check("disk", "free space at the checkpoint and cache paths", h.check_disk, forceable=True),
+    Check("port", "the publish port is free", h.check_port, forceable=True),
+    Check("systemd", "a systemd manager can run the unit", h.check_systemd, forceable=True),
+    Check("known-bad", "the recipe's known-bad combinations on this host", h.check_known_bad, forceable=True),
 )
 
 DEEP_IDS = ("gpu-allreduce",)
