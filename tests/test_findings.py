@@ -9,9 +9,10 @@ import pytest
 
 from rigctl.cli.output import to_json
 from rigctl.doctor.model import UnitFinding
-from rigctl.findings import Finding, Severity, any_failing, check_status, worst
+from rigctl.findings import Finding, any_failing, check_status, worst
 from rigctl.preflight.finding import Finding as PreflightFinding
 from rigctl.preflight.finding import Severity as PreflightSeverity
+from rigctl.severity import Severity
 from rigctl.verify.report import CheckResult
 
 pytestmark = pytest.mark.timeout(30)

@@ -207,7 +207,7 @@ def test_inventory_of_this_host(env: dict[str, str], tmp_path: Path, listening: 
     check_keys(doc["cdi"], {"dirs", "specs", "driver_library", "driver_installed_ns"}, "inventory.cdi")
     check_keys(doc["systemd"], {"system_manager", "user_manager", "user", "uid", "linger", "error"},
                "inventory.systemd")
-    check_keys(doc["ports"], {"listening", "error"}, "inventory.ports")
+    check_keys(doc["ports"], {"listening", "error", "owners_of"}, "inventory.ports")
     ports = check_items(doc["ports"]["listening"], {"address", "port", "pid", "process"}, "inventory.ports.listening")
     assert listening in {p["port"] for p in ports}
     assert isinstance(doc["licenses"], list) and isinstance(doc["probe_errors"], dict)
@@ -226,14 +226,14 @@ def test_inventory_podman_images(env: dict[str, str], need: Callable[[bool, str]
 _FAKE_NVML = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-import rigctl.host.nvml as nvml
+import rigctl.host.nvml_lib as nvml_lib
 try:
     from tests.support.nvml_fake import FakeNvml  # where #11 moves the fake (a test helper)
 except ImportError:
     from rigctl.host.nvml_fake import FakeNvml
 capture = json.loads(open(sys.argv[2]).read())
-nvml.nvml_library_loads = lambda: True
-nvml.load_pynvml = lambda: FakeNvml(capture)
+nvml_lib.nvml_library_loads = lambda: True
+nvml_lib.load_pynvml = lambda: FakeNvml(capture)
 sys.argv = ["rigctl", *sys.argv[3:]]
 from rigctl.cli.app import main
 main()

@@ -11,7 +11,7 @@ import pytest
 
 from rigctl.cli import views
 from rigctl.cli.views.base import STYLE
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.host.early import start_podman_cli
+from rigctl.host.early import EarlyProbes, NvmlStart, start_podman_cli
 from rigctl.host.gather import facts_for_recipe, gather_facts
 from rigctl.host.probes import probe_podman
 from rigctl.recipe.load import load
@@ -90,7 +90,8 @@ def test_a_replayed_inventory_cancels_calls_started_for_nothing(podman: str, tmp
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     early = start_podman_cli(sockets=[])
     assert early is not None
-    facts = facts_for_recipe(load("qwen3-8b-vllm").recipe, FIXTURES / "h200.json", podman_cli=early)
+    facts = facts_for_recipe(load("qwen3-8b-vllm").recipe, FIXTURES / "h200.json",
+                             early=EarlyProbes(early, NvmlStart()))
     assert facts.gpu.devices[0].name == "NVIDIA H200"
     for call in (early.images, early.version):
         process = call._proc  # the test looks at the process itself
@@ -99,6 +100,6 @@ def test_a_replayed_inventory_cancels_calls_started_for_nothing(podman: str, tmp
 
 def test_a_gather_with_calls_started_early_is_a_gather(podman: str) -> None:
     early = start_podman_cli(sockets=[])
-    facts = gather_facts([], include_cache_dirs=False, podman_sockets=[], podman_cli=early)
+    facts = gather_facts([], include_cache_dirs=False, podman_sockets=[], early=EarlyProbes(early, NvmlStart()))
     assert facts.podman == probe_podman(sockets=[])
     assert "podman" not in facts.probe_errors

@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pynvml
 import pytest
 
-from rigctl.host import nvml
-from rigctl.host.nvml import LIBRARY_NOT_FOUND, nvml_library_loads, probe_gpus
+from rigctl.host import nvml_lib
+from rigctl.host.nvml import probe_gpus
+from rigctl.host.nvml_lib import LIBRARY_NOT_FOUND, nvml_library_loads
 
 
 def test_no_library_is_what_pynvml_says(need: Callable[[bool, str], None]) -> None:
@@ -23,7 +24,7 @@ def test_no_library_is_what_pynvml_says(need: Callable[[bool, str], None]) -> No
 
 
 def test_a_library_that_loads_goes_through_pynvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nvml, "NVML_LIBRARY", "libc.so.6")  # loads on any glibc host: the check passes it on
+    monkeypatch.setattr(nvml_lib, "NVML_LIBRARY", "libc.so.6")  # loads on any glibc host: the check passes it on
     assert nvml_library_loads()
-    monkeypatch.setattr(nvml, "load_pynvml", lambda: "pynvml asked")
+    monkeypatch.setattr(nvml_lib, "load_pynvml", lambda: "pynvml asked")
     assert probe_gpus().error == "pynvml asked"

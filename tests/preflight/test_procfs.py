@@ -17,8 +17,10 @@ import psutil
 import pytest
 
 from rigctl.host import procfs
+from rigctl.host.gather import facts_for_recipe
 from rigctl.host.nvml import psutil_process_name
 from rigctl.host.probes import probe_ports
+from rigctl.recipe.load import load
 
 
 def psutil_listeners() -> set[tuple[str, int, int | None]]:
@@ -158,3 +160,35 @@ def test_without_proc_the_probe_asks_psutil(tmp_path: Path, listeners: list[tupl
         holder = ports.holder(port, host)
         assert holder is not None and holder.pid == os.getpid()
 
+
+
+def test_only_the_ports_asked_about_have_their_holders_looked_up(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = fake_proc(tmp_path / "proc")
+    everyone = {port: pid for _, port, pid in procfs.listening_tcp(str(proc))}
+    only = {port: pid for _, port, pid in procfs.listening_tcp(str(proc), owners_of={18211})}
+    assert only.keys() == everyone.keys()  # every listener is still listed
+    assert only[18211] == everyone[18211] == 101
+    assert everyone[8080] is not None and only[8080] is None
+    def walk(*_: object) -> None:
+        raise AssertionError("the processes were read for a port nobody listens on")
+
+    monkeypatch.setattr(procfs, "_socket_owners", walk)  # no listener on an asked-about port: no walk
+    assert {pid for _, _, pid in procfs.listening_tcp(str(proc), owners_of={9})} == {None}
+    monkeypatch.undo()
+    ports = probe_ports(str(proc), owners_of=[8080, 8080, 2024])
+    assert ports.owners_of == [2024, 8080] and probe_ports(str(proc)).owners_of is None
+
+
+def test_a_recipes_facts_name_the_holder_of_its_own_port(tmp_path: Path) -> None:
+    with socket.socket() as other, socket.socket() as its_own:
+        other.bind(("127.0.0.1", 0))
+        its_own.bind(("127.0.0.1", 0))
+        other.listen()
+        its_own.listen()
+        recipe = load("qwen3-8b-vllm", sets=[f"container.publish.port={its_own.getsockname()[1]}"]).recipe
+        facts = facts_for_recipe(recipe)
+        assert facts.ports.owners_of == [its_own.getsockname()[1]]
+        by_port = {lis.port: lis for lis in facts.ports.listening}
+        assert by_port[its_own.getsockname()[1]].pid == os.getpid()
+        assert by_port[other.getsockname()[1]].pid is None

@@ -129,12 +129,12 @@ class _Handle:
 
 
 class FakeNvml:
-    """Quacks like the pynvml module for the calls in ``rigctl.host.nvml.NvmlLib``."""
+    """Quacks like the pynvml module for the calls in ``rigctl.host.nvml_lib.NvmlLib``."""
 
     def __init__(self, capture: Mapping[str, Any]) -> None:
         self.capture = copy.deepcopy(dict(capture))
         self.NVMLError: type[Exception] = _pynvml().NVMLError
-        self.initialised = False
+        self.inits = 0  # NVML counts its initialisations: shutdown ends only the last one
         self.calls: list[str] = []
         for name in DEVICE_CALLS:
             setattr(self, name, self._device_call(name))
@@ -147,6 +147,10 @@ class FakeNvml:
         if "error" in entry:
             raise _error(entry["error"])()
         return _convert(call, entry["ok"])
+
+    @property
+    def initialised(self) -> bool:
+        return self.inits > 0
 
     def _need_init(self) -> None:
         if not self.initialised:
@@ -166,11 +170,11 @@ class FakeNvml:
         init = self.capture.get("init")
         if init is not None and "error" in init:
             raise _error(init["error"])()
-        self.initialised = True
+        self.inits += 1
 
     def nvmlShutdown(self) -> None:
         self._need_init()
-        self.initialised = False
+        self.inits -= 1
 
     def nvmlSystemGetDriverVersion(self) -> str:
         self._need_init()

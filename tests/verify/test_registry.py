@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from typer.testing import CliRunner
 
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 from rigctl.verify import Endpoint, Expectations, run_checks
 from rigctl.verify.checks import REGISTRY, Check
 from rigctl.verify.client import Request

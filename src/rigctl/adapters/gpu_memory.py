@@ -32,7 +32,7 @@ class NvmlGpuMemory:
         if self._started:
             return self._devices
         self._started = True
-        from rigctl.host.nvml import nvml_if_present  # noqa: PLC0415 - only status, down and swap ask
+        from rigctl.host.nvml_lib import nvml_if_present  # noqa: PLC0415 - only status, down and swap ask
 
         lib: Any = nvml_if_present()
         if lib is None:

@@ -3,53 +3,36 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
+from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import (
-    ForceOpt,
-    GpusOpt,
-    InventoryOpt,
-    JsonOpt,
-    OverlayOpt,
-    RecipeArg,
-    SetOpt,
-    SystemOpt,
-    UserOpt,
-    app,
-    finish,
-    scope_choice,
-    scope_hint,
-)
+from rigctl.cli.base import app, finish, scope_choice, scope_hint
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
     from rigctl.deploy.plan import Plan
     from rigctl.deploy.target import Target
+    from rigctl.host.early import EarlyProbes
 
 
 @app.command("up")
 def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
-    recipe: RecipeArg,
-    sets: SetOpt = None,
-    overlays: OverlayOpt = None,
-    force: ForceOpt = None,
-    gpus: GpusOpt = None,
-    user: UserOpt = False,
-    system: SystemOpt = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Preflight and render; install nothing.")] = False,
-    inventory: InventoryOpt = None,
-    no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip smoke and repetition after ready.")] = False,
-    keep_failed: Annotated[bool, typer.Option(
-        "--keep-failed", help="Leave a unit that died in warmup to systemd's restarts; default: stop it.")] = False,
-    as_json: JsonOpt = False,
+    recipe: opt.RecipeArg, sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None, force: opt.ForceOpt = None,
+    gpus: opt.GpusOpt = None, user: opt.UserOpt = False, system: opt.SystemOpt = False, dry_run: opt.DryRunOpt = False,
+    inventory: opt.InventoryOpt = None, no_verify: opt.NoVerifyOpt = False, keep_failed: opt.KeepFailedOpt = False,
+    as_json: opt.JsonOpt = False,
 ) -> None:
     """Deploy RECIPE: preflight, render, install the quadlet, start, wait through warmup, verify."""
 
     def produce() -> Outcome:
+        from rigctl.host.early import probes_started
+
+        with probes_started(inventory is None) as early:  # podman and NVML answer while the models load
+            return deploy(early)
+
+    def deploy(early: EarlyProbes | None) -> Outcome:
         from rigctl.adapters import real_adapters
         from rigctl.deploy.up import UpOptions, plan_here, up
         from rigctl.errors import UsageError
@@ -63,14 +46,14 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         name, chosen = loaded.recipe.name, split_list(gpus, option="--gpus") or None
         forced = split_list(force, option="--force")
         if dry_run:
-            plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, inventory=inventory)
+            plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, inventory=inventory, early=early)
             return _dry_run(plan, inventory, f"rigctl up {recipe} --dry-run")
         display = views.progress.LiveDisplay(enabled=not as_json and sys.stderr.isatty(), quiet=as_json)
         adapters = real_adapters(scope)
         try:
             with locked(name, f"up {name}"):
                 display.stage("preflight")
-                plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen)
+                plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, early=early)
                 result = up(plan, recipe_source=str(loaded.source.path), adapters=adapters, dirs=Dirs.of(scope),
                             options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
                             on_progress=display.progress, on_stage=display.stage)
@@ -97,7 +80,7 @@ def _dry_run(plan: Plan, inventory: str | None, again: str) -> Outcome:
 
 
 @app.command("status")
-def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOpt = False) -> None:
+def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json: opt.JsonOpt = False) -> None:
     """Every rigctl-managed service on this host: state, restarts, health, endpoint, model, image, GPU memory."""
 
     def produce() -> Outcome:
@@ -126,18 +109,9 @@ def status_cmd(user: UserOpt = False, system: SystemOpt = False, as_json: JsonOp
 
 @app.command("logs")
 def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
-    recipe: RecipeArg,
-    follow: Annotated[bool, typer.Option(
-        "--follow", "-f", help="Keep printing new output, across restarts, until the unit stops for good.")] = False,
-    since: Annotated[str | None, typer.Option("--since", help="Only output after this (e.g. 10m, 2024-01-01).")] = None,
-    tail: Annotated[int | None, typer.Option("--tail", "-n", help="Only the last N lines.")] = None,
-    restart_wait: Annotated[float, typer.Option(
-        "--restart-wait", min=1, metavar="SECONDS",
-        help="With -f: how long to wait for the next container after one exits (at least the recipe's "
-             "restart_sec + 30).")] = 120.0,
-    user: UserOpt = False,
-    system: SystemOpt = False,
-    as_json: JsonOpt = False,
+    recipe: opt.RecipeArg, follow: opt.FollowOpt = False, since: opt.SinceOpt = None, tail: opt.TailOpt = None,
+    restart_wait: opt.RestartWaitOpt = 120.0, user: opt.UserOpt = False, system: opt.SystemOpt = False,
+    as_json: opt.JsonOpt = False,
 ) -> None:
     """The engine's output, with the recipe's known crash signatures highlighted and explained.
     With -f: exit 0 once the unit is stopped, 4 when it failed for good or no new container came."""
@@ -186,11 +160,8 @@ def _follow(target: Target, *, tail: int | None, since: str | None, restart_wait
 
 @app.command("down")
 def down_cmd(
-    recipe: RecipeArg,
-    remove: Annotated[bool, typer.Option("--remove", help="Also remove the unit files and rigctl's record.")] = False,
-    user: UserOpt = False,
-    system: SystemOpt = False,
-    as_json: JsonOpt = False,
+    recipe: opt.RecipeArg, remove: opt.RemoveOpt = False, user: opt.UserOpt = False, system: opt.SystemOpt = False,
+    as_json: opt.JsonOpt = False,
 ) -> None:
     """Stop RECIPE's service (idempotent) and report whether its GPUs were released."""
 
@@ -223,17 +194,9 @@ def down_cmd(
 
 @app.command("swap")
 def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
-    source: Annotated[str, typer.Argument(metavar="FROM", help="The deployed recipe to replace (name or path).")],
-    target: Annotated[str, typer.Argument(metavar="TO", help="The recipe to serve instead (name or path).")],
-    sets: SetOpt = None,
-    overlays: OverlayOpt = None,
-    force: ForceOpt = None,
-    gpus: GpusOpt = None,
-    release_timeout: Annotated[float, typer.Option(
-        "--release-timeout", min=0, help="Seconds to wait for FROM's GPU memory to be released.")] = 120.0,
-    user: UserOpt = False,
-    system: SystemOpt = False,
-    as_json: JsonOpt = False,
+    source: opt.FromArg, target: opt.ToArg, sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None,
+    force: opt.ForceOpt = None, gpus: opt.GpusOpt = None, release_timeout: opt.ReleaseTimeoutOpt = 120.0,
+    user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json: opt.JsonOpt = False,
 ) -> None:
     """Replace FROM by TO: preflight TO (FROM's GPUs counted free), stop FROM, wait for its GPU memory,
     up and verify TO; on any failure stop TO and bring FROM back. Exit 0 swapped, 4 rolled back,

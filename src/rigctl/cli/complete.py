@@ -8,7 +8,8 @@ from __future__ import annotations
 def recipe_names(incomplete: str) -> list[tuple[str, str]]:
     """The recipes whose name starts with what was typed, each with where it comes from. A file whose
     name cannot name a recipe (a space, a control character) is left out: the shell would split it."""
-    from rigctl.recipe.catalog import list_recipe_files, recipe_name_problem  # noqa: PLC0415 - only when completing
+    from rigctl.recipe.catalog import list_recipe_files  # noqa: PLC0415 - only when completing
+    from rigctl.recipe.names import recipe_name_problem  # noqa: PLC0415
 
     return [(name, origin) for name, _, origin in list_recipe_files()
             if name.startswith(incomplete) and recipe_name_problem(name) is None]

@@ -23,13 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from rigctl.errors import DeploymentNotFoundError, InvalidInputError
 from rigctl.places import Dirs, Scope
-from rigctl.recipe.catalog import clip, recipe_name_problem
+from rigctl.recipe.names import recipe_name_problem
 from rigctl.util import safefs
 from rigctl.util.jsonfile import JsonFileError, parse_json
+from rigctl.util.text import clip
 
 RECORD_VERSION = 1
 SUFFIX = ".json"
@@ -102,15 +101,15 @@ class DeploymentRecord:
         return out
 
 
-_FIELDS: TypeAdapter[DeploymentRecord] = TypeAdapter(DeploymentRecord)
-
-
 def _from_data(data: Any) -> DeploymentRecord:
+    # pydantic loads here, on the first record read: `status` with nothing deployed never pays for it.
+    from pydantic import TypeAdapter, ValidationError  # noqa: PLC0415
+
     if not isinstance(data, dict):
         raise ValueError("the top level is not a JSON object")
     known = set(DeploymentRecord.__dataclass_fields__)
     try:
-        record = _FIELDS.validate_python({k: v for k, v in data.items() if k in known})
+        record = TypeAdapter(DeploymentRecord).validate_python({k: v for k, v in data.items() if k in known})
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         raise ValueError(f"{'.'.join(str(x) for x in first['loc']) or '(top level)'}: {first['msg']}") from None

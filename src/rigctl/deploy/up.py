@@ -30,6 +30,7 @@ from rigctl.deploy.warmup import (
 )
 from rigctl.errors import DeployError
 from rigctl.exitcodes import ExitCode
+from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.places import Dirs, Scope
 from rigctl.podman_versions import fmt
@@ -119,11 +120,12 @@ class UpResult:
 
 
 def plan_here(recipe: Recipe, scope: Scope, *, force: Sequence[str] = (), gpus: Sequence[str] | None = None,
-              inventory: str | None = None) -> Plan:
+              inventory: str | None = None, early: EarlyProbes | None = None) -> Plan:
     """This host's facts for ``recipe``, gathered once (or a captured ``inventory``'s), and the plan made
-    on them. Ctrl-C here has changed nothing, and says so."""
+    on them; ``early``: probes the caller started (``host.early.probes_started``). Ctrl-C here has changed
+    nothing, and says so."""
     try:
-        facts = facts_for_recipe(recipe, inventory, scope=scope)
+        facts = facts_for_recipe(recipe, inventory, scope=scope, early=early)
         return make_plan(recipe, facts, scope=scope, force=force, gpus=gpus)
     except KeyboardInterrupt:
         raise UpInterrupted("interrupted during preflight/render: nothing was installed or changed") from None

@@ -17,9 +17,9 @@ from rigctl.doctor.model import UnitFile, UnitFinding
 from rigctl.doctor.rules import HOST_RULES, UNIT_RULES
 from rigctl.doctor.rules.base import Context, Hit, UnitRule
 from rigctl.doctor.serving import describe
-from rigctl.findings import Severity
 from rigctl.host.managed import is_managed
 from rigctl.host.unitfile import UnitParseError
+from rigctl.severity import Severity
 
 
 def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Context], list[UnitFinding]]:

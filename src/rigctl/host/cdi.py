@@ -98,7 +98,7 @@ def driver_from_proc(text: str) -> str | None:
 
 
 def _driver_from_nvml() -> str | None:
-    from rigctl.host.nvml import nvml_if_present  # noqa: PLC0415 - only without /proc's answer
+    from rigctl.host.nvml_lib import nvml_if_present  # noqa: PLC0415 - only without /proc's answer
 
     lib = nvml_if_present()
     if lib is None:

@@ -1,17 +1,22 @@
-"""Probes that can start before the rest of rigctl is loaded: the podman CLI calls.
+"""Probes that can start before the rest of rigctl is loaded: the podman CLI calls and NVML's start.
 
-`podman images` and `podman version` take tens of milliseconds each, most of it in podman itself. A
-command that is about to gather this host's facts starts them first (``start_podman_cli``), then loads
-pydantic, the recipe and the facts models on this core while podman runs on another; ``probe_podman``
-collects the answers. Nothing here imports pydantic or the facts models: that is the point of it.
+`podman images` and `podman version` take tens of milliseconds each, most of it in podman itself, and
+the driver spends about as long in ``nvmlInit()`` (32 ms on the H200 machine), in C with the GIL
+released. A command that is about to gather this host's facts starts both first (``probes_started``), then
+loads pydantic, the recipe and the facts models while they run; the gather collects the answers.
+Nothing here imports pydantic or the facts models: that is the point of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from rigctl.host import nvml_lib
+from rigctl.host.nvml_lib import NvmlLib
 from rigctl.util.proc import Started
 
 IMAGES_TIMEOUT_S = 30.0
@@ -61,3 +66,64 @@ def start_podman_cli(sockets: Sequence[str] | None = None, podman_bin: str = "po
         return None
     return PodmanCli(podman_bin, Started(images_argv(podman_bin), timeout=IMAGES_TIMEOUT_S),
                      Started(version_argv(podman_bin), timeout=VERSION_TIMEOUT_S))
+
+
+class NvmlStart(threading.Thread):
+    """``nvmlInit()`` on a thread of its own, begun before the models load. NVML counts its
+    initialisations, so the GPU probe's own init and shutdown pair is then cheap and leaves NVML up;
+    ``release`` ends this one. Where NVML cannot start, ``lib`` is None and the probe asks again, and
+    reports why, as it would have without this."""
+
+    def __init__(self) -> None:
+        super().__init__(name="rigctl-nvml-start", daemon=True)  # a hung driver must not hold the exit
+        self._lib: NvmlLib | None = None
+        self.start()
+
+    def run(self) -> None:
+        if not nvml_lib.nvml_library_loads():
+            return
+        lib = nvml_lib.load_pynvml()
+        if isinstance(lib, str):
+            return
+        try:
+            lib.nvmlInit()
+        except Exception:  # any failure is the probe's to report, when it asks again
+            return
+        self._lib = lib
+
+    def lib(self) -> NvmlLib | None:
+        """The started library (waits for the start), or None where it did not start."""
+        self.join()
+        return self._lib
+
+    def release(self) -> None:
+        lib, self._lib = self.lib(), None
+        if lib is not None:
+            with contextlib.suppress(lib.NVMLError):
+                lib.nvmlShutdown()
+
+
+@dataclass(frozen=True)
+class EarlyProbes:
+    """What ``probes_started`` began: the podman calls (None where an API socket will be asked instead) and
+    NVML's start. ``cancel`` once the facts are gathered, or when they will not be."""
+
+    podman: PodmanCli | None
+    nvml: NvmlStart
+
+    def cancel(self) -> None:
+        if self.podman is not None:
+            self.podman.cancel()
+        self.nvml.release()
+
+
+@contextlib.contextmanager
+def probes_started(wanted: bool = True) -> Iterator[EarlyProbes | None]:
+    """The podman calls and NVML's start, begun now (None where not ``wanted``: a replayed inventory),
+    and cancelled on the way out whatever happened in between (a recipe that failed to load, Ctrl-C)."""
+    early = EarlyProbes(start_podman_cli(), NvmlStart()) if wanted else None
+    try:
+        yield early
+    finally:
+        if early is not None:
+            early.cancel()

@@ -352,6 +352,9 @@ class Listener(_Fact):
 class Ports(_Fact):
     listening: list[Listener] = Field(default_factory=empty_list)
     error: Text | None = None
+    # The ports whose holders were looked up: a recipe's gather names only its own port's (the others
+    # have no pid here); None: every port's, as `rigctl inventory` captures them.
+    owners_of: list[Port] | None = None
 
     def holder(self, port: int, address: str = "127.0.0.1") -> Listener | None:
         """The listener that would collide with publishing ``address:port``."""

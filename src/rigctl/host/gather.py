@@ -7,7 +7,7 @@ import functools
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from rigctl.errors import InvalidInputError
 from rigctl.host import probes
 from rigctl.host.cdi import CDI_DIRS
-from rigctl.host.early import PodmanCli
+from rigctl.host.early import EarlyProbes
 from rigctl.host.facts import (
     FACTS_SCHEMA,
     Cdi,
@@ -29,13 +29,14 @@ from rigctl.host.facts import (
     Systemd,
 )
 from rigctl.host.licenses import read_acceptances
-from rigctl.host.nvml import NvmlLib, probe_gpus
+from rigctl.host.nvml import probe_gpus
+from rigctl.host.nvml_lib import NvmlLib
 from rigctl.places import Scope
-from rigctl.recipe.catalog import clip
 from rigctl.recipe.model import Recipe, SpecDraft
 from rigctl.recipe.problems import format_validation_error
 from rigctl.util.jsonfile import load_json
 from rigctl.util.safefs import INVENTORY_LIMIT
+from rigctl.util.text import clip
 
 T = TypeVar("T")
 
@@ -82,13 +83,15 @@ def gather_facts(
     include_cache_dirs: bool = True,
     podman_sockets: list[str] | None = None,
     cdi_dirs: tuple[str, ...] = CDI_DIRS,
-    podman_cli: PodmanCli | None = None,
+    early: EarlyProbes | None = None,
+    owners_of: Collection[int] | None = None,
     scope: Scope | None = None,
 ) -> HostFacts:
     """Probe this host. ``paths`` are the paths a recipe needs (``recipe_paths``); ``scope`` the service
     manager a unit would go to (its quadlet generator is looked up; default: root's system, else user).
     Each section is isolated: a probe that crashes leaves its default and an entry in probe_errors.
-    ``podman_cli``: the podman CLI calls, started early by the caller (``early.start_podman_cli``)."""
+    ``early``: the podman calls and NVML's start, begun by the caller (``early.probes_started``); the
+    caller cancels them. ``owners_of``: the ports whose holding processes are looked up (None: all)."""
     wanted = list(dict.fromkeys([*paths, *(default_cache_dirs() if include_cache_dirs else [])]))
     errors: dict[str, str] = {}
 
@@ -99,9 +102,9 @@ def gather_facts(
             errors[section] = f"{type(exc).__name__}: {exc}"
             return default()
 
-    f_gpu = _Probe(probe_gpus, nvml)
-    f_podman = _Probe(probes.probe_podman, podman_sockets, started=podman_cli, scope=scope)
-    f_ports = _Probe(probes.probe_ports)
+    f_gpu = _Probe(_probe_gpus, nvml, early)
+    f_podman = _Probe(probes.probe_podman, podman_sockets, started=early and early.podman, scope=scope)
+    f_ports = _Probe(probes.probe_ports, owners_of=owners_of)
     f_shm = _Probe(probes.probe_shm)
     f_paths = [_Probe(probes.probe_path, p) for p in wanted]
     f_systemd = _Probe(probes.probe_systemd)
@@ -157,6 +160,12 @@ def load_inventory(path: str | Path) -> HostFacts:
     return facts_from_json(data, str(path))
 
 
+def _probe_gpus(nvml: NvmlLib | None, early: EarlyProbes | None) -> GpuInventory:
+    if nvml is None and early is not None:
+        nvml = early.nvml.lib()  # NVML already started: its init, the slow part, is done
+    return probe_gpus(nvml)
+
+
 def recipe_paths(recipe: Recipe) -> list[str]:
     """The host paths a recipe uses, each probed once: the checkpoint, the draft model, every volume."""
     paths = [recipe.checkpoint.path]
@@ -167,17 +176,17 @@ def recipe_paths(recipe: Recipe) -> list[str]:
 
 
 def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *, scope: Scope | None = None,
-                     podman_cli: PodmanCli | None = None) -> HostFacts:
+                     early: EarlyProbes | None = None) -> HostFacts:
     """The facts a recipe's preflight needs: a captured inventory replayed (licence acceptances recorded
     on this machine count too), or this host gathered with ``recipe_paths`` probed for ``scope`` (with
-    ``podman_cli``, the podman calls the caller started early). `preflight`, `up`, `up --dry-run` and
+    ``early``, the probes the caller started early, which it cancels). `preflight`, `up`, `up --dry-run` and
     `swap` all come through here, so they judge the same facts."""
     if inventory is not None:
-        if podman_cli is not None:
-            podman_cli.cancel()
+        if early is not None:
+            early.cancel()  # nothing of this host is wanted: the podman calls are killed, NVML is let go
         records, problem = read_acceptances()
         facts = load_inventory(inventory).with_licenses(records)
         if problem:  # the license check names it: a damaged record here must not read as "not accepted"
             facts = facts.model_copy(update={"probe_errors": {**facts.probe_errors, "licenses": problem}})
         return facts
-    return gather_facts(recipe_paths(recipe), podman_cli=podman_cli, scope=scope)
+    return gather_facts(recipe_paths(recipe), early=early, scope=scope, owners_of=[recipe.publish.port])

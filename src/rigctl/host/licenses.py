@@ -26,11 +26,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.host.facts import LicenseAcceptance
-from rigctl.recipe.catalog import clip
 from rigctl.recipe.problems import format_validation_error, plain_message
 from rigctl.util.jsonfile import JsonFileError, load_json
 from rigctl.util.safefs import RECORD_LIMIT, write_own
-from rigctl.util.text import printable
+from rigctl.util.text import clip, printable
 
 if TYPE_CHECKING:
     from rigctl.recipe.model import Recipe

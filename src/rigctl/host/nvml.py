@@ -1,7 +1,7 @@
 """GPU facts through NVML.
 
-``NvmlLib`` is the slice of the pynvml module rigctl calls; the real adapter is the module itself
-(nvidia-ml-py, imported lazily so that commands without GPUs never pay for it), and tests pass
+``NvmlLib`` (``host.nvml_lib``) is the slice of the pynvml module rigctl calls; the real adapter is the
+module itself (nvidia-ml-py, imported lazily so that commands without GPUs never pay for it), and tests pass
 ``FakeNvml`` from ``tests/support/nvml_fake.py`` (not shipped), which answers with the same types and
 raises the same exception classes. A call a device does not support is recorded in ``Gpu.unsupported``;
 a missing library or driver makes ``GpuInventory(available=False, error=...)``, never an exception.
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
-from rigctl.host import procfs
+from rigctl.host import nvml_lib, procfs
 from rigctl.host.facts import Gpu, GpuInventory, GpuPair, GpuProcess, NvLink, PowerLimits, Unsupported
+from rigctl.host.nvml_lib import NvmlLib
 
 T = TypeVar("T")
 
@@ -27,45 +27,6 @@ P2P_CAPS_INDEX_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
 # NVML_NVLINK_MAX_LINKS in today's nvml.h. A device answers InvalidArgument past its own last link (link 18 on an
 # H200, in the real two-H200 capture), so probing stops there.
 NVLINK_MAX_LINKS = 36
-
-
-class NvmlLib(Protocol):
-    """The pynvml functions rigctl uses. Handles are opaque."""
-
-    NVMLError: type[Exception]
-
-    def nvmlInit(self) -> None: ...
-    def nvmlShutdown(self) -> None: ...
-    def nvmlSystemGetDriverVersion(self) -> str: ...
-    def nvmlSystemGetNVMLVersion(self) -> str: ...
-    def nvmlSystemGetCudaDriverVersion(self) -> int: ...
-    def nvmlDeviceGetCount(self) -> int: ...
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
-    def nvmlDeviceGetName(self, handle: Any) -> str: ...
-    def nvmlDeviceGetUUID(self, handle: Any) -> str: ...
-    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any: ...
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
-    def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]: ...
-    def nvmlDeviceGetArchitecture(self, handle: Any) -> int: ...
-    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int: ...
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int: ...
-    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int: ...
-    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> list[int]: ...
-    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int: ...
-    def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]: ...
-    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]: ...
-    def nvmlDeviceGetComputeMode(self, handle: Any) -> int: ...
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int: ...
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int: ...
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int: ...
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int: ...
-    def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int: ...
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]: ...
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]: ...
-    def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int: ...
-    def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int: ...
-    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int: ...
-    def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int: ...
 
 
 ProcessNamer = Callable[[int], str | None]
@@ -82,46 +43,6 @@ def psutil_process_name(pid: int) -> str | None:
         return psutil.Process(pid).name()
     except (psutil.Error, OSError):
         return None
-
-
-# The shared library pynvml loads on Linux, and what its nvmlInit() raises when that fails to load
-NVML_LIBRARY = "libnvidia-ml.so.1"
-LIBRARY_NOT_FOUND = "NVMLError_LibraryNotFound: NVML Shared Library Not Found"
-
-
-def nvml_library_loads() -> bool:
-    """Whether pynvml's nvmlInit() can load the NVML library: the same dlopen of the same name (the handle
-    stays loaded, so pynvml's own load finds it). pynvml and ctypes.util cost tens of milliseconds to
-    import, so a host without the driver learns it has no GPUs without them."""
-    if not sys.platform.startswith("linux"):
-        return True  # pynvml looks elsewhere on other systems: let it say
-    try:  # ctypes.CDLL(name) is this call (mode 0: RTLD_NOW | RTLD_LOCAL) after building all of ctypes' types
-        from _ctypes import dlopen  # noqa: PLC0415 - lazy: only a GPU probe
-    except ImportError:  # pragma: no cover - CPython on Linux has it
-        return True
-    try:
-        dlopen(NVML_LIBRARY, 0)
-    except OSError:
-        return False
-    return True
-
-
-def load_pynvml() -> NvmlLib | str:
-    """The real library, or why it cannot be imported."""
-    try:
-        import pynvml  # noqa: PLC0415 - lazy: loading NVML costs time, and commands without GPUs skip it
-    except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
-        return f"nvidia-ml-py is not installed ({exc})"
-    lib: NvmlLib = pynvml
-    return lib
-
-
-def nvml_if_present() -> NvmlLib | None:
-    """The real library where the NVML library loads and pynvml imports, else None (no GPUs to ask)."""
-    if not nvml_library_loads():
-        return None
-    lib = load_pynvml()
-    return None if isinstance(lib, str) else lib
 
 
 class _Recorder:
@@ -144,9 +65,9 @@ def _error_text(exc: BaseException) -> str:
 def probe_gpus(lib: NvmlLib | None = None, *, process_name: ProcessNamer = psutil_process_name) -> GpuInventory:
     """Every GPU fact NVML can give. Never raises for an NVML error."""
     if lib is None:
-        if not nvml_library_loads():
-            return GpuInventory(available=False, error=LIBRARY_NOT_FOUND)  # as nvmlInit() would have said
-        loaded = load_pynvml()
+        if not nvml_lib.nvml_library_loads():
+            return GpuInventory(available=False, error=nvml_lib.LIBRARY_NOT_FOUND)  # as nvmlInit() would have said
+        loaded = nvml_lib.load_pynvml()
         if isinstance(loaded, str):
             return GpuInventory(available=False, error=loaded)
         lib = loaded

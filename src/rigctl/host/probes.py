@@ -12,7 +12,7 @@ import glob
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -287,12 +287,13 @@ def probe_systemd(run_dir: str = "/run/systemd/system", linger_dir: str = "/var/
                    linger=linger)
 
 
-def probe_ports(proc: str = procfs.PROC) -> Ports:
-    """Every listening TCP socket, with the process that holds it where this user may see it: read from
-    /proc (``procfs``, as psutil would report it, without importing psutil), or through psutil where
-    there is no /proc."""
+def probe_ports(proc: str = procfs.PROC, owners_of: Collection[int] | None = None) -> Ports:
+    """Every listening TCP socket, with the process that holds it where this user may see it (for the
+    ports in ``owners_of`` only, when given): read from /proc (``procfs``, as psutil would report it,
+    without importing psutil), or through psutil where there is no /proc."""
+    looked_up = None if owners_of is None else sorted(set(owners_of))
     try:
-        found = procfs.listening_tcp(proc)
+        found = procfs.listening_tcp(proc, owners_of)
     except procfs.ProcUnavailable:
         return _probe_ports_psutil()
     except (OSError, ValueError) as exc:  # a table that cannot be read or parsed
@@ -308,7 +309,7 @@ def probe_ports(proc: str = procfs.PROC) -> Ports:
             names[pid] = procfs.process_name(pid, proc)
         out.append(Listener(address=address, port=port, pid=pid, process=None if pid is None else names[pid]))
     out.sort(key=lambda lis: (lis.port, lis.address))
-    return Ports(listening=out)
+    return Ports(listening=out, owners_of=looked_up)
 
 
 def _probe_ports_psutil() -> Ports:

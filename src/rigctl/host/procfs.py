@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Collection
 
 PROC = "/proc"
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's "st" column
@@ -71,15 +72,19 @@ def _socket_owners(wanted: set[str], proc: str) -> dict[str, int]:
     return owners
 
 
-def listening_tcp(proc: str = PROC) -> list[tuple[str, int, int | None]]:
-    """(address, port, pid or None) of every listening TCP socket, IPv4 then IPv6, in table order."""
+def listening_tcp(proc: str = PROC, owners_of: Collection[int] | None = None) -> list[tuple[str, int, int | None]]:
+    """(address, port, pid or None) of every listening TCP socket, IPv4 then IPv6, in table order.
+    ``owners_of``: the ports whose holders are looked up (None: every port's). Finding a holder means
+    reading every file descriptor link of every process, which on a busy host costs more than the rest
+    of a preflight's gather; a recipe needs only its own port's."""
     try:
         sockets = _listening(f"{proc}/net/tcp")
     except FileNotFoundError as exc:
         raise ProcUnavailable(str(exc)) from exc
     if os.path.exists(f"{proc}/net/tcp6"):  # absent where IPv6 is disabled
         sockets += _listening(f"{proc}/net/tcp6")
-    owners = _socket_owners({inode for *_, inode in sockets}, proc) if sockets else {}
+    wanted = {inode for _, port, inode in sockets if owners_of is None or port in owners_of}
+    owners = _socket_owners(wanted, proc) if wanted else {}
     return [(address, port, owners.get(inode)) for address, port, inode in sockets]
 
 

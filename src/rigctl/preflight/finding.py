@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rigctl.findings import Finding, Severity
+from rigctl.findings import Finding
+from rigctl.severity import Severity
 
 if TYPE_CHECKING:
     from rigctl.host.facts import HostFacts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rigctl.host.early import PodmanCli
+from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.licenses import accept_for
 from rigctl.places import Scope
@@ -15,7 +15,7 @@ from rigctl.recipe.model import Recipe
 
 
 def preflight_here(
-    recipe: Recipe, *, inventory: str | None, podman_cli: PodmanCli | None, accept: Sequence[str] = (),
+    recipe: Recipe, *, inventory: str | None, early: EarlyProbes | None, accept: Sequence[str] = (),
     force: Sequence[str] = (), gpus: Sequence[str] | None = None, checksums: bool = False, deep: bool = False,
     progress: ProgressFactory | None = None, scope: Scope | None = None,
 ) -> PreflightReport:
@@ -23,7 +23,7 @@ def preflight_here(
     ``deep``: also a real NCCL all_reduce on the chosen GPUs (slow); ``scope``: the manager whose quadlet
     generator and systemd are checked, as `up` with the same --user/--system would use them."""
     accept_for(recipe, accept)
-    facts = facts_for_recipe(recipe, inventory, podman_cli=podman_cli, scope=scope)
+    facts = facts_for_recipe(recipe, inventory, early=early, scope=scope)
     deep_runner: DeepRunner | None = None
     if deep:
         from rigctl.preflight.allreduce import deep_allreduce  # noqa: PLC0415 - loads only for --deep

@@ -11,7 +11,6 @@ document's aliases expand to.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,15 @@ from typing import Any
 import yaml
 
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
+from rigctl.recipe.names import recipe_name_problem
 from rigctl.util.safefs import RECIPE_LIMIT, MiB, format_size, read_text
+from rigctl.util.text import clip
 
 __all__ = [
-    "RECIPE_NAME_MAX",
     "RecipeSource",
     "YamlLoader",
     "YamlTooBig",
     "bundled_recipes_dir",
-    "clip",
     "declared_as",
     "declared_name",
     "list_recipe_files",
@@ -36,7 +35,6 @@ __all__ = [
     "read_yaml_mapping",
     "recipe_file",
     "recipe_files",
-    "recipe_name_problem",
     "resolve",
     "search_dirs",
     "templates_dir",
@@ -56,27 +54,6 @@ MAX_NODES = 100_000
 MAX_SCALAR_CHARS = 8 * MiB
 MAX_DEPTH = 64
 MAX_INT_CHARS = 64  # no real value is longer; Python refuses to convert more than 4300 digits
-
-# A recipe name becomes file names (rigctl-NAME.container, its record and lock) and a container name.
-RECIPE_NAME_MAX = 63
-_RECIPE_NAME = re.compile(rf"[a-z0-9][a-z0-9._-]{{0,{RECIPE_NAME_MAX - 1}}}")
-
-
-def recipe_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a recipe or its container, or None when it can."""
-    if len(name) > RECIPE_NAME_MAX:
-        return (f"a name of {len(name)} characters; a recipe or container name is at most {RECIPE_NAME_MAX} "
-                "(it becomes unit, record and container names)")
-    if not _RECIPE_NAME.fullmatch(name):
-        return (f"{name!r} is not a recipe or container name: use lowercase letters, digits, '.', '_' "
-                "and '-', starting with a letter or digit")
-    return None
-
-
-def clip(text: str, most: int = 60) -> str:
-    """``text`` for a message: its repr, cut to about ``most`` characters (a hostile value can be huge)."""
-    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text):,} characters)"
-
 
 class YamlTooBig(yaml.YAMLError):
     """A document whose aliases expand it beyond the bounds above."""

@@ -25,15 +25,15 @@ from rigctl.recipe.catalog import (
     YamlLoader,
     YamlTooBig,
     bundled_recipes_dir,
-    clip,
     list_recipe_files,
     read_yaml_mapping,
     recipe_files,
-    recipe_name_problem,
     resolve,
 )
 from rigctl.recipe.model import Recipe
+from rigctl.recipe.names import recipe_name_problem
 from rigctl.recipe.problems import Origin, format_validation_error
+from rigctl.util.text import clip
 
 __all__ = [
     "LoadedRecipe", "apply_set", "deep_merge", "list_recipes", "load", "parse_set",

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from rigctl.recipe.catalog import recipe_name_problem
+from rigctl.recipe.names import recipe_name_problem
 from rigctl.util.fields import empty_list
 
 # The exact error podman prints for `--ipc=host --shm-size=...` (podman 4.x and 5.x).

@@ -24,8 +24,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from rigctl.errors import InvalidInputError
-from rigctl.recipe.catalog import YamlLoader, clip
+from rigctl.recipe.catalog import YamlLoader
 from rigctl.util.safefs import RECIPE_LIMIT, read_text
+from rigctl.util.text import clip
 
 __all__ = ["Origin", "format_validation_error", "plain_message"]
 

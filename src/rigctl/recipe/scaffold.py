@@ -21,11 +21,11 @@ from rigctl.recipe.catalog import (
     YamlLoader,
     bundled_recipes_dir,
     load_yaml,
-    recipe_name_problem,
     resolve,
     user_recipes_dir,
 )
 from rigctl.recipe.load import validate_data
+from rigctl.recipe.names import recipe_name_problem
 from rigctl.recipe.schema import SCHEMA_FILE, modeline, schema_text
 from rigctl.util.safefs import RECIPE_LIMIT, SafeDir, read_text
 

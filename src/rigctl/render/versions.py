@@ -21,8 +21,8 @@ from rigctl.podman_versions import (  # re-exported: render's callers import the
     fmt,
     has_key,
 )
-from rigctl.recipe.catalog import clip
 from rigctl.render.escape import RenderError
+from rigctl.util.text import clip
 
 __all__ = [
     "CIDFILE_CLEANED",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -267,7 +266,7 @@ class SafeDir:
         ``commit``. The quadlet generator and systemd ignore it (it ends in neither unit suffix)."""
         check_name(name)
         for _ in range(16):
-            tmp = f".{name[:200]}.{secrets.token_hex(6)}.rigctl-tmp"
+            tmp = f".{name[:200]}.{os.urandom(6).hex()}.rigctl-tmp"
             try:
                 self._create(tmp, data, mode, owner)
             except FileExistsError:

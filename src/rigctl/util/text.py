@@ -67,3 +67,8 @@ def columns(stream: TextIO | None, default: int) -> int:
     except (AttributeError, ValueError, OSError):  # no descriptor (a test's StringIO), or a closed stream
         pass
     return default
+
+
+def clip(text: str, most: int = 60) -> str:
+    """``text`` for a message: its repr, cut to about ``most`` characters (a hostile value can be huge)."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text):,} characters)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, as_count
 from rigctl.verify.prompts import ESTIMATE_MARGIN, make_needles, needle_builder, score_needles
 from rigctl.verify.repetition import detect_repetition

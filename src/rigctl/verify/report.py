@@ -8,8 +8,9 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field, model_serializer
 
 from rigctl.errors import UsageError
-from rigctl.findings import Finding, Severity, any_failing, check_status
+from rigctl.findings import Finding, any_failing, check_status
 from rigctl.recipe.model import CrashSignature, NeedleSettings, Recipe, SmokePrompt, SoakSettings, Verification
+from rigctl.severity import Severity
 from rigctl.verify.client import Endpoint
 from rigctl.verify.dialects import DIALECT_NAMES
 

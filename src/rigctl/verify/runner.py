@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 
 from rigctl.errors import UsageError
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 from rigctl.util.options import split_list
 from rigctl.verify.checks import REGISTRY, CheckFn
 from rigctl.verify.client import Endpoint, EngineAPI, HttpEngine

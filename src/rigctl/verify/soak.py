@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 from rigctl.verify.client import Completion, EngineAPI, EngineRequestError, Request, percentile
 from rigctl.verify.prompts import ESTIMATE_MARGIN, prefix_builder
 from rigctl.verify.report import CheckResult

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from rigctl.cli import plaintable
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 from rigctl.util.text import columns as text_columns
 
 View = Callable[[TextIO], None]

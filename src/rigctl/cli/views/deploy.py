@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 from rigctl.cli.output import quiet
 from rigctl.cli.views.base import View
 from rigctl.cli.views.checks import preflight, preflight_result
-from rigctl.findings import Finding, Severity
+from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rigctl.deploy.status import ServiceStatus
     from rigctl.deploy.swap import SwapResult
     from rigctl.deploy.up import UpResult
+    from rigctl.findings import Finding
     from rigctl.verify.signatures import SignatureMatch
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.output import note
 from rigctl.cli.views.base import View
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 
 if TYPE_CHECKING:
     from rigctl.doctor.checkup import DoctorReport

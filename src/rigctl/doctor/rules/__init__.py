@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rigctl.doctor.rules import container, exposure, host, service
 from rigctl.doctor.rules.base import HostRule, UnitRule
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 
 FAIL = Severity.FAIL  # every rule's default; a hit may lower it
 

@@ -11,8 +11,8 @@ from rigctl.doctor.edits import Edit
 from rigctl.doctor.facts import DoctorFacts
 from rigctl.doctor.model import UnitFile
 from rigctl.doctor.serving import ServingSpec
-from rigctl.findings import Severity
 from rigctl.host.unitfile import Entry, MergedUnit
+from rigctl.severity import Severity
 
 
 @dataclass(frozen=True)

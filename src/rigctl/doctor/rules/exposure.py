@@ -14,7 +14,7 @@ from rigctl.doctor.serving import (
     ENGINE_HOST_OPTIONS,
     ServingSpec,
 )
-from rigctl.findings import Severity
+from rigctl.severity import Severity
 
 _AUTH_ENV = re.compile(r"(^|_)API_(KEY|KEYS|TOKEN|TOKENS)$")
 _AUTH_ARGS = ("--api-key", "--api-keys", "--api-key-file", "--api-token")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from rigctl.doctor.edits import Edit, Remove, SetKey
 from rigctl.doctor.rules.base import Context, Hit, entry_with, last_raw
-from rigctl.findings import Severity
 from rigctl.host.unitfile import format_seconds, parse_timespan
+from rigctl.severity import Severity
 
 WARMUP_FIX_S = 1800  # rigctl's default warmup budget (recipe service.warmup_budget_s)
 
