@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.render import RenderedUnits, write_units
+from rigctl.render import RenderedUnits, write_files
 from rigctl.util.proc import run
 
 QUADLET_CANDIDATES = (
@@ -63,7 +63,7 @@ def generate(quadlet: str) -> Generate:
         unit_dir, out_dir = base / "in", base / "out"
         shutil.rmtree(unit_dir, ignore_errors=True)
         shutil.rmtree(out_dir, ignore_errors=True)
-        write_units(rendered, unit_dir)
+        write_files(rendered.files, unit_dir)
         out_dir.mkdir(parents=True)
         env = {**os.environ, "QUADLET_UNIT_DIRS": str(unit_dir)}
         flags = ["-user"] if user else []

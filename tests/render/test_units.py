@@ -12,7 +12,7 @@ from tests.support.recipes import recipe_with
 
 from rigctl.errors import RigctlError
 from rigctl.recipe.model import Recipe
-from rigctl.render import RenderError, install_path, render_units, write_units
+from rigctl.render import RenderError, install_path, render_units, write_files
 from rigctl.render.engines import engine_line
 
 _recipe = recipe_with
@@ -182,10 +182,10 @@ def test_install_paths(tmp_path: Path) -> None:
     assert install_path("user", "x.container", config_home=tmp_path) == tmp_path / "containers/systemd/x.container"
 
 
-def test_write_units_is_atomic_and_overwrites(tmp_path: Path) -> None:
+def test_write_files_is_atomic_and_overwrites(tmp_path: Path) -> None:
     rendered = render_units(_recipe(), podman_version=(5, 4))
     (tmp_path / rendered.files[0].name).write_text("old")
-    paths = write_units(rendered, tmp_path)
+    paths = write_files(rendered.files, tmp_path)
     assert [p.read_text() for p in paths] == [rendered.files[0].text]
     assert sorted(p.name for p in tmp_path.iterdir()) == [rendered.files[0].name]
     assert rendered.service_name == "rigctl-glm53-flash.service"

@@ -374,6 +374,14 @@ def test_user_file_whose_name_is_no_recipe_name_is_listed_as_invalid(tmp_path: P
     assert "\x1b" not in text.stdout and "Bad\\x1b[2JName" in text.stdout  # shown escaped, not interpreted
 
 
+def test_a_description_that_reorders_the_terminal_line_is_listed_escaped(tmp_path: Path) -> None:
+    # valid for the model (it refuses control characters, not bidi overrides), and still not for a terminal
+    (user_dir(tmp_path) / "bidi.yaml").write_text(recipe_text(name="bidi", description="safe \u202egnp.exe"))
+    text = rigctl(tmp_path, "recipes")
+    assert text.returncode == 0, text.stderr
+    assert "\u202e" not in text.stdout and "safe \\u202egnp.exe" in text.stdout
+
+
 @pytest.mark.parametrize(
     "version", [LONG_DIGITS + ".1", "5." + LONG_DIGITS, "5.4." + LONG_DIGITS, "5.4-" + "x" * 5000, "1234567.1"],
     ids=["major", "minor", "patch", "suffix", "seven-digits"],

@@ -28,7 +28,7 @@ from rigctl.host.checksums import ChecksumCache, hash_files, sha256_file
 from rigctl.host.licenses import accept, read_acceptances
 from rigctl.places import Scope, ServiceLock
 from rigctl.recipe.load import load
-from rigctl.render import render_units, write_units
+from rigctl.render import render_units, write_files
 from rigctl.util.safefs import RECORD_LIMIT
 
 pytestmark = pytest.mark.timeout(120)
@@ -450,7 +450,7 @@ def test_installed_texts_refuses_a_fifo_or_link_instead_of_blocking(tmp_path: Pa
     assert installed_texts(tmp_path, ["missing.container"]) == {"missing.container": None}
 
 
-def test_write_units_replaces_a_link_and_refuses_a_file_as_out(tmp_path: Path) -> None:
+def test_write_files_replaces_a_link_and_refuses_a_file_as_out(tmp_path: Path) -> None:
     rendered = render_units(load("qwen3-8b-vllm").recipe, podman_version=(5, 4))
     name = rendered.files[0].name
     victim = tmp_path / "victim"
@@ -458,10 +458,10 @@ def test_write_units_replaces_a_link_and_refuses_a_file_as_out(tmp_path: Path) -
     out = tmp_path / "out"
     out.mkdir()
     (out / name).symlink_to(victim)
-    write_units(rendered, out)
+    write_files(rendered.files, out)
     assert victim.read_text() == "precious\n" and (out / name).read_text() == rendered.files[0].text
     with pytest.raises(UsageError):
-        write_units(rendered, victim)
+        write_files(rendered.files, victim)
 
 
 def test_render_out_pointing_at_a_file_is_a_usage_error(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rigctl.render.escape import RenderError
     from rigctl.render.install import Scope, install_dir, install_path
-    from rigctl.render.units import Note, RenderedUnits, UnitFile, render_units, write_units
+    from rigctl.render.units import Note, RenderedUnits, UnitFile, render_units, write_files
     from rigctl.render.versions import DEFAULT_PODMAN, Version, parse_version
 
 _HOMES = {
     "RenderError": "escape",
     "Scope": "install", "install_dir": "install", "install_path": "install",
-    "Note": "units", "RenderedUnits": "units", "UnitFile": "units", "render_units": "units", "write_units": "units",
+    "Note": "units", "RenderedUnits": "units", "UnitFile": "units", "render_units": "units", "write_files": "units",
     "DEFAULT_PODMAN": "versions", "Version": "versions", "parse_version": "versions",
 }
 
@@ -34,7 +34,7 @@ __all__ = [
     "install_path",
     "parse_version",
     "render_units",
-    "write_units",
+    "write_files",
 ]
 
 

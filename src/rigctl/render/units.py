@@ -31,7 +31,6 @@ from rigctl.util import safefs
 __all__ = [  # where units install is render.install's; re-exported for the renderer's callers
     "SYSTEM_UNIT_DIR", "USER_UNIT_SUBDIR", "EngineProcess", "Note", "RenderedUnits", "Scope", "UnitFile",
     "engine_process", "gpu_devices", "http_probe_code", "install_dir", "install_path", "render_units", "write_files",
-    "write_units",
 ]
 
 if TYPE_CHECKING:
@@ -371,10 +370,6 @@ def render_units(
     }
     text = _environment().get_template("container.j2").render(context)
     return RenderedUnits(recipe.name, pv, qv, scope, [UnitFile(file_name, text)], notes)
-
-
-def write_units(rendered: RenderedUnits, out_dir: Path) -> list[Path]:
-    return write_files(rendered.files, out_dir)
 
 
 def write_files(files: Sequence[UnitFile], out_dir: Path) -> list[Path]:

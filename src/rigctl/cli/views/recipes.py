@@ -8,13 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.views.base import View
+from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
     from rigctl.recipe.load import LoadedRecipe
-
-
-def _shown(text: str) -> str:
-    return text if text.isprintable() else ascii(text)[1:-1]
 
 
 def _origin(row: dict[str, Any]) -> str:
@@ -25,18 +22,18 @@ def recipes(rows: Sequence[dict[str, Any]], searched: Sequence[Path]) -> View:
     """``rows``: recipe.load.list_recipes's, one per recipe file found."""
 
     def view(out: TextIO) -> None:
-        width = max([len(_shown(r["name"])) for r in rows] + [4])
+        width = max([len(printable(r["name"])) for r in rows] + [4])
         o_width = max([len(_origin(r)) for r in rows] + [6])
         out.write(f"{'NAME':<{width}}  {'ORIGIN':<{o_width}}  {'GPUS':>4}  {'CONTEXT':>9}  DESCRIPTION\n")
         for r in rows:
             gpus = "-" if r["gpus"] is None else str(r["gpus"])
             ctx = "-" if r["context_length"] is None else f"{r['context_length']:,}"
-            about = r["description"] if r["valid"] else "INVALID, see below"
-            out.write(f"{_shown(r['name']):<{width}}  {_origin(r):<{o_width}}  {gpus:>4}  {ctx:>9}  {about}\n")
+            about = printable(r["description"], LINE_LIMIT) if r["valid"] else "INVALID, see below"
+            out.write(f"{printable(r['name']):<{width}}  {_origin(r):<{o_width}}  {gpus:>4}  {ctx:>9}  {about}\n")
         for r in rows:
             if not r["valid"]:
-                out.write(f"\ninvalid  {_shown(r['path'])}\n")
-                out.writelines(f"  {_shown(problem)}\n" for problem in r["problems"])
+                out.write(f"\ninvalid  {printable(r['path'])}\n")
+                out.writelines(f"  {printable(problem, LINE_LIMIT)}\n" for problem in r["problems"])
         out.write(f"\nsearched: {', '.join(str(d) for d in searched)}\n")
 
     return view
@@ -64,10 +61,10 @@ def validate(results: Sequence[dict[str, Any]]) -> View:
     def view(out: TextIO) -> None:
         for r in results:
             if r["ok"]:
-                out.write(f"ok       {_shown(r['file'])} ({_shown(r['name'])})\n")
-                out.writelines(f"  warning: {_shown(warning)}\n" for warning in r["warnings"])
+                out.write(f"ok       {printable(r['file'])} ({printable(r['name'])})\n")
+                out.writelines(f"  warning: {printable(warning, LINE_LIMIT)}\n" for warning in r["warnings"])
             else:
-                out.write(f"invalid  {_shown(r['file'])}\n")
-                out.writelines(f"  {_shown(problem)}\n" for problem in r["problems"])
+                out.write(f"invalid  {printable(r['file'])}\n")
+                out.writelines(f"  {printable(problem, LINE_LIMIT)}\n" for problem in r["problems"])
 
     return view
