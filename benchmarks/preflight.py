@@ -8,7 +8,8 @@ in-process.
 
 ``--before TREE`` times a second checkout too (e.g. ``git worktree add /tmp/before HEAD``), the two
 taking turns run after run, so that a machine busy with other work weighs on both alike. ``--context``
-adds `python -c pass`, `rigctl --help` and `rigctl status --json` (nothing deployed) to the table.
+adds `python -c pass`, the libraries a preflight imports (its floor), `rigctl --help` and `rigctl status
+--json` (nothing deployed) to the table.
 
     uv run python benchmarks/preflight.py [--runs N] [--before TREE] [--context] [RECIPE...]
 """
@@ -32,6 +33,21 @@ FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "inven
 PROCESS_TARGET_MS = 250.0
 STATUS_TARGET_MS = 200.0
 HELP_TARGET = 6.0  # --help may cost this many bare interpreter start-ups
+# What a preflight cannot go below with its libraries: the interpreter, typer, pydantic with one model
+# validated (its schema machinery loads on the first), PyYAML, and pynvml where the NVML library loads.
+LIBRARIES = """
+import ctypes, typer, yaml
+from pydantic import BaseModel
+class M(BaseModel):
+    a: int
+M(a=1)
+try:
+    ctypes.CDLL("libnvidia-ml.so.1")
+except OSError:
+    pass
+else:
+    import pynvml
+"""
 
 
 def commands(exe: str, recipes: list[str], context: bool, empty: str) -> list[tuple[str, list[str], dict[str, str],
@@ -42,6 +58,8 @@ def commands(exe: str, recipes: list[str], context: bool, empty: str) -> list[tu
         nothing = {"XDG_STATE_HOME": f"{empty}/state", "XDG_CONFIG_HOME": f"{empty}/config",
                    "XDG_RUNTIME_DIR": f"{empty}/run"}
         out += [("python -c pass", [sys.executable, "-c", "pass"], {}, ""),
+                ("libraries alone (typer, pydantic, yaml, pynvml)", [sys.executable, "-c", LIBRARIES], {},
+                 "the floor under a preflight"),
                 ("rigctl --help", [exe, "--help"], {}, f"target <= {HELP_TARGET:g}x python -c pass"),
                 ("rigctl status --json (nothing deployed)", [exe, "status", "--json"], nothing,
                  f"target <= {STATUS_TARGET_MS:.0f} ms")]
@@ -63,7 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--before", metavar="TREE", help="a checkout to time turn about with this one")
-    parser.add_argument("--context", action="store_true", help="also python -c pass, --help and status")
+    parser.add_argument("--context", action="store_true", help="also python -c pass, the libraries alone, --help and status")
     parser.add_argument("recipes", nargs="*", default=["glm53-flash", "qwen3-8b-vllm"])
     args = parser.parse_args()
     exe = rigctl()

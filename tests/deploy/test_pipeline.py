@@ -21,7 +21,8 @@ from rigctl.deploy.swap import HostSwapDeploy, Side
 from rigctl.deploy.up import UpResult, quadlet_diagnosis
 from rigctl.host.facts import GpuInventory, HostFacts, Podman
 from rigctl.host.gather import recipe_paths
-from rigctl.host.probes import QUADLET_ENV, find_quadlet, probe_podman
+from rigctl.host.probes import probe_podman
+from rigctl.host.quadlet import QUADLET_ENV, find_quadlet
 from rigctl.places import Dirs, Scope
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe, http_url

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.host.early import EarlyProbes, NvmlStart, start_podman_cli
+from rigctl.host.early import EarlyProbes, NvmlStart, probes_started, start_podman_cli
 from rigctl.host.gather import facts_for_recipe, gather_facts
 from rigctl.host.probes import probe_podman
+from rigctl.host.quadlet import ask_version, find_quadlet
+from rigctl.places import Scope
 from rigctl.recipe.load import load
 from rigctl.util.proc import Started, run
 
@@ -103,3 +105,21 @@ def test_a_gather_with_calls_started_early_is_a_gather(podman: str) -> None:
     facts = gather_facts([], include_cache_dirs=False, podman_sockets=[], early=EarlyProbes(early, NvmlStart()))
     assert facts.podman == probe_podman(sockets=[])
     assert "podman" not in facts.probe_errors
+
+
+def test_a_quadlet_version_asked_early_reads_the_same(podman: str) -> None:
+    for scope in (Scope.USER, Scope.SYSTEM):
+        itself = probe_podman(sockets=[], scope=scope)
+        asked = ask_version(scope)
+        assert probe_podman(sockets=[], scope=scope, quadlet=asked) == itself
+        other = ask_version(Scope.SYSTEM if scope == Scope.USER else Scope.USER)
+        assert probe_podman(sockets=[], scope=scope, quadlet=other) == itself  # another scope's: asked again
+        other.cancel()
+        assert itself.quadlet_scope == scope
+
+
+def test_probes_started_for_a_scope_ask_that_scopes_quadlet() -> None:
+    with probes_started(scope=Scope.USER) as early:
+        assert early is not None and early.quadlet is not None
+        assert early.quadlet.scope == Scope.USER and early.quadlet.path == find_quadlet(Scope.USER)
+    assert early.quadlet.version is None or early.quadlet.version.wait().rc is not None  # reaped

@@ -62,7 +62,8 @@ def scope_hint(scope: Scope, inventory: str | None, again: str) -> str | None:
     user scope (a plain user cannot take the system's), or when there is nothing to say."""
     if inventory is not None or scope != "system":
         return None
-    from rigctl.host.probes import generator_elsewhere, probe_systemd
+    from rigctl.host.probes import probe_systemd
+    from rigctl.host.quadlet import generator_elsewhere
 
     moved = generator_elsewhere(scope)
     if moved is not None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rigctl.deploy.plan import Plan
     from rigctl.deploy.target import Target
     from rigctl.host.early import EarlyProbes
+    from rigctl.places import Scope
 
 
 @app.command("up")
@@ -28,19 +29,20 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
     def produce() -> Outcome:
         from rigctl.host.early import probes_started
+        from rigctl.places import resolve_scope
 
-        with probes_started(inventory is None) as early:  # podman and NVML answer while the models load
-            return deploy(early)
+        scope = resolve_scope(user, system)
+        with probes_started(inventory is None, scope) as early:  # podman, quadlet and NVML answer meanwhile
+            return deploy(scope, early)
 
-    def deploy(early: EarlyProbes | None) -> Outcome:
+    def deploy(scope: Scope, early: EarlyProbes | None) -> Outcome:
         from rigctl.adapters import real_adapters
         from rigctl.deploy.up import UpOptions, plan_here, up
         from rigctl.errors import UsageError
-        from rigctl.places import Dirs, locked, resolve_scope
+        from rigctl.places import Dirs, locked
         from rigctl.recipe.load import load
 
         loaded = load(recipe, overlays=overlays or (), sets=sets or ())
-        scope = resolve_scope(user, system)
         if inventory and not dry_run:
             raise UsageError("--inventory plans another box: it only goes with --dry-run")
         name, chosen = loaded.recipe.name, split_list(gpus, option="--gpus") or None

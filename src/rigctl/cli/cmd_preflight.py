@@ -12,6 +12,7 @@ from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
     from rigctl.host.early import EarlyProbes
+    from rigctl.places import Scope
 
 
 @app.command("inventory")
@@ -42,17 +43,17 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
 
     def produce() -> Outcome:
         from rigctl.host.early import probes_started
-
-        # podman and NVML answer while the recipe and the facts models load (most of a gather's wait)
-        with probes_started(inventory is None) as early:
-            return check(early)
-
-    def check(early: EarlyProbes | None) -> Outcome:
         from rigctl.places import resolve_scope
+
+        scope = resolve_scope(user, system)
+        # podman, quadlet and NVML answer while the recipe and the facts models load (most of a gather's wait)
+        with probes_started(inventory is None, scope) as early:
+            return check(scope, early)
+
+    def check(scope: Scope, early: EarlyProbes | None) -> Outcome:
         from rigctl.preflight.here import preflight_here
         from rigctl.recipe.load import load
 
-        scope = resolve_scope(user, system)
         forced, accepted = split_list(force, option="--force"), split_list(accept_license, option="--accept-license")
         selection = split_list(gpus, option="--gpus") or None
         r = load(recipe, overlays=overlays or (), sets=sets or ()).recipe

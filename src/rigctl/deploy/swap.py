@@ -35,7 +35,7 @@ from rigctl.errors import DeployError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.facts import HostFacts
 from rigctl.host.gather import facts_for_recipe
-from rigctl.host.probes import find_quadlet
+from rigctl.host.quadlet import find_quadlet
 from rigctl.places import Dirs, Scope, locked
 from rigctl.recipe.model import Recipe
 from rigctl.util.jsonable import jsonable

@@ -16,7 +16,8 @@ from rigctl.doctor.model import UnitFile
 from rigctl.doctor.serving import describe
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
 from rigctl.host.facts import Cdi, CdiSpec
-from rigctl.host.probes import find_quadlet, probe_cdi
+from rigctl.host.probes import probe_cdi
+from rigctl.host.quadlet import find_quadlet
 from rigctl.host.unitfile import UnitParseError
 from rigctl.places import Scope
 from rigctl.util.proc import run

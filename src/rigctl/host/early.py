@@ -1,9 +1,9 @@
-"""Probes that can start before the rest of rigctl is loaded: the podman CLI calls and NVML's start.
+"""Probes that can start before the rest of rigctl is loaded: the podman and quadlet calls, NVML's start.
 
-`podman images` and `podman version` take tens of milliseconds each, most of it in podman itself, and
-the driver spends about as long in ``nvmlInit()`` (32 ms on the H200 machine), in C with the GIL
-released. A command that is about to gather this host's facts starts both first (``probes_started``), then
-loads pydantic, the recipe and the facts models while they run; the gather collects the answers.
+`podman images`, `podman version` and `quadlet -version` take tens of milliseconds each, and the driver
+spends about as long in ``nvmlInit()`` (32 ms on the H200 machine), in C with the GIL released. A command
+that is about to gather this host's facts starts them first (``probes_started``), then loads pydantic,
+the recipe and the facts models while they run; the gather collects the answers.
 Nothing here imports pydantic or the facts models: that is the point of it.
 """
 
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from rigctl.host import nvml_lib
 from rigctl.host.nvml_lib import NvmlLib
+from rigctl.host.quadlet import QuadletAsked, ask_version
+from rigctl.places import Scope, default_scope
 from rigctl.util.proc import Started
 
 IMAGES_TIMEOUT_S = 30.0
@@ -110,18 +112,23 @@ class EarlyProbes:
 
     podman: PodmanCli | None
     nvml: NvmlStart
+    quadlet: QuadletAsked | None = None
 
     def cancel(self) -> None:
         if self.podman is not None:
             self.podman.cancel()
+        if self.quadlet is not None:
+            self.quadlet.cancel()
         self.nvml.release()
 
 
 @contextlib.contextmanager
-def probes_started(wanted: bool = True) -> Iterator[EarlyProbes | None]:
-    """The podman calls and NVML's start, begun now (None where not ``wanted``: a replayed inventory),
-    and cancelled on the way out whatever happened in between (a recipe that failed to load, Ctrl-C)."""
-    early = EarlyProbes(start_podman_cli(), NvmlStart()) if wanted else None
+def probes_started(wanted: bool = True, scope: Scope | None = None) -> Iterator[EarlyProbes | None]:
+    """The podman calls, NVML's start and the version of ``scope``'s quadlet (default: ``default_scope``),
+    begun now (None where not ``wanted``: a replayed inventory), and cancelled on the way out whatever
+    happened in between (a recipe that failed to load, Ctrl-C)."""
+    scope = scope or default_scope()
+    early = EarlyProbes(start_podman_cli(), NvmlStart(), ask_version(scope)) if wanted else None
     try:
         yield early
     finally:

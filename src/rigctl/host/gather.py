@@ -103,7 +103,8 @@ def gather_facts(
             return default()
 
     f_gpu = _Probe(_probe_gpus, nvml, early)
-    f_podman = _Probe(probes.probe_podman, podman_sockets, started=early and early.podman, scope=scope)
+    f_podman = _Probe(probes.probe_podman, podman_sockets, started=early and early.podman, scope=scope,
+                      quadlet=early and early.quadlet)
     f_ports = _Probe(probes.probe_ports, owners_of=owners_of)
     f_shm = _Probe(probes.probe_shm)
     f_paths = [_Probe(probes.probe_path, p) for p in wanted]

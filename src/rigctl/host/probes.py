@@ -37,6 +37,7 @@ from rigctl.host.facts import (
     Shm,
     Systemd,
 )
+from rigctl.host.quadlet import QuadletAsked, ask_version
 from rigctl.places import Scope, default_scope
 from rigctl.util.proc import Started, run
 
@@ -132,46 +133,6 @@ def _probe_podman_api(socket: str) -> tuple[str | None, list[PodmanImage]] | str
     return (str(version) if version else None), images
 
 
-# --- quadlet: the one place it is looked for ----------------------------------------------------------
-
-QUADLET_ENV = "RIGCTL_QUADLET"  # an explicit quadlet binary, for every scope (the testbed sets it)
-# Where systemd looks for generators, most specific first (systemd.generator(7)); quadlet installs itself
-# there as podman-{system,user}-generator, usually a link to podman's own copy, which comes last.
-GENERATOR_DIRS = {
-    Scope.SYSTEM: ("/run/systemd/system-generators", "/etc/systemd/system-generators",
-                   "/usr/local/lib/systemd/system-generators", "/usr/lib/systemd/system-generators",
-                   "/lib/systemd/system-generators"),
-    Scope.USER: ("/run/systemd/user-generators", "/etc/systemd/user-generators",
-                 "/usr/local/lib/systemd/user-generators", "/usr/lib/systemd/user-generators",
-                 "/lib/systemd/user-generators"),
-}
-PODMAN_QUADLETS = ("/usr/libexec/podman/quadlet", "/usr/lib/podman/quadlet")
-
-
-def quadlet_candidates(scope: Scope) -> list[str]:
-    """Every place the quadlet for ``scope`` may be, in the order they are tried."""
-    override = os.environ.get(QUADLET_ENV, "")
-    generators = [f"{d}/podman-{scope.value}-generator" for d in GENERATOR_DIRS[scope]]
-    return [*([override] if override else []), *generators, *PODMAN_QUADLETS]
-
-
-def find_quadlet(scope: Scope) -> str | None:
-    """The quadlet binary systemd runs for ``scope``: it decides which unit keys are understood, and it
-    may be newer than podman itself (Debian 12's podman 4.3 has none; a newer one can drive it)."""
-    return next((c for c in quadlet_candidates(scope) if os.access(c, os.X_OK)), None)
-
-
-def generator_elsewhere(scope: Scope) -> tuple[Scope, str] | None:
-    """The other scope and its quadlet generator, when ``scope``'s manager has none and the other's has
-    one: root on a box whose only manager is a `systemd --user` one (a container, a CI runner) is told
-    to use that scope instead of being told that there is no generator at all."""
-    if find_quadlet(scope) is not None:
-        return None
-    other = Scope.USER if scope == Scope.SYSTEM else Scope.SYSTEM
-    found = find_quadlet(other)
-    return None if found is None else (other, found)
-
-
 def _quadlet_version(asked: Started | None) -> str | None:
     if asked is None:
         return None
@@ -181,19 +142,18 @@ def _quadlet_version(asked: Started | None) -> str | None:
 
 
 def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman",
-                 started: PodmanCli | None = None, *, scope: Scope | None = None) -> Podman:
+                 started: PodmanCli | None = None, *, scope: Scope | None = None,
+                 quadlet: QuadletAsked | None = None) -> Podman:
     """Podman (``_probe_podman``) and the quadlet generator of ``scope`` (default: root's system, anyone
-    else's user), whose ``-version`` runs meanwhile."""
+    else's user), whose ``-version`` runs meanwhile (``quadlet``: already asked, by ``host.early``)."""
     scope = scope or default_scope()
-    quadlet = find_quadlet(scope)
-    asked = Started([quadlet, "-version"], timeout=10.0) if quadlet else None
+    asked = quadlet if quadlet is not None and quadlet.scope == scope else ask_version(scope)
     try:
         found = _probe_podman(sockets, podman_bin, started)
     except BaseException:
-        if asked is not None:
-            asked.cancel()  # reaped, not left behind
+        asked.cancel()  # reaped, not left behind
         raise
-    return found.model_copy(update={"quadlet": quadlet, "quadlet_version": _quadlet_version(asked),
+    return found.model_copy(update={"quadlet": asked.path, "quadlet_version": _quadlet_version(asked.version),
                                     "quadlet_scope": scope})
 
 

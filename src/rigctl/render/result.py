@@ -75,7 +75,8 @@ def placement_for(
         podman = facts.podman
     else:
         if podman_version is None:  # the podman and the generator `up` would install for here
-            from rigctl.host.probes import generator_elsewhere, probe_podman  # noqa: PLC0415
+            from rigctl.host.probes import probe_podman  # noqa: PLC0415
+            from rigctl.host.quadlet import generator_elsewhere  # noqa: PLC0415
 
             podman, elsewhere = probe_podman(scope=scope), generator_elsewhere(scope)
         if recipe.gpus.count:  # this host: the GPUs `up` would choose here, when NVML answers
