@@ -14,7 +14,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,8 +75,10 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], deadline_s: float 
     raise RuntimeError(f"sshd on {port} did not listen within {deadline_s}s")
 
 
-def start_fleet(root: Path, count: int, *, session_env: str = "") -> SshFleet:
-    """``session_env``: more ``NAME=VALUE`` words for every session (e.g. a PATH without podman)."""
+def start_fleet(root: Path, count: int, *, session_env: str = "", launcher: Sequence[str] = ()) -> SshFleet:
+    """``session_env``: more ``NAME=VALUE`` words for every session (e.g. a PATH without podman);
+    ``launcher``: words that run each sshd (e.g. in a mount namespace of its own), which ends by exec'ing
+    the sshd command line it is given after them."""
     root.mkdir(parents=True, exist_ok=True)
     key = root / "client_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -100,7 +102,7 @@ def start_fleet(root: Path, count: int, *, session_env: str = "") -> SshFleet:
             "MaxStartups 100:30:200", "MaxSessions 50",
             f"SetEnv HOME={hdir / 'home'} XDG_RUNTIME_DIR={hdir / 'run'} RIGCTL_TEST_HOST={name} {session_env}".rstrip(),
         ]) + "\n")
-        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([*launcher, SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         hosts.append(SshdHost(name, port, hdir / "home", hdir / "run", proc))
     for host in hosts:

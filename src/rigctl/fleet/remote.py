@@ -32,7 +32,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rigctl.doctor.audit import audit, serving_units
-from rigctl.doctor.discover import SERVICE_HINT, Skipped, collect, default_roots
 from rigctl.doctor.facts import DoctorFacts, snapshot_facts
 from rigctl.doctor.fix import plan_fixes
 from rigctl.errors import HostUnreachableError, RigctlError, UsageError
@@ -50,6 +49,8 @@ from rigctl.fleet.ssh import (
     unreachable,
 )
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
+from rigctl.host.unitdirs import SERVICE_HINT, Root, collect, default_roots
+from rigctl.host.unitsnapshot import Skipped
 from rigctl.recipe.problems import format_validation_error
 from rigctl.util import safefs
 from rigctl.util.proc import Completed
@@ -408,16 +409,56 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
 
 # --- doctor ------------------------------------------------------------------------------------------
 
-# The directories quadlet and systemd read: the system's and this login's own (links followed, as
-# quadlet does), and every other user's under /home (links NOT followed: root must not ship a file a
-# user linked to, e.g. root's own, off the host).
-_SNAPSHOT_DIRS = (
-    "/etc/containers/systemd /usr/share/containers/systemd /etc/systemd/system /usr/local/lib/systemd/system "
-    "/usr/lib/systemd/system /lib/systemd/system /etc/systemd/user /usr/lib/systemd/user "
-    '"$HOME/.config/containers/systemd" "$HOME/.config/systemd/user" '
-    '${XDG_RUNTIME_DIR:+"$XDG_RUNTIME_DIR/containers/systemd"}'
-)
-_OTHER_HOME_DIRS = "/home/*/.config/containers/systemd /home/*/.config/systemd/user"
+# The directories the snapshot walks are default_roots' own, evaluated with these stand-ins, each of
+# which the shell replaces with the remote login's value (``_shell_word``); ``_snapshot_roots`` turns
+# what the script reports back into the same list, so the two sides cannot disagree about a directory.
+# (The uid must be a number: one no login has, whose digits no literal directory holds.)
+_HOME, _CONFIG, _RUNTIME, _OTHER, _UID = "@HOME@", "@CONFIG@", "@RUNTIME@", "@OTHER@", 4_123_456_789
+_REMOTE_VALUES = {
+    _HOME: '"$HOME"',
+    _CONFIG: '"${XDG_CONFIG_HOME:-$HOME/.config}"',  # empty counts as unset, as in default_roots
+    _RUNTIME: '"$XDG_RUNTIME_DIR"',  # only inside ${XDG_RUNTIME_DIR:+...}: no runtime root without one
+    _OTHER: '"$h"',  # each other user's home, in the loop over _HOMES
+    str(_UID): '"$(id -u)"',
+}
+_STAND_IN = re.compile("(" + "|".join(re.escape(s) for s in _REMOTE_VALUES) + ")")
+_HOMES = "/home/*"  # other users' homes, read as root (a glob, left unquoted)
+
+
+def _shell_word(path: str) -> str:
+    """``path`` (a Root's, with stand-ins) as one shell word: stand-ins become the remote values, the
+    rest is quoted; a runtime path is no word at all when XDG_RUNTIME_DIR is unset or empty."""
+    pieces = _STAND_IN.split(path)  # literal, stand-in, literal, ...
+    word = "".join(_REMOTE_VALUES[p] if i % 2 else shlex.quote(p) for i, p in enumerate(pieces) if p)
+    return f"${{XDG_RUNTIME_DIR:+{word}}}" if _RUNTIME in path else word
+
+
+def _walk_roots(find: str) -> list[str]:
+    """Shell lines that list the unit files of default_roots. The system's and this login's directories
+    are walked following links, as quadlet does (one inside another only once); other users' homes,
+    as root only (only then are they audited), without following a link anywhere below the home:
+    root must not ship a file a user linked to (root's own, say) off the host."""
+    roots = default_roots(_HOME, _RUNTIME, _UID, [_OTHER], config=_CONFIG)
+    own = [r.path for r in roots if r.anchor is None]
+    own = [p for p in own if not any(p.startswith(q + "/") for q in own)]
+    lines = [f"for d in {' '.join(_shell_word(p) for p in own)}; do [ -d \"$d\" ] && find -L \"$d\" {find}; done"]
+    others = []
+    for root in roots:
+        if root.anchor is not None:
+            below = ["/".join([root.anchor, *root.parts()[: i + 1]]) for i in range(len(root.parts()))]
+            checks = [f"[ ! -L {_shell_word(p)} ]" for p in below] + [f"[ -d {_shell_word(root.path)} ]"]
+            others.append(f"{' && '.join(checks)} && find -P {_shell_word(root.path)} {find}")
+    if others:
+        lines.append(f"if [ \"$(id -u)\" = 0 ]; then for h in {_HOMES}; do {'; '.join(others)}; done; fi")
+    return lines
+
+
+def _snapshot_roots(sections: dict[str, str]) -> list[Root]:
+    """The directories a snapshot came from: default_roots with the values its script reported."""
+    meta = {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
+    uid = int(meta["uid"]) if meta.get("uid", "").isdigit() else -1
+    return default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,
+                         meta.get("homes", "").splitlines() if uid == 0 else [], config=meta.get("config") or None)
 
 
 def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
@@ -429,19 +470,19 @@ def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
         "\\( -name '*.wants' -o -name '*.requires' \\) -prune -o -type f "
         "\\( -name '*.container' -o -name '*.service' -o -path '*.d/*.conf' \\) -print 2>/dev/null"
     )
-    # each file: at most UNIT_LIMIT + 1 bytes (more means "too large", decided here on this side)
-    ship = f"echo '{b} file '\"$f\"; head -c {safefs.UNIT_LIMIT + 1} -- \"$f\"; echo"
+    # each file: at most UNIT_LIMIT + 1 bytes (more means "too large", decided here on this side); names
+    # and values go through printf, as dash's echo reads a backslash in them as an escape
+    ship = f"printf '%s\\n' '{b} file '\"$f\"; head -c {safefs.UNIT_LIMIT + 1} -- \"$f\"; echo"
     return "\n".join([
         f"if {remote_command(['command', '-v', program])} >/dev/null 2>&1; then echo '{b} via rigctl'; "
         f"{remote_command(doctor)}; rc=$?; echo; echo '{b} rc '\"$rc\"; exit 0; fi",
         f"echo '{b} via ssh'",
-        f"echo '{b} meta home'; echo \"$HOME\"",
+        f"echo '{b} meta home'; printf '%s\\n' \"$HOME\"",
         f"echo '{b} meta uid'; id -u",
-        f"echo '{b} meta runtime'; echo \"${{XDG_RUNTIME_DIR:-}}\"",
-        f"echo '{b} meta homes'; for h in /home/*; do [ -d \"$h\" ] && echo \"$h\"; done",
-        "{ "
-        f"for d in {_SNAPSHOT_DIRS}; do [ -d \"$d\" ] && find -L \"$d\" {find}; done; "
-        f"for d in {_OTHER_HOME_DIRS}; do [ -d \"$d\" ] && [ ! -L \"$d\" ] && find -P \"$d\" {find}; done; "
+        f"echo '{b} meta runtime'; printf '%s\\n' \"${{XDG_RUNTIME_DIR:-}}\"",
+        f"echo '{b} meta config'; printf '%s\\n' \"${{XDG_CONFIG_HOME:-}}\"",
+        f"echo '{b} meta homes'; for h in {_HOMES}; do [ -d \"$h\" ] && printf '%s\\n' \"$h\"; done",
+        "{ " + "; ".join(_walk_roots(find)) + "; "
         "} | while IFS= read -r f; do "
         f"case \"$f\" in *.service) grep -q -i -E {shlex.quote(hint)} \"$f\" 2>/dev/null || continue;; esac; "
         f"{ship}; done",
@@ -677,14 +718,9 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
             result.error = f"doctor snapshot did not finish (exit {done.rc}): {_tail(done.stderr)}"
             return result
         files, skipped = _snapshot_files(sections)
-        meta = {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
         driver_text = files.pop(DRIVER_VERSION_FILE, "")
         cdi = {p: files.pop(p) for p in sorted(files) if p.startswith(tuple(d + "/" for d in CDI_DIRS))}
-        uid_text = meta.get("uid", "")
-        uid = int(uid_text) if uid_text.isdigit() else -1
-        roots = default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,
-                              meta.get("homes", "").split() if uid == 0 else [])
-        units = serving_units(collect(files, roots))
+        units = serving_units(collect(files, _snapshot_roots(sections)))
         facts = snapshot_facts(driver_text, cdi)
         found = audit(units, facts)
         result.findings = [f.model_dump(mode="json") for f in found]
