@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import require_or_skip
 
 from rigctl.exitcodes import ExitCode
-from rigctl.host.probes import find_quadlet
+from rigctl.host.quadlet import find_quadlet
 from rigctl.places import Scope
 from rigctl.recipe.load import load
 

@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 from rigctl.cli.app import app
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.checkup import doctor
-from rigctl.doctor.discover import collect, local_snapshot, path_roots
+from rigctl.doctor.discover import path_roots
 from rigctl.doctor.facts import DoctorFacts, local_facts, snapshot_facts
 from rigctl.doctor.fix import FileChange, plan_fixes, rewrite
-from rigctl.doctor.model import UnitFile
+from rigctl.host.unitdirs import UnitFile, collect
+from rigctl.host.unitsnapshot import local_snapshot
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
 
 UNITS = Path(__file__).parents[1] / "fleet" / "units"

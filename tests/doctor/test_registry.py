@@ -7,9 +7,9 @@ import re
 
 from rigctl.doctor.audit import audit
 from rigctl.doctor.facts import DoctorFacts, local_facts
-from rigctl.doctor.model import UnitFile
 from rigctl.doctor.rules import HOST_RULES, REGISTRY, UNIT_RULES
-from rigctl.host.probes import find_quadlet
+from rigctl.host.quadlet import find_quadlet
+from rigctl.host.unitdirs import UnitFile
 from rigctl.places import Scope
 
 PIN = "docker.io/x/y@sha256:" + "0" * 64

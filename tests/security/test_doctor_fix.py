@@ -17,9 +17,11 @@ import pytest
 
 from rigctl.doctor.audit import audit
 from rigctl.doctor.checkup import doctor
-from rigctl.doctor.discover import Root, collect, default_roots, local_snapshot, path_roots
+from rigctl.doctor.discover import path_roots
 from rigctl.doctor.facts import DoctorFacts, unpinned_images
 from rigctl.doctor.fix import FileChange, rewrite
+from rigctl.host.unitdirs import Root, collect, default_roots
+from rigctl.host.unitsnapshot import local_snapshot
 from rigctl.util.safefs import InvalidInputError
 
 PIN = "docker.io/x/y@sha256:" + "0" * 64
@@ -350,7 +352,7 @@ def test_image_value_never_reaches_podman_as_an_option(tmp_path: Path, image: st
 def test_unpinned_images_only_passes_image_references() -> None:
     def unit(image: str) -> str:
         return f"[Container]\nImage={image}\n"
-    from rigctl.doctor.model import UnitFile
+    from rigctl.host.unitdirs import UnitFile
 
     units = [UnitFile(f"/u/{i}.container", unit(img)) for i, img in
              enumerate(["--root=/x", "-q", "docker.io/lib/python:3.12", "quay.io/a/b", "a b", "ok\u2028x"])]

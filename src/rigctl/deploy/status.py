@@ -1,16 +1,17 @@
-"""`rigctl status`: every rigctl-managed service on the host, found from the quadlet directories (files
+"""`rigctl status`: every rigctl-managed service on the host, found from the quadlet directories (units
 carrying the ``rigctl.managed`` label) and from rigctl's deployment records.
 
-Unit files are read by the one parser (``rigctl.host.unitfile``) and judged rigctl's by the one rule
-(``rigctl.host.managed``, the unit file's own label), so status and ``doctor --fix`` agree on which units
-are rigctl's and on what their keys are, drop-ins included."""
+Units are found by the one loader (``rigctl.host.unitdirs``: each as quadlet sees it, from whichever of
+the scope's directories holds it, with every drop-in quadlet applies, whichever directory holds that),
+parsed by the one parser (``rigctl.host.unitfile``) and judged rigctl's by the one rule
+(``rigctl.host.managed``), so status and ``doctor`` agree on which units are rigctl's and on their keys."""
 
 from __future__ import annotations
 
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rigctl.adapters.gpu_memory import GpuMemory
@@ -18,82 +19,77 @@ from rigctl.adapters.podman import Podman
 from rigctl.adapters.probe import Probe
 from rigctl.adapters.systemd import Systemd
 from rigctl.deploy import state as records
-from rigctl.errors import CommandError, InvalidInputError
+from rigctl.errors import CommandError
 from rigctl.host.managed import is_managed
 from rigctl.host.procfs import process_tree
-from rigctl.host.unitfile import MergedUnit, UnitParseError, dropin_dirs, parse
+from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unitfile import MergedUnit, UnitParseError, parse
+from rigctl.host.unitsnapshot import scope_units
 from rigctl.places import Dirs, Scope
-from rigctl.util import safefs
 
 
 @dataclass
 class Managed:
-    """One managed service as found on disk, before asking anybody about it."""
+    """One managed service as found on disk, before asking anybody about it. ``unit_file`` is the file
+    quadlet reads for it; ``loaded`` that file with the drop-ins quadlet applies (None: not read)."""
 
     scope: Scope
     unit: str
     unit_file: Path | None
     record: records.DeploymentRecord | None
+    loaded: UnitFile | None = None
 
 
-def _unit_text(path: Path) -> str | None:
-    """A unit file's text, bounded; None for anything rigctl did not write as a regular file (a link,
-    a FIFO, a huge or undecodable file), which therefore is not one of its services."""
-    try:
-        got = safefs.read_file(path, limit=safefs.UNIT_LIMIT, nofollow=True)
-        return None if got is None else got.text(path)
-    except InvalidInputError:
-        return None
+def _quadlet_units(scopes: tuple[Scope, ...]) -> dict[tuple[Scope, str], UnitFile]:
+    """{(scope, service): unit} for every ``.container`` quadlet generates a service from. A unit file
+    that is a link is left out: rigctl writes regular files, so a link is none of its services."""
+    units, snap = scope_units([s.value for s in scopes])
+    return {(Scope(u.scope), PurePosixPath(u.path).stem + ".service"): u for u in units
+            if u.kind == "container" and not snap.found[u.path].link}
 
 
-def discover(scope: Scope, unit_dir: Path, state_dir: Path) -> list[Managed]:
+def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], UnitFile]) -> list[Managed]:
+    """The services of ``scope``: its units labelled rigctl's, and those rigctl's records name."""
     found: dict[str, Managed] = {}
-    if unit_dir.is_dir():
-        for path in sorted(unit_dir.glob("*.container")):
-            text = _unit_text(path)
-            if text is not None and is_managed(str(path), text):
-                unit = path.stem + ".service"
-                found[unit] = Managed(scope, unit, path, None)
-    for record in records.all_records(state_dir):
+    for (where, name), unit in units.items():
+        if where is scope and is_managed(unit.path, unit.text, unit.dropins):
+            found[name] = Managed(scope, name, Path(unit.path), None, unit)
+    for record in records.all_records(records_dir):
         if record.scope is not scope:
             continue
         entry = found.get(record.unit)
-        path = Path(record.unit_dir) / (record.unit.removesuffix(".service") + ".container")
-        if entry is None:
-            found[record.unit] = Managed(scope, record.unit, path if path.exists() else None, record)
-        else:
+        if entry is not None:
             entry.record = record
+            continue
+        loaded = units.get((scope, record.unit))  # quadlet's file for it, if any: not labelled rigctl's
+        stem = record.unit.removesuffix(".service")
+        path = Path(loaded.path) if loaded else Path(record.unit_dir) / f"{stem}.container"
+        found[record.unit] = Managed(scope, record.unit, path if path.exists() else None, record, loaded)
     return list(found.values())
 
 
 def discover_all(choice: Scope | None) -> list[Managed]:
     """Every managed service in the scopes verify, logs and down look in (``state.search_scopes``)."""
-    return [item for scope in records.search_scopes(choice)
-            for item in discover(scope, Dirs.of(scope).units, Dirs.of(scope).state)]
+    scopes = records.search_scopes(choice)
+    units = _quadlet_units(scopes)
+    return [item for scope in scopes for item in discover(scope, Dirs.of(scope).state, units)]
 
 
-def unit_keys(path: Path) -> MergedUnit | None:
-    """The unit file with its drop-ins applied, as doctor applies them (the directories
-    ``dropin_dirs`` names, in that order, each by file name). None when the unit cannot be read; a
-    drop-in that cannot be read is left out."""
-    text = _unit_text(path)
-    if text is None:
-        return None
+def unit_keys(item: Managed) -> MergedUnit:
+    """The keys of the unit quadlet reads for ``item``, its drop-ins applied; none when it was not read
+    or cannot be. A drop-in that cannot be parsed is left out."""
+    if item.loaded is None:
+        return MergedUnit(files=())
     try:
-        main = parse(str(path), text)
+        main = parse(item.loaded.path, item.loaded.text)
     except UnitParseError:
-        return None
+        return MergedUnit(files=())
     dropins = []
-    for dirname in dropin_dirs(str(path), text):
-        folder = path.parent / dirname
-        for conf in sorted(folder.glob("*.conf")) if folder.is_dir() else ():
-            conf_text = _unit_text(conf)
-            if conf_text is None:
-                continue
-            try:
-                dropins.append(parse(str(conf), conf_text))
-            except UnitParseError:
-                continue
+    for dropin in item.loaded.dropins:
+        try:
+            dropins.append(parse(dropin.path, dropin.text))
+        except UnitParseError:
+            continue
     return MergedUnit.of(main, dropins)
 
 
@@ -133,7 +129,7 @@ class ServiceStatus:
 def describe(
     item: Managed, *, systemd: Systemd, podman: Podman, probe: Probe, gpu: GpuMemory
 ) -> ServiceStatus:
-    keys = (unit_keys(item.unit_file) if item.unit_file is not None else None) or MergedUnit(files=())
+    keys = unit_keys(item)
     record = item.record
     endpoint = record.endpoint if record else None
     if endpoint is None:

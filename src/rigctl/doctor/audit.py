@@ -13,11 +13,12 @@ from collections.abc import Sequence
 
 from rigctl.doctor.edits import Edit
 from rigctl.doctor.facts import DoctorFacts
-from rigctl.doctor.model import UnitFile, UnitFinding
+from rigctl.doctor.model import UnitFinding
 from rigctl.doctor.rules import HOST_RULES, UNIT_RULES
 from rigctl.doctor.rules.base import Context, Hit, UnitRule
 from rigctl.doctor.serving import describe
 from rigctl.host.managed import is_managed
+from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import UnitParseError
 from rigctl.severity import Severity
 
@@ -40,7 +41,7 @@ def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Cont
             broken.append(_crash(unit.path, "parse", exc))
             continue
         if spec is not None:
-            contexts.append(Context(unit, merged, spec, facts, is_managed(unit.path, unit.text)))
+            contexts.append(Context(unit, merged, spec, facts, is_managed(unit.path, unit.text, unit.dropins)))
     return contexts, broken
 
 

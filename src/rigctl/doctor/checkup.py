@@ -10,11 +10,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rigctl.doctor.audit import audit, serving_units
-from rigctl.doctor.discover import Root, Skipped, Snapshot, collect, local_roots, local_snapshot, path_roots
+from rigctl.doctor.discover import local_roots, path_roots
 from rigctl.doctor.facts import DoctorFacts, local_facts
 from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
-from rigctl.doctor.model import UnitFile, UnitFinding
+from rigctl.doctor.model import UnitFinding
 from rigctl.errors import InvalidInputError, UsageError
+from rigctl.host.unitdirs import Root, UnitFile, collect
+from rigctl.host.unitsnapshot import Skipped, Snapshot, local_snapshot
 
 
 @dataclass
@@ -99,7 +101,8 @@ def _refusal(plan: FixPlan, snap: Snapshot) -> str | None:
     """Why a planned fix stays a patch: not rigctl's unit, or a file --fix may not write, or a drop-in
     shared with other users' units."""
     if not plan.managed:
-        return "not managed by rigctl (no Label=rigctl.managed=true in the unit file itself)"
+        return ("not managed by rigctl (no Label=rigctl.managed=true in the unit file itself, or a drop-in "
+                "takes it back)")
     realm = snap.found[plan.unit.path].root.realm if plan.unit.path in snap.found else None
     for change in plan.changes:
         why = fix_refusal(change.path, snap)

@@ -12,12 +12,12 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rigctl.doctor.model import UnitFile
 from rigctl.doctor.serving import describe
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
 from rigctl.host.facts import Cdi, CdiSpec
 from rigctl.host.probes import probe_cdi
 from rigctl.host.quadlet import find_quadlet
+from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import UnitParseError
 from rigctl.places import Scope
 from rigctl.util.proc import run

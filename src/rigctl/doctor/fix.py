@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from rigctl.deploy.install import sigint_deferred
 from rigctl.doctor.audit import read_units, unit_findings
-from rigctl.doctor.discover import Found, Snapshot
 from rigctl.doctor.edits import apply_edit
 from rigctl.doctor.facts import DoctorFacts
-from rigctl.doctor.model import UnitFile
+from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import lines_with_ends
+from rigctl.host.unitsnapshot import Found, Snapshot
 from rigctl.util import safefs
 from rigctl.util.safefs import SafeDir
 

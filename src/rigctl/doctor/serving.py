@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rigctl.doctor.model import UnitKind
 from rigctl.host.runargs import RunCommand, exec_words, parse_run, podman_args
+from rigctl.host.unitdirs import UnitKind
 from rigctl.host.unitfile import WHITESPACE, Entry, MergedUnit
 
 Runner = Literal["quadlet", "podman", "docker", "engine"]

@@ -3,14 +3,19 @@
 
 A unit is rigctl's when the labels its container gets carry ``rigctl.managed=true`` (any case), read
 from the unit file alone: a drop-in, which anyone with a directory that applies to the unit may write,
-cannot make a unit rigctl's. The labels are read the way podman gets them: ``Label=`` (a list key: an
-empty assignment resets it, a later label wins) and ``--label``/``-l`` in ``PodmanArgs=``, or in the
-``podman run`` of a ``.service``'s ``ExecStart=``.
+cannot make a unit rigctl's. It can take it back: when the unit with its drop-ins applied (as
+``rigctl.host.unitdirs`` finds them) no longer labels the container so, podman does not, and neither
+does rigctl. The labels are read the way podman gets them: ``Label=`` (a list key: an empty assignment
+resets it, a later label wins) and ``--label``/``-l`` in ``PodmanArgs=``, or in the ``podman run`` of a
+``.service``'s ``ExecStart=``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rigctl.host.runargs import exec_words, parse_run, podman_args
+from rigctl.host.unitdirs import DropIn
 from rigctl.host.unitfile import MergedUnit, UnitParseError, parse
 
 MANAGED_LABEL = "rigctl.managed"
@@ -37,11 +42,17 @@ def service_labels(unit: MergedUnit) -> dict[str, str]:
     return {}
 
 
-def is_managed(path: str, text: str) -> bool:
-    """The rule, over the unit file's own text. A file its readers disagree on is nobody's."""
+def _says_managed(path: str, unit: MergedUnit) -> bool:
+    labels = container_labels(unit) if path.endswith(".container") else service_labels(unit)
+    return labels.get(MANAGED_LABEL, "").lower() == "true"
+
+
+def is_managed(path: str, text: str, dropins: Sequence[DropIn] = ()) -> bool:
+    """The rule: the unit file's own text says so, and still does with ``dropins`` applied. A file its
+    readers disagree on, the unit or one of its drop-ins, is nobody's (doctor reports it unreadable)."""
     try:
-        own = MergedUnit.of(parse(path, text))
+        own = parse(path, text)
+        merged = MergedUnit.of(own, [parse(d.path, d.text) for d in dropins])
     except UnitParseError:
         return False
-    labels = container_labels(own) if path.endswith(".container") else service_labels(own)
-    return labels.get(MANAGED_LABEL, "").lower() == "true"
+    return _says_managed(path, MergedUnit.of(own)) and _says_managed(path, merged)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from rigctl.doctor.edits import Edit
 from rigctl.doctor.facts import DoctorFacts
-from rigctl.doctor.model import UnitFile
 from rigctl.doctor.serving import ServingSpec
+from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import Entry, MergedUnit
 from rigctl.severity import Severity
 

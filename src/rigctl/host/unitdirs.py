@@ -1,0 +1,242 @@
+"""Where quadlet and systemd read unit files, and each unit as they see it: the one loader ``rigctl status``
+(which services are rigctl's, and their keys) and ``rigctl doctor`` (what it audits, here or over ssh)
+share, so the two never disagree about a unit or its drop-ins.
+
+A snapshot is a mapping {absolute path: text}: read from this host (``unitsnapshot``) or shipped back
+from another one over ssh. ``collect`` turns a snapshot and the roots it was taken from into UnitFiles
+the way quadlet 5.x and systemd see them (each checked against the real generator in tests/host):
+
+- the first root that holds a name wins; a root below another (/etc/containers/systemd/users below
+  /etc/containers/systemd) is its own scope's, and quadlet reads every subdirectory of its roots but
+  drop-in directories (``*.d``), systemd none;
+- drop-ins come from every root of the unit's own realm and the shared ones. Quadlet's (``container.d``,
+  ``NAME.container.d``) are looked up root by root, the unit's own directory before the type's, and
+  systemd's (``service.d``, ``SERVICE.service.d`` for the service quadlet generates) name by name; the
+  first file of a name wins and all apply in the order of their file names, whatever directory holds
+  them; systemd's apply after quadlet's, to the generated service.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Literal
+
+from rigctl.host.unitfile import MergedUnit, dropin_dirs, parse
+
+RootKind = Literal["quadlet", "systemd", "path"]
+Scope = Literal["system", "user", "path"]
+UnitKind = Literal["container", "service"]
+
+# A .service is only worth shipping/parsing when it mentions a container tool or a known engine.
+SERVICE_HINT = re.compile(
+    r"podman|docker|vllm|sglang|tabby|llama|ollama|text-generation|lmdeploy|trtllm|aphrodite|kobold|mistralrs",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Root:
+    """A directory quadlet or systemd reads units from.
+
+    ``realm`` says whose units these are: "" for directories every user of the scope shares (the
+    system directories, /etc/containers/systemd/users), else the home (or ``--path``) they belong to;
+    drop-ins apply only within one realm and the shared one, as quadlet never merges across users.
+    ``anchor`` is the directory trusted as given; the rest of ``path`` below it is walked without
+    following links (another user's home, where ``.config`` could be a link to /etc)."""
+
+    path: str
+    kind: RootKind
+    scope: Scope
+    realm: str = ""
+    anchor: str | None = None
+
+    def parts(self) -> tuple[str, ...]:
+        """The components of ``path`` below ``anchor``."""
+        if self.anchor is None or self.anchor == self.path:
+            return ()
+        return tuple(PurePosixPath(self.path).relative_to(self.anchor).parts)
+
+
+def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Sequence[str] = (),
+                  *, config: str | None = None) -> list[Root]:
+    """The directories quadlet and systemd read, highest priority first within each kind and scope.
+    ``config`` is the login's $XDG_CONFIG_HOME (``home``/.config when unset), as the generator takes it."""
+    config = (config or f"{home}/.config").rstrip("/")
+    roots = [
+        Root("/run/containers/systemd", "quadlet", "system"),  # quadlet 5.x: transient units
+        Root("/etc/containers/systemd", "quadlet", "system"),
+        Root("/usr/share/containers/systemd", "quadlet", "system"),
+        Root("/etc/systemd/system", "systemd", "system"),
+        Root("/usr/local/lib/systemd/system", "systemd", "system"),
+        Root("/usr/lib/systemd/system", "systemd", "system"),
+        Root("/lib/systemd/system", "systemd", "system"),
+    ]
+    if runtime_dir:  # before the config directory: quadlet reads it first
+        roots.append(Root(f"{runtime_dir.rstrip('/')}/containers/systemd", "quadlet", "user", home))
+    roots += [
+        Root(f"{config}/containers/systemd", "quadlet", "user", home),
+        Root("/etc/containers/systemd/users", "quadlet", "user"),  # before users/UID, as quadlet reads them
+        Root(f"/etc/containers/systemd/users/{uid}", "quadlet", "user", home),
+        Root(f"{config}/systemd/user", "systemd", "user", home),
+        Root("/etc/systemd/user", "systemd", "user"),
+        Root("/usr/lib/systemd/user", "systemd", "user"),
+    ]
+    for given in other_homes:  # as root, other users' units are audited too, each user on their own
+        other = given.rstrip("/")
+        if other != home.rstrip("/"):
+            roots.append(Root(f"{other}/.config/containers/systemd", "quadlet", "user", other, anchor=other))
+            roots.append(Root(f"{other}/.config/systemd/user", "systemd", "user", other, anchor=other))
+    return roots
+
+
+# --- a unit as found -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DropIn:
+    """Kept apart from its unit's text: a finding names the file that holds its line, and a fix rewrites
+    that file."""
+
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class UnitFile:
+    """A unit file as found on a host, with the drop-ins that apply to it (in the order systemd
+    applies them)."""
+
+    path: str
+    text: str
+    dropins: tuple[DropIn, ...] = ()
+    scope: Scope = "path"
+
+    @property
+    def kind(self) -> UnitKind:
+        return "container" if self.path.endswith(".container") else "service"
+
+    def texts(self) -> dict[str, str]:
+        return {self.path: self.text, **{d.path: d.text for d in self.dropins}}
+
+    def with_texts(self, texts: Mapping[str, str]) -> UnitFile:
+        return UnitFile(
+            self.path,
+            texts.get(self.path, self.text),
+            tuple(DropIn(d.path, texts.get(d.path, d.text)) for d in self.dropins),
+            self.scope,
+        )
+
+    def merged(self) -> MergedUnit:
+        return MergedUnit.of(parse(self.path, self.text), [parse(d.path, d.text) for d in self.dropins])
+
+
+# --- which root a file belongs to ------------------------------------------------------------------------
+
+
+def _under(path: str, root: str) -> bool:
+    return path.startswith(root.rstrip("/") + "/")
+
+
+def _searched(directory: str, root: Root, roots: Sequence[Root]) -> bool:
+    """Whether ``root``'s reader looks for units and drop-in directories in ``directory``: systemd only in
+    the root itself; quadlet (and a ``--path``) in every subdirectory too, but not inside a drop-in
+    directory, nor in a deeper root's (/etc/containers/systemd/users is the user scope's)."""
+    if directory == root.path.rstrip("/"):
+        return True
+    if root.kind == "systemd" or not _under(directory, root.path):
+        return False
+    if any(part.endswith(".d") for part in PurePosixPath(directory).relative_to(root.path).parts):
+        return False
+    return root.kind == "path" or not any(
+        r is not root and _under(r.path, root.path) and (directory == r.path.rstrip("/") or _under(directory, r.path))
+        for r in roots
+    )
+
+
+def _unit_in_root(path: str, root: Root, roots: Sequence[Root]) -> bool:
+    if root.kind == "path" and path == root.path:
+        return True  # --path FILE
+    if not _searched(str(PurePosixPath(path).parent), root, roots):
+        return False
+    if root.kind == "systemd":
+        return path.endswith(".service")
+    return path.endswith(".container") if root.kind == "quadlet" else True
+
+
+def _together(unit_root: Root, root: Root) -> bool:
+    """Whether units and drop-ins in ``root`` count for a unit found in ``unit_root`` (a same-named unit
+    there shadows it or is shadowed, a drop-in there applies). One generator run reads the login's own
+    directories and the shared ones together; another user's home, or a ``--path``, goes only with the
+    shared directories (quadlet never merges across users)."""
+    if root.scope != unit_root.scope:
+        return False
+    if unit_root.anchor is None and unit_root.kind != "path":
+        return root.anchor is None
+    return root.realm in (unit_root.realm, "")
+
+
+def _dropin_order(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Sequence[Root],
+                  dirnames: Sequence[str], *, by_root: bool) -> list[str]:
+    """The ``*.conf`` files in ``dirnames`` (most specific first) of the directories ``roots`` search,
+    in the order their reader looks: quadlet directory by directory (a root, then its subdirectories),
+    each for the unit's own drop-in directory before the type's; systemd name by name, each in every
+    root in turn."""
+    found: list[tuple[tuple[int, int | tuple[str, ...], int | tuple[str, ...]], str]] = []
+    for path in tree:
+        p = PurePosixPath(path)
+        if p.suffix != ".conf" or p.parent.name not in dirnames:
+            continue
+        where = str(p.parent.parent)
+        index = next((i for i, root in enumerate(roots) if _searched(where, root, all_roots)), None)
+        if index is not None:
+            specific = dirnames.index(p.parent.name)
+            parts = PurePosixPath(where).parts
+            found.append(((index, parts, specific) if by_root else (specific, index, parts), path))
+    return [path for _, path in sorted(found)]
+
+
+def _dropins(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Sequence[Root],
+             dirnames: Sequence[str]) -> tuple[DropIn, ...]:
+    """The drop-ins of a unit whose drop-in directories are ``dirnames`` (type-level first, as
+    ``dropin_dirs`` names them): quadlet's, then systemd's; of each, the first file of every name, all
+    applied in the order of their names."""
+    chosen: list[str] = []
+    for systemd in (False, True):
+        group = [d for d in reversed(dirnames) if (d == "service.d" or d.endswith(".service.d")) is systemd]
+        first: dict[str, str] = {}
+        for path in _dropin_order(tree, roots, all_roots, group, by_root=not systemd):
+            first.setdefault(PurePosixPath(path).name, path)
+        chosen += [first[name] for name in sorted(first)]
+    return tuple(DropIn(path, tree[path]) for path in chosen)
+
+
+def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
+    """The units of ``tree`` (a snapshot of ``roots``), each with the drop-ins that apply to it."""
+    units: list[UnitFile] = []
+    seen: set[tuple[str, str, str]] = set()  # (scope, whose units see each other, file name)
+    for root in roots:
+        for path in sorted(tree):
+            if not _unit_in_root(path, root, roots):
+                continue
+            text = tree[path]
+            name = PurePosixPath(path).name
+            if not text.strip():
+                continue  # empty or masked (a link to /dev/null reads as empty)
+            key = (root.scope, root.realm if root.anchor is not None else "", name)
+            if root.kind != "path" and key in seen:
+                continue  # shadowed by a higher-priority directory
+            if name.endswith(".service") and not SERVICE_HINT.search(text):
+                continue
+            seen.add(key)
+            together = [r for r in roots if _together(root, r)]
+            units.append(UnitFile(path, text, _dropins(tree, together, roots, dropin_dirs(path, text)), root.scope))
+    return units
+
+
+def quadlet_roots(roots: Iterable[Root]) -> list[Root]:
+    """The quadlet directories among ``roots``: where a ``.container`` and the drop-ins quadlet applies
+    to it live (systemd's own drop-ins of the generated service change no container key)."""
+    return [r for r in roots if r.kind == "quadlet"]

@@ -1,0 +1,185 @@
+"""Reading the unit directories of this host (``unitdirs``) into a snapshot: bounded, without following
+a link out of another user's directory, every file left unread named with the reason. ``rigctl doctor``
+audits such a snapshot; ``rigctl status`` (``scope_units``) finds the units of one scope in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rigctl.errors import InvalidInputError
+from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, quadlet_roots
+from rigctl.util import safefs
+from rigctl.util.safefs import SafeDir
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where a file of a local snapshot was read: enough to find it again, without following links,
+    and to tell whether rigctl may rewrite it."""
+
+    root: Root
+    rel: tuple[str, ...]  # directories below the root, then the file's name
+    st: os.stat_result  # of the directory entry itself (lstat)
+    owner: int  # uid of the realm's owner: the root directory's (or the anchor's) owner
+
+    @property
+    def link(self) -> bool:
+        return stat.S_ISLNK(self.st.st_mode)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass
+class Snapshot:
+    """Unit, drop-in and CDI texts read from this host: {path: text}, with where each came from and
+    what was left unread, and why."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    found: dict[str, Found] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+_SKIP_DIRS = (".wants", ".requires", ".upholds")
+MAX_DEPTH = 8  # quadlet recurses; nobody nests units deeper than this
+MAX_FILES = 10_000  # per root
+
+
+def _wanted(name: str, parent: str) -> bool:
+    return name.endswith((".container", ".service")) or (name.endswith(".conf") and parent.endswith(".d"))
+
+
+def _masked(d: SafeDir, name: str) -> bool:
+    with contextlib.suppress(OSError):
+        return os.readlink(name, dir_fd=d.fd) == "/dev/null"
+    return False
+
+
+def _read_entry(d: SafeDir, name: str, st: os.stat_result, owner: int, path: str) -> str:
+    """The text of one directory entry. A link is followed only to a file the realm's owner owns (or
+    when the realm is the caller's own): root reading a user's directory must not become a way to
+    read root's files. Anything else unreadable is refused (InvalidInputError) with the reason."""
+    if stat.S_ISLNK(st.st_mode):
+        if _masked(d, name):
+            return ""
+        got = safefs.read_file(name, limit=safefs.UNIT_LIMIT, dir_fd=d.fd)
+        assert got is not None
+        if owner != os.geteuid() and got.st.st_uid != owner:
+            raise safefs.refuse(path, f"a link to a file owned by uid {got.st.st_uid}, not by uid {owner} "
+                                      "who owns this directory: not followed")
+        return got.text(path)
+    got = safefs.read_file(name, limit=safefs.UNIT_LIMIT, nofollow=True, dir_fd=d.fd)
+    assert got is not None
+    return got.text(path)
+
+
+@dataclass
+class _Walk:
+    root: Root
+    owner: int
+    snap: Snapshot
+    budget: int = MAX_FILES
+
+
+def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
+    snap, owner, root = w.snap, w.owner, w.root
+    for name in d.names():
+        path = os.path.join(d.path, name)
+        st = d.lstat(name)
+        if st is None:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            # systemd's *.wants/*.requires hold links to units found elsewhere; skip them
+            if name.endswith(_SKIP_DIRS):
+                continue
+            if len(rel) >= MAX_DEPTH:
+                snap.skipped.append(Skipped(path, f"deeper than {MAX_DEPTH} directories: not read"))
+                continue
+            try:
+                sub = d.subdir(name)
+            except InvalidInputError as exc:
+                snap.skipped.append(Skipped(path, safefs.reason_of(exc)))
+                continue
+            with sub:
+                _walk(sub, (*rel, name), w)
+            continue
+        if not _wanted(name, d.path):
+            continue
+        w.budget -= 1
+        if w.budget < 0:
+            snap.skipped.append(Skipped(path, f"more than {MAX_FILES} unit files under {root.path}: not read"))
+            return
+        try:
+            text = _read_entry(d, name, st, owner, path)
+        except InvalidInputError as exc:
+            snap.skipped.append(Skipped(path, safefs.reason_of(exc)))
+            continue
+        if name.endswith(".service") and not SERVICE_HINT.search(text):
+            continue
+        snap.files[path] = text
+        snap.found[path] = Found(root, (*rel, name), st, owner)
+
+
+def _snapshot_root(root: Root, snap: Snapshot) -> None:
+    base = Path(root.path)
+    if root.kind == "path" and not base.is_dir():
+        # --path FILE: the file the operator named, read through its parent directory
+        if not os.path.lexists(base):
+            return
+        with contextlib.suppress(InvalidInputError), SafeDir.open(base.parent) as parent:
+            owner = parent.stat().st_uid
+            st = parent.lstat(base.name)
+            if st is None:
+                return
+            try:
+                snap.files[root.path] = _read_entry(parent, base.name, st, owner, root.path)
+            except InvalidInputError as exc:
+                snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
+                return
+            snap.found[root.path] = Found(Root(str(base.parent), "path", "path", root.realm), (base.name,), st, owner)
+        return
+    if not os.path.lexists(root.path):
+        return
+    anchor = root.anchor or root.path
+    try:
+        opened = SafeDir.open(anchor, root.parts())
+    except InvalidInputError as exc:
+        snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
+        return
+    with opened:
+        owner = (os.stat(anchor).st_uid if root.anchor else opened.stat().st_uid)
+        _walk(opened, (), _Walk(root, owner, snap))
+
+
+def local_snapshot(roots: Sequence[Root]) -> Snapshot:
+    snap = Snapshot()
+    for root in roots:
+        _snapshot_root(root, snap)
+    return snap
+
+
+def login_roots(other_homes: Sequence[str] = ()) -> list[Root]:
+    """The directories quadlet and systemd read for this login: its home, $XDG_CONFIG_HOME and
+    $XDG_RUNTIME_DIR as the generator gets them (``other_homes``: other users' too, each on their own)."""
+    home = os.path.expanduser("~")
+    config = os.environ.get("XDG_CONFIG_HOME") or None
+    return default_roots(home, os.environ.get("XDG_RUNTIME_DIR") or None, os.getuid(), other_homes, config=config)
+
+
+def scope_units(scopes: Collection[str]) -> tuple[list[UnitFile], Snapshot]:
+    """The quadlet units of ``scopes`` on this host, each as the generator of its scope sees it: the
+    first of the login's directories that holds a name, with every drop-in quadlet applies. Only the
+    directories of ``scopes`` are read, but all are named to ``collect``: a deeper directory
+    (/etc/containers/systemd/users) is the user scope's even when only the system's are listed."""
+    roots = quadlet_roots(login_roots())
+    snap = local_snapshot([r for r in roots if r.scope in scopes])
+    return [u for u in collect(snap.files, roots) if u.scope in scopes], snap

@@ -1,0 +1,137 @@
+"""The one unit loader (``rigctl.host.unitdirs``) sees what quadlet sees: which file of a name wins and which
+drop-ins apply, in which order, from whichever directory holds them. The user-scope cases are checked against
+the real quadlet 5.x generator (``quadlet -user -dryrun`` over directories in tmp); the system scope's, which
+only root's generator reads (/etc), over the same rules with the directories in tmp.
+
+Before, the loader read ~/.config/containers/systemd before $XDG_RUNTIME_DIR/containers/systemd (quadlet reads
+the runtime directory first), applied ``container.d`` drop-ins before ``NAME.container.d`` ones whatever their
+names (quadlet orders all of them by name) and applied both files of one name; it gave a system unit the
+drop-ins under /etc/containers/systemd/users, and kept a unit in /etc/containers/systemd/users that the user's
+own directory shadows."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.conftest import require_or_skip
+
+from rigctl.host.managed import is_managed
+from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots
+from rigctl.host.unitsnapshot import local_snapshot
+
+pytestmark = pytest.mark.timeout(60)
+
+QUADLET = os.environ.get("RIGCTL_QUADLET") or "/usr/local/libexec/rigctl/quadlet"
+IMAGE = "[Container]\nImage=docker.io/library/x:1\n"
+
+
+def write(base: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text, encoding="utf-8")
+
+
+def publish(port: int) -> str:
+    return f"[Container]\nPublishPort={port}:80\n"
+
+
+def quadlet_view(tmp_path: Path) -> dict[str, str]:
+    """{service: generated text} from the real generator, for a user whose directories are in tmp."""
+    require_or_skip(Path(QUADLET).is_file(), "the testbed's quadlet generator (RIGCTL_QUADLET)")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    done = subprocess.run([QUADLET, "-user", "-dryrun"], capture_output=True, text=True, env=env, timeout=30,
+                          check=False)
+    parts = re.split(r"^---(\S+)---$", done.stdout, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def our_view(tmp_path: Path) -> dict[str, UnitFile]:
+    roots = quadlet_roots(default_roots(str(tmp_path / "home"), str(tmp_path / "run"), os.getuid(),
+                                        config=str(tmp_path / "config")))
+    snap = local_snapshot([r for r in roots if r.path.startswith(str(tmp_path))])
+    return {Path(u.path).stem + ".service": u for u in collect(snap.files, roots) if u.scope == "user"}
+
+
+def test_the_user_scope_is_read_as_quadlet_reads_it(tmp_path: Path) -> None:
+    config, run = "config/containers/systemd", "run/containers/systemd"
+    write(tmp_path, {
+        f"{config}/both.container": IMAGE + "PublishPort=1111:80\n",
+        f"{run}/both.container": IMAGE + "PublishPort=2222:80\n",  # the runtime directory comes first
+        f"{config}/web.container": IMAGE + "PublishPort=1000:80\n",
+        f"{config}/container.d/90-type.conf": publish(9090),
+        f"{config}/web.container.d/10-own.conf": publish(1010),
+        f"{run}/web.container.d/20-runtime.conf": publish(2020),  # another root than the unit's
+        f"{config}/sub/web.container.d/30-subdir.conf": publish(3030),  # quadlet reads subdirectories too
+        f"{config}/container.d/40-first.conf": publish(4040),  # the root before its subdirectories
+        f"{config}/sub/web.container.d/40-first.conf": publish(4141),
+        f"{config}/container.d/50-same.conf": publish(5050),
+        f"{config}/web.container.d/50-same.conf": publish(5151),  # the unit's own directory before the type's
+        f"{config}/web.container.d/70-shadow.conf": publish(7070),
+        f"{run}/container.d/70-shadow.conf": publish(7171),  # an earlier root before a more specific directory
+    })
+    theirs, ours = quadlet_view(tmp_path), our_view(tmp_path)
+    assert set(ours) == set(theirs) == {"both.service", "web.service"}
+    for service, unit in ours.items():
+        assert f"SourcePath={unit.path}\n" in theirs[service]
+        run_line = theirs[service].split("\nExecStart=", 1)[1].split("\n", 1)[0]
+        assert [f"{w}" for w in unit.merged().words("Container", "PublishPort")] == \
+            re.findall(r"--publish (\S+)", run_line), service
+    assert [Path(d.path).name for d in ours["web.service"].dropins] == [
+        "10-own.conf", "20-runtime.conf", "30-subdir.conf", "40-first.conf", "50-same.conf", "70-shadow.conf",
+        "90-type.conf"]
+
+
+def test_a_dropin_in_another_root_takes_the_label_back_as_podman_gets_it(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "config/containers/systemd/web.container": IMAGE + "Label=rigctl.managed=true\n",
+        "run/containers/systemd/web.container.d/50-off.conf": "[Container]\nLabel=rigctl.managed=false\n",
+    })
+    assert "--label rigctl.managed=false" in quadlet_view(tmp_path)["web.service"]
+    web = our_view(tmp_path)["web.service"]
+    assert not is_managed(web.path, web.text, web.dropins)
+    assert is_managed(web.path, web.text)  # the unit file alone says so
+
+
+OWN = "[Container]\nImage=i\nLabel=rigctl.managed=true\n"
+
+
+@pytest.mark.parametrize(("own", "dropins", "managed"), [
+    (OWN, [], True),
+    (OWN, ["[Container]\nLabel=rigctl.managed=false\n"], False),
+    (OWN, ["[Container]\nLabel=\n"], False),  # an empty Label= resets the list
+    ("[Container]\nImage=i\n", ["[Container]\nLabel=rigctl.managed=true\n"], False),  # never makes it rigctl's
+    (OWN, ["[Container]\nLabel=rigctl.managed=false\r\n"], False),
+    (OWN, ["[Container]\nLabel=x=\r1\n"], False),  # its readers disagree on it: nobody's, as for doctor
+])
+def test_the_managed_rule_reads_the_dropins(own: str, dropins: list[str], managed: bool) -> None:
+    given = [DropIn(f"/q/web.container.d/{i}.conf", text) for i, text in enumerate(dropins)]
+    assert is_managed("/q/web.container", own, given) is managed
+
+
+def test_a_system_unit_takes_no_dropin_from_the_users_directories(tmp_path: Path) -> None:
+    etc = str(tmp_path / "etc-containers-systemd")
+    roots = [Root(etc, "quadlet", "system"), Root(f"{etc}/users", "quadlet", "user"),
+             Root(f"{etc}/users/0", "quadlet", "user", "/root")]
+    tree = {f"{etc}/web.container": IMAGE, f"{etc}/users/web.container.d/50.conf": publish(5050),
+            f"{etc}/users/0/web.container.d/60.conf": publish(6060), f"{etc}/web.container.d/70.conf": publish(7070)}
+    (web,) = [u for u in collect(tree, roots) if u.scope == "system"]
+    assert [d.path for d in web.dropins] == [f"{etc}/web.container.d/70.conf"]
+
+
+def test_the_logins_own_directories_and_the_shared_ones_are_one_generator_run(tmp_path: Path) -> None:
+    home, etc = str(tmp_path / "home"), str(tmp_path / "etc-users")
+    roots = [Root(f"{home}/.config/containers/systemd", "quadlet", "user", home), Root(etc, "quadlet", "user"),
+             Root(f"{etc}/0", "quadlet", "user", home)]
+    tree = {f"{home}/.config/containers/systemd/web.container": IMAGE, f"{etc}/web.container": IMAGE,
+            f"{etc}/db.container": IMAGE, f"{etc}/0/db.container": IMAGE,  # users/ before users/UID
+            f"{home}/.config/containers/systemd/db.container.d/50.conf": publish(5050)}
+    units = {u.path: u for u in collect(tree, roots)}
+    assert set(units) == {f"{home}/.config/containers/systemd/web.container", f"{etc}/db.container"}
+    # the login's own drop-in applies to a shared unit: one generator run reads both
+    assert [d.path for d in units[f"{etc}/db.container"].dropins] == [
+        f"{home}/.config/containers/systemd/db.container.d/50.conf"]
