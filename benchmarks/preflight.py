@@ -81,7 +81,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--before", metavar="TREE", help="a checkout to time turn about with this one")
-    parser.add_argument("--context", action="store_true", help="also python -c pass, the libraries alone, --help and status")
+    parser.add_argument("--context", action="store_true",
+                        help="also python -c pass, the libraries alone, --help and status")
     parser.add_argument("recipes", nargs="*", default=["glm53-flash", "qwen3-8b-vllm"])
     args = parser.parse_args()
     exe = rigctl()
