@@ -6,8 +6,8 @@ from the unit file alone: a drop-in, which anyone with a directory that applies 
 cannot make a unit rigctl's. It can take it back: when the unit with its drop-ins applied (as
 ``rigctl.host.unitdirs`` finds them) no longer labels the container so, podman does not, and neither
 does rigctl. The labels are read the way podman gets them: ``Label=`` (a list key: an empty assignment
-resets it, a later label wins) and ``--label``/``-l`` in ``PodmanArgs=``, or in the ``podman run`` of a
-``.service``'s ``ExecStart=``.
+resets it, a later label wins), then ``--label``/``-l`` in ``PodmanArgs=``, which quadlet writes after
+them; or those in the ``podman run`` of a ``.service``'s ``ExecStart=``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ def label_pairs(words: list[str]) -> dict[str, str]:
 
 
 def container_labels(unit: MergedUnit) -> dict[str, str]:
-    """The labels of a quadlet ``.container``: ``PodmanArgs=`` labels, then ``Label=`` over them."""
+    """The labels of a quadlet ``.container``: ``Label=`` labels, then ``PodmanArgs=`` labels over them.
+    Quadlet writes ``PodmanArgs=`` after the ``--label`` words of ``Label=``, and podman keeps the last
+    value of a label: a unit that says ``Label=rigctl.managed=true`` and ``PodmanArgs=--label
+    rigctl.managed=false`` runs a container that is not labelled rigctl's."""
     args = podman_args(unit.words("Container", "PodmanArgs"))
-    return {**label_pairs(args.values("-l", "--label")), **label_pairs(unit.words("Container", "Label"))}
+    return {**label_pairs(unit.words("Container", "Label")), **label_pairs(args.values("-l", "--label"))}
 
 
 def service_labels(unit: MergedUnit) -> dict[str, str]:
