@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 from tests.conftest import require_or_skip
+from tests.deploy import conftest as testbed  # its testbed_env, imported by name, would be collected
 
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots
@@ -84,6 +86,70 @@ def test_the_user_scope_is_read_as_quadlet_reads_it(tmp_path: Path) -> None:
     assert [Path(d.path).name for d in ours["web.service"].dropins] == [
         "10-own.conf", "20-runtime.conf", "30-subdir.conf", "40-first.conf", "50-same.conf", "70-shadow.conf",
         "90-type.conf"]
+
+
+def test_dropins_for_every_name_cut_after_a_dash_apply_as_quadlet_applies_them(tmp_path: Path) -> None:
+    # a drop-in in rigctl-.container.d applies to every unit rigctl installs; the unit's own directory
+    # wins a name over the longer cut, the longer cut over the shorter, the shorter over container.d
+    config = "config/containers/systemd"
+    write(tmp_path, {
+        f"{config}/rigctl-web-a.container": IMAGE + "PublishPort=1000:80\n",
+        f"{config}/other.container": IMAGE + "PublishPort=1001:80\n",  # no dash: only container.d
+        f"{config}/rigctl-.container.d/05-all.conf": publish(505),
+        f"{config}/rigctl-web-a.container.d/20-own.conf": publish(2020),
+        f"{config}/rigctl-web-.container.d/22-web.conf": publish(2222),
+        f"{config}/container.d/25-type.conf": publish(2525),
+        f"{config}/rigctl-.container.d/30-all.conf": publish(3030),
+        f"{config}/rigctl-.container.d/40-same.conf": publish(4040),
+        f"{config}/rigctl-web-.container.d/40-same.conf": publish(4141),  # the longer cut wins the name
+        f"{config}/container.d/50-same.conf": publish(5050),
+        f"{config}/rigctl-.container.d/50-same.conf": publish(5151),  # a cut wins over the type's
+        f"{config}/rigctl-web-a.container.d/60-same.conf": publish(6060),  # the unit's own wins over all
+        f"{config}/rigctl-web-.container.d/60-same.conf": publish(6161),
+    })
+    theirs, ours = quadlet_view(tmp_path), our_view(tmp_path)
+    assert set(ours) == set(theirs) == {"rigctl-web-a.service", "other.service"}
+    for service, unit in ours.items():
+        run_line = theirs[service].split("\nExecStart=", 1)[1].split("\n", 1)[0]
+        assert list(unit.merged().words("Container", "PublishPort")) == re.findall(r"--publish (\S+)", run_line)
+    assert list(ours["rigctl-web-a.service"].merged().words("Container", "PublishPort")) == [
+        "1000:80", "505:80", "2020:80", "2222:80", "2525:80", "3030:80", "4141:80", "5151:80", "6060:80"]
+    assert list(ours["other.service"].merged().words("Container", "PublishPort")) == ["1001:80", "2525:80", "5050:80"]
+
+
+def test_systemd_takes_dropins_for_every_name_cut_after_a_dash_as_the_loader_does() -> None:
+    # the same rule for the service quadlet generates: asked of the real `systemd --user` manager
+    env = testbed.testbed_env()
+    require_or_skip(testbed._manager_running(env), "no `systemd --user` manager running (.ci/testbed.sh up)")
+    base, prefix = Path.home() / ".config" / "systemd" / "user", f"rigtest{uuid.uuid4().hex[:8]}"
+    name = f"{prefix}-a-b.service"
+    files = {
+        name: "[Service]\nType=oneshot\nExecStart=/usr/bin/podman --version\n",
+        f"{prefix}-.service.d/05-all.conf": "[Service]\nEnvironment=A=1\n",
+        f"{name}.d/07-own.conf": "[Service]\nEnvironment=B=1\n",
+        f"{prefix}-.service.d/10-same.conf": "[Service]\nEnvironment=C=short\n",
+        f"{prefix}-a-.service.d/10-same.conf": "[Service]\nEnvironment=C=long\n",  # the longer cut wins
+        f"{prefix}-.service.d/20-same.conf": "[Service]\nEnvironment=D=cut\n",
+        f"{name}.d/20-same.conf": "[Service]\nEnvironment=D=own\n",  # the unit's own wins
+    }
+    systemctl = ["systemctl", "--user"]
+    try:
+        write(base, files)
+        subprocess.run([*systemctl, "daemon-reload"], env=env, timeout=60, check=True)
+        shown = subprocess.run([*systemctl, "show", name, "-p", "DropInPaths", "--value"], env=env, timeout=60,
+                               capture_output=True, text=True, check=True).stdout.split()
+        roots = default_roots(str(Path.home()), env.get("XDG_RUNTIME_DIR"), os.getuid())
+        snap = local_snapshot([r for r in roots if r.path == str(base)])
+        (unit,) = [u for u in collect(snap.files, roots) if u.path == str(base / name)]
+        assert [d.path for d in unit.dropins] == shown
+        assert [Path(p).parent.name for p in shown] == [f"{prefix}-.service.d", f"{name}.d", f"{prefix}-a-.service.d",
+                                                       f"{name}.d"]
+    finally:
+        for rel in files:
+            (base / rel).unlink(missing_ok=True)
+        for folder in {(base / rel).parent for rel in files} - {base}:
+            folder.rmdir()
+        subprocess.run([*systemctl, "daemon-reload"], env=env, timeout=60, check=False)
 
 
 def test_a_dropin_in_another_root_takes_the_label_back_as_podman_gets_it(tmp_path: Path) -> None:

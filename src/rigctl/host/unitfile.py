@@ -248,13 +248,23 @@ def _is_control(ch: str) -> bool:
 
 
 def dropin_dirs(path: str, text: str) -> list[str]:
-    """The names of the drop-in directories that apply to a unit, in the order they apply (type-level
-    first): quadlet's ``container.d`` and ``NAME.container.d``, then systemd's ``service.d`` and
-    ``SERVICE.service.d`` for the service quadlet generates (``ServiceName=`` or NAME.service)."""
+    """The names of the drop-in directories that apply to a unit, least specific first: quadlet's
+    ``container.d``, ``PREFIX-.container.d`` for every prefix of the name cut after a dash, and
+    ``NAME.container.d``; then systemd's, the same way, for the service quadlet generates
+    (``ServiceName=`` or NAME.service). Cut names matter to rigctl: a drop-in in ``rigctl-.container.d``
+    applies to every unit rigctl installs (quadlet 5.4 and systemd both read them)."""
     name = PurePosixPath(path).name
     if not name.endswith(".container"):
-        return ["service.d", f"{name}.d"]
-    return ["container.d", f"{name}.d", "service.d", f"{service_name(path, text)}.d"]
+        return _levels(name)
+    return [*_levels(name), *_levels(service_name(path, text))]
+
+
+def _levels(name: str) -> list[str]:
+    """``web-a-b.container`` -> container.d, web-.container.d, web-a-.container.d, web-a-b.container.d."""
+    stem, dot, suffix = name.rpartition(".")
+    pieces = stem.split("-")
+    cut = [f"{'-'.join(pieces[:i])}-.{suffix}.d" for i in range(1, len(pieces))]
+    return [f"{suffix}.d", *cut, f"{name}.d"] if dot else [f"{name}.d"]
 
 
 def service_name(path: str, text: str) -> str:
