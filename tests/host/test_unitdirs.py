@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -150,6 +151,31 @@ def test_systemd_takes_dropins_for_every_name_cut_after_a_dash_as_the_loader_doe
         for folder in {(base / rel).parent for rel in files} - {base}:
             folder.rmdir()
         subprocess.run([*systemctl, "daemon-reload"], env=env, timeout=60, check=False)
+
+
+def test_systemd_dropins_across_directories_are_chosen_as_systemd_chooses_them(tmp_path: Path) -> None:
+    # across unit directories systemd goes root by root for the unit's own and its cut names, and takes
+    # service.d last: asked of systemd-analyze over two directories (SYSTEMD_UNIT_PATH=hi:lo)
+    analyze = shutil.which("systemd-analyze")
+    require_or_skip(analyze is not None, "systemd-analyze (systemd) is not installed (.ci/testbed.sh up)")
+    assert analyze is not None
+    hi, lo = tmp_path / "hi", tmp_path / "lo"
+    write(lo, {"rt-a.service": "[Service]\nType=oneshot\nExecStart=/usr/bin/podman --version\n",
+               "rt-a.service.d/10-same.conf": "[Service]\nEnvironment=X=lo-own\n",
+               "rt-a.service.d/20-same.conf": "[Service]\nEnvironment=Y=lo-own\n",
+               "rt-a.service.d/30-own.conf": "[Service]\nEnvironment=Z=lo-own\n"})
+    write(hi, {"rt-.service.d/10-same.conf": "[Service]\nEnvironment=X=hi-cut\n",  # a higher root wins
+               "service.d/20-same.conf": "[Service]\nEnvironment=Y=hi-type\n",  # service.d comes last
+               "service.d/05-type.conf": "[Service]\nEnvironment=W=hi-type\n"})
+    done = subprocess.run([analyze, "verify", "rt-a.service"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "SYSTEMD_LOG_LEVEL": "debug",
+                                             "SYSTEMD_UNIT_PATH": f"{hi}:{lo}"}, check=False)
+    theirs = list(dict.fromkeys(re.findall(r"DropIn Path: (\S+)", done.stdout + done.stderr)))
+    roots = [Root(str(hi), "systemd", "system"), Root(str(lo), "systemd", "system")]
+    (unit,) = collect(local_snapshot(roots).files, roots)
+    assert [d.path for d in unit.dropins] == theirs == [
+        str(hi / "service.d/05-type.conf"), str(hi / "rt-.service.d/10-same.conf"),
+        str(lo / "rt-a.service.d/20-same.conf"), str(lo / "rt-a.service.d/30-own.conf")]
 
 
 def test_a_dropin_in_another_root_takes_the_label_back_as_podman_gets_it(tmp_path: Path) -> None:

@@ -182,9 +182,10 @@ def _dropin_order(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Seq
                   dirnames: Sequence[str], *, by_root: bool) -> list[str]:
     """The ``*.conf`` files in ``dirnames`` (most specific first) of the directories ``roots`` search,
     in the order their reader looks: quadlet directory by directory (a root, then its subdirectories),
-    each for the unit's own drop-in directory before the type's; systemd name by name, each in every
-    root in turn."""
-    found: list[tuple[tuple[int, int | tuple[str, ...], int | tuple[str, ...]], str]] = []
+    each for the unit's own drop-in directory before the cut names' and the type's; systemd root by root
+    for the unit's own and its cut names (a cut name in a higher root wins over the unit's own in a lower
+    one: systemd 252 logs the latter "Skipping overridden"), then ``service.d`` root by root."""
+    found: list[tuple[tuple[int | tuple[str, ...], ...], str]] = []
     for path in tree:
         p = PurePosixPath(path)
         if p.suffix != ".conf" or p.parent.name not in dirnames:
@@ -194,7 +195,8 @@ def _dropin_order(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Seq
         if index is not None:
             specific = dirnames.index(p.parent.name)
             parts = PurePosixPath(where).parts
-            found.append(((index, parts, specific) if by_root else (specific, index, parts), path))
+            type_level = int(p.parent.name == "service.d")
+            found.append(((index, parts, specific) if by_root else (type_level, index, specific, parts), path))
     return [path for _, path in sorted(found)]
 
 
