@@ -434,3 +434,48 @@ def test_skip_reason_is_whole_when_the_name_holds_a_colon(tmp_path: Path) -> Non
     (skip,) = report.skipped
     assert skip.path == str(units / "a: b.container")
     assert skip.reason == "a FIFO, not a regular file; rigctl reads only regular files"
+
+
+# --- a drop-in shared with units that are not rigctl's is never rewritten --------------------------------
+
+FINE = f"[Container]\nImage={PIN}\nLabel=rigctl.managed=true\n[Service]\nRestart=always\n"
+FINE_OTHER = f"[Container]\nImage={PIN}\n[Service]\nRestart=always\n"
+WEAK = "[Service]\nRestart=no\n"
+
+
+@pytest.mark.parametrize("folder", ["rigctl-.container.d", "container.d"])
+def test_a_dropin_that_also_applies_to_a_unit_not_rigctls_is_only_patched(tmp_path: Path, folder: str) -> None:
+    # rigctl-.container.d applies to every rigctl-* unit (quadlet cuts the name after each dash), and
+    # container.d to every unit: rewriting it would change rigctl-b, which --fix must leave alone
+    units = tmp_path / "units"
+    (units / folder).mkdir(parents=True)
+    (units / "rigctl-a.container").write_text(FINE)
+    (units / "rigctl-b.container").write_text(FINE_OTHER)
+    (units / folder / "50-r.conf").write_text(WEAK)
+    data = fix(units)
+    assert (units / folder / "50-r.conf").read_text() == WEAK
+    assert data["fix"]["applied"] == []  # type: ignore[index]
+    whys = [p["why"] for p in data["fix"]["patches"]]  # type: ignore[index]
+    assert any("rigctl-b.container as well, which is not rigctl's" in why for why in whys), whys
+
+
+def test_a_dropin_shared_only_by_rigctls_units_is_fixed_once(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    (units / "rigctl-.container.d").mkdir(parents=True)
+    (units / "rigctl-a.container").write_text(FINE)
+    (units / "rigctl-b.container").write_text(FINE)
+    (units / "rigctl-.container.d" / "50-r.conf").write_text(WEAK)
+    data = fix(units)
+    assert "Restart=always" in (units / "rigctl-.container.d" / "50-r.conf").read_text()
+    assert len(data["fix"]["applied"]) == 2  # type: ignore[index, arg-type]
+
+
+def test_a_dropin_every_service_takes_is_only_patched(tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    (units / "service.d").mkdir(parents=True)
+    (units / "rigctl-a.container").write_text(FINE)
+    (units / "service.d" / "50-r.conf").write_text(WEAK)
+    data = fix(units)
+    assert (units / "service.d" / "50-r.conf").read_text() == WEAK
+    (patch,) = data["fix"]["patches"]  # type: ignore[index]
+    assert "services doctor does not read" in patch["why"]

@@ -5,8 +5,9 @@ prepare patches for the others. Returns a DoctorReport; never prints."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from rigctl.doctor.audit import audit, serving_units
@@ -15,6 +16,7 @@ from rigctl.doctor.facts import DoctorFacts, local_facts
 from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
 from rigctl.doctor.model import UnitFinding
 from rigctl.errors import InvalidInputError, UsageError
+from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import Root, UnitFile, collect
 from rigctl.host.unitsnapshot import Skipped, Snapshot, local_snapshot
 
@@ -97,9 +99,9 @@ def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: Doct
     return report
 
 
-def _refusal(plan: FixPlan, snap: Snapshot) -> str | None:
+def _refusal(plan: FixPlan, snap: Snapshot, takers: Mapping[str, Sequence[UnitFile]]) -> str | None:
     """Why a planned fix stays a patch: not rigctl's unit, or a file --fix may not write, or a drop-in
-    shared with other users' units."""
+    that also applies to units that are not rigctl's (``takers``: drop-in path -> the units it applies to)."""
     if not plan.managed:
         return ("not managed by rigctl (no Label=rigctl.managed=true in the unit file itself, or a drop-in "
                 "takes it back)")
@@ -108,8 +110,17 @@ def _refusal(plan: FixPlan, snap: Snapshot) -> str | None:
         why = fix_refusal(change.path, snap)
         if why:
             return why if change.path == plan.unit.path else f"{change.path}: {why}"
+        if change.path == plan.unit.path:
+            continue
         if snap.found[change.path].root.realm != realm:
             return f"{change.path}: applies to other users' units as well; --fix edits only the unit's own files"
+        folder = PurePosixPath(change.path).parent.name
+        if folder == "service.d" or folder.endswith("-.service.d"):
+            # systemd applies it to every service (whose name starts so), most of which doctor never reads
+            return f"{change.path}: applies to services doctor does not read as well; --fix leaves it to you"
+        foreign = [u.path for u in takers.get(change.path, ()) if not is_managed(u.path, u.text, u.dropins)]
+        if foreign:
+            return f"{change.path}: applies to {foreign[0]} as well, which is not rigctl's; --fix leaves it to you"
     return None
 
 
@@ -118,8 +129,12 @@ def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFac
     report.fix_requested = True
     chosen: list[FixPlan] = []
     planned: dict[str, tuple[str, str]] = {}  # path -> (unit, new text): a drop-in two units share
+    takers: dict[str, list[UnitFile]] = {}
+    for unit in units:
+        for dropin in unit.dropins:
+            takers.setdefault(dropin.path, []).append(unit)
     for plan in plan_fixes(units, host):
-        why = _refusal(plan, snap)
+        why = _refusal(plan, snap, takers)
         clash = [c.path for c in plan.changes if c.path in planned and planned[c.path][1] != c.after]
         if not why and clash:
             why = f"{clash[0]}: the fix of {planned[clash[0]][0]} changes it differently; run --fix again after it"
