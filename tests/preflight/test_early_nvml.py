@@ -6,6 +6,8 @@ it, and NVML's reference count must come back to zero however the command ends. 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,29 @@ def test_what_was_started_is_let_go_when_the_command_fails(fake: FakeNvml) -> No
     with probes_started(wanted=False) as nothing:  # a replayed inventory: nothing of this host is asked
         assert nothing is None
     assert fake.calls.count("nvmlInit") == 1
+
+
+class _HungDriver(FakeNvml):
+    """nvmlInit() that returns only when the test lets it: a driver stuck in its start."""
+
+    def __init__(self, capture: dict[str, object], gate: threading.Event) -> None:
+        super().__init__(capture)
+        self.gate = gate
+
+    def nvmlInit(self) -> None:
+        assert self.gate.wait(30)
+        super().nvmlInit()
+
+
+def test_a_driver_that_hangs_in_its_start_does_not_hold_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = threading.Event()
+    lib = _HungDriver(json.loads((FIXTURES / "nvml-h200x2-capture.json").read_text()), gate)
+    monkeypatch.setattr(nvml_lib, "nvml_library_loads", lambda: True)
+    monkeypatch.setattr(nvml_lib, "load_pynvml", lambda: lib)
+    start = NvmlStart()
+    begun = time.monotonic()
+    start.release()  # e.g. the recipe did not load: the command ends now, not when the driver answers
+    assert time.monotonic() - begun < 5 and start.is_alive() and start.daemon
+    gate.set()  # the driver answers after all: the thread lets NVML go itself
+    start.join(30)
+    assert not start.is_alive() and lib.calls.count("nvmlInit") == 1 and lib.inits == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,10 +17,10 @@ import pytest
 from rigctl.host.early import EarlyProbes, NvmlStart, probes_started, start_podman_cli
 from rigctl.host.gather import facts_for_recipe, gather_facts
 from rigctl.host.probes import probe_podman
-from rigctl.host.quadlet import ask_version, find_quadlet
+from rigctl.host.quadlet import QUADLET_ENV, QuadletAsked, ask_version
 from rigctl.places import Scope
 from rigctl.recipe.load import load
-from rigctl.util.proc import Started, run
+from rigctl.util.proc import CANCELLED, Started, run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"
 
@@ -118,8 +119,46 @@ def test_a_quadlet_version_asked_early_reads_the_same(podman: str) -> None:
         assert itself.quadlet_scope == scope
 
 
-def test_probes_started_for_a_scope_ask_that_scopes_quadlet() -> None:
+def test_the_quadlet_asked_early_is_the_one_reported(podman: str) -> None:
+    # a stand-in that answers a version no real quadlet has: the probe must report the early call's answer
+    asked = QuadletAsked(Scope.USER, "/stand-in/quadlet", Started([sys.executable, "-c", "print('quadlet 9.8.7')"]))
+    found = probe_podman(sockets=[], scope=Scope.USER, quadlet=asked)
+    assert (found.quadlet, found.quadlet_version, found.quadlet_scope) == ("/stand-in/quadlet", "9.8.7", Scope.USER)
+
+
+def test_probes_started_for_a_scope_ask_that_scopes_quadlet_and_reap_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    slow = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr("rigctl.host.quadlet.find_quadlet", lambda scope: slow[0])
+    monkeypatch.setattr("rigctl.host.quadlet.Started", lambda argv, timeout: Started(slow, timeout=timeout))
     with probes_started(scope=Scope.USER) as early:
-        assert early is not None and early.quadlet is not None
-        assert early.quadlet.scope == Scope.USER and early.quadlet.path == find_quadlet(Scope.USER)
-    assert early.quadlet.version is None or early.quadlet.version.wait().rc is not None  # reaped
+        assert early is not None and early.quadlet is not None and early.quadlet.version is not None
+        assert early.quadlet.scope == Scope.USER
+        process = early.quadlet.version._proc  # the test looks at the process itself
+        assert process is not None and process.poll() is None  # still running: nobody asked yet
+    assert process.returncode is not None  # killed and reaped on the way out
+    assert early.quadlet.version.wait().rc == CANCELLED
+
+
+def test_a_quadlet_that_cannot_run_is_an_answer_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "quadlet"
+    broken.write_bytes(b"\x00not a program")
+    broken.chmod(0o755)
+    monkeypatch.setenv(QUADLET_ENV, str(broken))
+    with probes_started(scope=Scope.USER) as early:
+        assert early is not None and early.quadlet is not None and early.quadlet.version is not None
+        assert early.quadlet.version.wait().rc == 126
+        found = probe_podman(sockets=[], scope=Scope.USER, quadlet=early.quadlet)
+    assert found.quadlet == str(broken) and found.quadlet_version is None
+
+
+def test_a_wait_on_one_thread_and_a_cancel_on_another_meet_safely() -> None:
+    # a probe thread collects while the main thread cancels (Ctrl-C): one reads the pipes, both see one answer
+    for _ in range(20):
+        started = Started([sys.executable, "-c", "import time; time.sleep(60)"], timeout=60)
+        answers: list[int] = []
+        waiter = threading.Thread(target=lambda s=started, a=answers: a.append(s.wait().rc))
+        waiter.start()
+        time.sleep(0.01)
+        started.cancel()
+        waiter.join(timeout=30)
+        assert not waiter.is_alive() and answers == [CANCELLED] and started.wait().rc == CANCELLED

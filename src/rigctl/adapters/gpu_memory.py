@@ -19,7 +19,7 @@ class GpuMemory(Protocol):
 
 class NvmlGpuMemory:
     """NVML is loaded and started once per adapter, on first use (``swap`` asks ``busy`` every half second
-    while it waits for the GPUs to be released), through ``host.nvml``: a host without the driver learns it
+    while it waits for the GPUs to be released), through ``host.nvml_lib``: a host without the driver learns it
     without importing pynvml."""
 
     def __init__(self) -> None:

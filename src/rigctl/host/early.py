@@ -74,11 +74,15 @@ class NvmlStart(threading.Thread):
     """``nvmlInit()`` on a thread of its own, begun before the models load. NVML counts its
     initialisations, so the GPU probe's own init and shutdown pair is then cheap and leaves NVML up;
     ``release`` ends this one. Where NVML cannot start, ``lib`` is None and the probe asks again, and
-    reports why, as it would have without this."""
+    reports why, as it would have without this. ``release`` never waits for a driver that hangs in
+    ``nvmlInit()``: the thread lets NVML go itself if its start ends after the release, and being a
+    daemon thread it does not hold the exit either."""
 
     def __init__(self) -> None:
-        super().__init__(name="rigctl-nvml-start", daemon=True)  # a hung driver must not hold the exit
+        super().__init__(name="rigctl-nvml-start", daemon=True)
+        self._lock = threading.Lock()
         self._lib: NvmlLib | None = None
+        self._released = False
         self.start()
 
     def run(self) -> None:
@@ -91,15 +95,24 @@ class NvmlStart(threading.Thread):
             lib.nvmlInit()
         except Exception:  # any failure is the probe's to report, when it asks again
             return
-        self._lib = lib
+        with self._lock:
+            if not self._released:
+                self._lib = lib
+                return
+        with contextlib.suppress(lib.NVMLError):  # released while it started: nobody will use it
+            lib.nvmlShutdown()
 
     def lib(self) -> NvmlLib | None:
-        """The started library (waits for the start), or None where it did not start."""
+        """The started library (waits for the start, as the GPU probe would wait for the driver), or None
+        where it did not start or was released."""
         self.join()
-        return self._lib
+        with self._lock:
+            return self._lib
 
     def release(self) -> None:
-        lib, self._lib = self.lib(), None
+        with self._lock:
+            self._released = True
+            lib, self._lib = self._lib, None
         if lib is not None:
             with contextlib.suppress(lib.NVMLError):
                 lib.nvmlShutdown()
@@ -115,11 +128,16 @@ class EarlyProbes:
     quadlet: QuadletAsked | None = None
 
     def cancel(self) -> None:
-        if self.podman is not None:
-            self.podman.cancel()
-        if self.quadlet is not None:
-            self.quadlet.cancel()
-        self.nvml.release()
+        """Each part let go even when another's cancel fails (a second Ctrl-C)."""
+        try:
+            if self.podman is not None:
+                self.podman.cancel()
+        finally:
+            try:
+                if self.quadlet is not None:
+                    self.quadlet.cancel()
+            finally:
+                self.nvml.release()
 
 
 @contextlib.contextmanager
@@ -127,10 +145,16 @@ def probes_started(wanted: bool = True, scope: Scope | None = None) -> Iterator[
     """The podman calls, NVML's start and the version of ``scope``'s quadlet (default: ``default_scope``),
     begun now (None where not ``wanted``: a replayed inventory), and cancelled on the way out whatever
     happened in between (a recipe that failed to load, Ctrl-C)."""
-    scope = scope or default_scope()
-    early = EarlyProbes(start_podman_cli(), NvmlStart(), ask_version(scope)) if wanted else None
+    if not wanted:
+        yield None
+        return
+    nvml = NvmlStart()
+    podman: PodmanCli | None = None
+    quadlet: QuadletAsked | None = None
     try:
+        podman = start_podman_cli()
+        quadlet = ask_version(scope or default_scope())
+        early = EarlyProbes(podman, nvml, quadlet)
         yield early
     finally:
-        if early is not None:
-            early.cancel()
+        EarlyProbes(podman, nvml, quadlet).cancel()  # what was started, also if starting the rest failed

@@ -180,8 +180,8 @@ def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *, sco
                      early: EarlyProbes | None = None) -> HostFacts:
     """The facts a recipe's preflight needs: a captured inventory replayed (licence acceptances recorded
     on this machine count too), or this host gathered with ``recipe_paths`` probed for ``scope`` (with
-    ``early``, the probes the caller started early, which it cancels). `preflight`, `up`, `up --dry-run` and
-    `swap` all come through here, so they judge the same facts."""
+    ``early``, the probes the caller started early, let go once the facts are gathered). `preflight`,
+    `up`, `up --dry-run` and `swap` all come through here, so they judge the same facts."""
     if inventory is not None:
         if early is not None:
             early.cancel()  # nothing of this host is wanted: the podman calls are killed, NVML is let go
@@ -190,4 +190,8 @@ def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *, sco
         if problem:  # the license check names it: a damaged record here must not read as "not accepted"
             facts = facts.model_copy(update={"probe_errors": {**facts.probe_errors, "licenses": problem}})
         return facts
-    return gather_facts(recipe_paths(recipe), early=early, scope=scope, owners_of=[recipe.publish.port])
+    try:
+        return gather_facts(recipe_paths(recipe), early=early, scope=scope, owners_of=[recipe.publish.port])
+    finally:
+        if early is not None:
+            early.cancel()  # gathered: NVML is let go now, not after a deploy's minutes of warmup

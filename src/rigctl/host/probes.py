@@ -39,7 +39,7 @@ from rigctl.host.facts import (
 )
 from rigctl.host.quadlet import QuadletAsked, ask_version
 from rigctl.places import Scope, default_scope
-from rigctl.util.proc import Started, run
+from rigctl.util.proc import CANCELLED, Started, run
 
 MAX_FILES = 20_000  # a checkpoint has hundreds of shards at most; a bigger directory is not one
 
@@ -186,9 +186,10 @@ def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: Podma
         data = json.loads(ver.stdout)
         version = (data.get("Client") or {}).get("Version") or (data.get("Server") or {}).get("Version")
     except (ValueError, AttributeError):
-        first = run([podman_bin, "--version"], timeout=15)
-        match = re.search(r"(\d+\.\d+(?:\.\d+)?)", first.stdout)
-        version = match.group(1) if match else None
+        if ver.rc != CANCELLED:  # an old podman without `version --format json`; a cancelled call asks nothing
+            first = run([podman_bin, "--version"], timeout=15)
+            match = re.search(r"(\d+\.\d+(?:\.\d+)?)", first.stdout)
+            version = match.group(1) if match else None
     local: list[PodmanImage] = []
     error = api_error
     if listed.ok:

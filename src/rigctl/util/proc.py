@@ -3,8 +3,10 @@ with the command that produced them."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,15 +62,23 @@ def run(
     return done
 
 
+CANCELLED = -9  # the rc of a Started command killed by cancel(): no answer, not a failed one
+
+
 class Started:
     """A command started now and collected later with ``wait`` (what ``run`` would have returned), so
     that a slow command runs while the caller does other work; ``cancel`` kills one no longer wanted.
-    The timeout counts from the start, as it would for ``run`` called at that moment."""
+    The timeout counts from the start, as it would for ``run`` called at that moment. A probe thread may
+    be in ``wait`` while the main thread cancels (Ctrl-C): one lock lets only one of them read the pipes
+    and reap; ``cancel`` only sends the signal before taking it. A command that cannot be started at all
+    (missing, not executable, the wrong architecture) is a result, never an exception."""
 
     def __init__(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
         self._started = time.monotonic()
+        self._lock = threading.Lock()
+        self._cancelled = False
         self._done: Completed | None = None
         self._proc: subprocess.Popen[str] | None = None
         try:
@@ -76,25 +86,30 @@ class Started:
                                           stderr=subprocess.PIPE, text=True)
         except FileNotFoundError as exc:
             self._done = Completed(self.argv, 127, "", f"{self.argv[0]}: not found ({exc.strerror})")
+        except OSError as exc:
+            self._done = Completed(self.argv, 126, "", f"{self.argv[0]}: cannot run it ({exc.strerror or exc})")
 
     def wait(self) -> Completed:
-        if self._done is not None:
+        with self._lock:
+            if self._done is not None:
+                return self._done
+            assert self._proc is not None
+            left = None if self.timeout is None else max(0.0, self.timeout - (time.monotonic() - self._started))
+            try:
+                out, err = self._proc.communicate(timeout=left)
+                killed = self._proc.returncode < 0 and self._cancelled
+                self._done = (Completed(self.argv, CANCELLED, "", "cancelled") if killed
+                              else Completed(self.argv, self._proc.returncode, out, err))
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                out, _ = self._proc.communicate()
+                self._done = Completed(self.argv, 124, out or "", f"timed out after {self.timeout}s")
             return self._done
-        assert self._proc is not None
-        left = None if self.timeout is None else max(0.0, self.timeout - (time.monotonic() - self._started))
-        try:
-            out, err = self._proc.communicate(timeout=left)
-            self._done = Completed(self.argv, self._proc.returncode, out, err)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            out, _ = self._proc.communicate()
-            self._done = Completed(self.argv, 124, out or "", f"timed out after {self.timeout}s")
-        return self._done
 
     def cancel(self) -> None:
-        """Kill the command if it still runs, and reap it (idempotent)."""
-        if self._done is None and self._proc is not None:
-            if self._proc.poll() is None:
+        """Kill the command if it still runs, and reap it (idempotent; safe while another thread waits)."""
+        self._cancelled = True
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # it ended between poll() and kill()
                 self._proc.kill()
-            self._proc.communicate()
-            self._done = Completed(self.argv, -9, "", "cancelled")
+        self.wait()
