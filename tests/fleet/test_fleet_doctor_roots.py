@@ -1,5 +1,7 @@
 """fleet doctor without a remote rigctl reads the directories ``default_roots`` names, as the remote login
 sees them: the snapshot script is built from that one list, so it cannot drift from what quadlet reads.
+Other users' homes are not among them: a shell cannot read what their owners control safely (a name with a
+newline, a link), so nothing under /home is shipped even as root.
 
 The system directories are made ours in a private mount namespace (``unshare -m``): a directory of the
 test is bound over each of them there, for the sshd host (and every session it runs) or the local shell
@@ -126,7 +128,8 @@ def _mount_points(paths: list[str]) -> list[str]:
 
 @dataclass
 class Namespace:
-    """The system's unit directories and /home, each a directory of the test's, seen only by ``run``."""
+    """The system's unit directories and /home (where the test plays other users), each a directory of the
+    test's, seen only by ``run``."""
 
     base: Path
     points: list[str]
@@ -152,7 +155,7 @@ class Login:
     config: Path
     runtime: Path
     env: dict[str, str]
-    roots: list[Root]  # default_roots for it, with /home/alice as another user's home
+    roots: list[Root]  # default_roots for it: the system's directories and its own, no other user's home
 
 
 @pytest.fixture
@@ -160,7 +163,7 @@ def login(tmp_path: Path) -> Login:
     weird = "a b'c\\d$e"  # every value must reach the script as one word, verbatim
     home, config, runtime = tmp_path / f"home {weird}", tmp_path / f"config {weird}", tmp_path / f"run {weird}"
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(config), "XDG_RUNTIME_DIR": str(runtime), "PATH": "/usr/bin:/bin"}
-    roots = default_roots(str(home), str(runtime), os.geteuid(), ["/home/alice"], config=str(config))
+    roots = default_roots(str(home), str(runtime), os.geteuid(), config=str(config))
     return Login(home, config, runtime, env, roots)
 
 
@@ -180,13 +183,26 @@ def _place(target: Path, name: str) -> None:
     (target / name).write_text(text)
 
 
+def _answer(namespace: Namespace, shell: str, env: dict[str, str]) -> str:
+    """Everything the script sends back (run without a rigctl to call): what reaches the operator."""
+    answer = namespace.run(shell, _doctor_script(BOUNDARY, "/nonexistent/rigctl"), env)
+    assert "end" in _sections(answer, BOUNDARY)
+    return answer
+
+
 def _shipped(namespace: Namespace, shell: str, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """The files the script ships back (run without a rigctl to call), and all its sections."""
-    sections = _sections(namespace.run(shell, _doctor_script(BOUNDARY, "/nonexistent/rigctl"), env), BOUNDARY)
-    assert "end" in sections
+    """The files the script ships back, and all its sections."""
+    sections = _sections(_answer(namespace, shell, env), BOUNDARY)
     files, skipped = _snapshot_files(sections)
     assert skipped == []
     return {p: t for p, t in files.items() if p.endswith((".container", ".service"))}, sections
+
+
+def _other_homes(namespace: Namespace) -> list[str]:
+    """Units placed in other users' homes (alice's, in both of the directories quadlet and systemd read)."""
+    _place(namespace.where("/home/alice/.config/containers/systemd"), "alice.container")
+    _place(namespace.where("/home/alice/.config/systemd/user"), "alice.service")
+    return ["/home/alice/.config/containers/systemd/alice.container", "/home/alice/.config/systemd/user/alice.service"]
 
 
 @pytest.mark.parametrize("shell", ["sh", "bash"])  # ssh runs the login's shell
@@ -198,19 +214,23 @@ def test_the_script_reads_exactly_the_directories_of_default_roots(
         names.append(f"r{i:02d}.{'service' if root.kind == 'systemd' else 'container'}")
         where = namespace.where(root.path) if not root.path.startswith(str(tmp_path)) else Path(root.path)
         _place(where, names[-1])
+    others = _other_homes(namespace)
     units, sections = _shipped(namespace, shell, login.env)
     missing = [f"{root.path}/{name}" for root, name in zip(login.roots, names, strict=True)
                if f"{root.path}/{name}" not in units]
     assert missing == [], "the script does not read these directories of default_roots"
     assert {os.path.dirname(p) for p in units} == {r.path for r in login.roots}
     assert _snapshot_roots(sections) == login.roots  # the parsing side rebuilds the same list
+    assert [p for p in units if p.startswith("/home/")] == [], "a unit of another user's home was shipped"
+    assert all(p not in units for p in others)
 
 
 def test_links_below_another_users_home_are_not_followed(login: Login, namespace: Namespace, tmp_path: Path) -> None:
+    """Nothing of another user's home is shipped, through a link or not; the login's own link is followed."""
     elsewhere = tmp_path / "elsewhere"
     _place(elsewhere / "containers" / "systemd", "leak.container")
     _place(elsewhere / "systemd", "leak.container")
-    _place(namespace.where("/home/alice/.config/containers/systemd"), "alice.container")
+    _other_homes(namespace)
     namespace.where("/home/bob").mkdir(parents=True)
     namespace.where("/home/bob/.config").symlink_to(elsewhere)  # its containers/systemd is root's, say
     namespace.where("/home/carol/.config").mkdir(parents=True)
@@ -220,5 +240,32 @@ def test_links_below_another_users_home_are_not_followed(login: Login, namespace
     (login.config / "containers").mkdir(parents=True)
     (login.config / "containers" / "systemd").symlink_to(elsewhere / "systemd")  # the login's own: followed
     units, _ = _shipped(namespace, "sh", login.env)
-    assert sorted(units) == sorted([f"{login.config}/containers/systemd/leak.container",
-                                    "/home/alice/.config/containers/systemd/alice.container"])
+    assert sorted(units) == [f"{login.config}/containers/systemd/leak.container"]  # only the login's own link
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("whose", ["another user's home", "the login's own directory"])
+def test_a_name_with_a_newline_does_not_ship_the_file_it_spells(
+    login: Login, namespace: Namespace, tmp_path: Path, shell: str, whose: str
+) -> None:
+    """A directory named ``x<NL>/path/of/secret<NL>`` under a unit directory: ``find -print`` prints one
+    path with two newlines in it, ``read`` would split it into three and ship the middle one, a file its
+    owner cannot read but root can. As another user's home is not read at all, the login's own directory
+    (which the script still walks) stands for a unit directory such a name could appear in."""
+    secret = tmp_path / "secret" / "shadow"
+    secret.parent.mkdir()
+    secret.write_text("root:SECRET-HASH-7f3a:19000::::::\n")
+    secret.chmod(0o600)
+    if whose == "another user's home":
+        units, listed = namespace.where("/home/mallory/.config/containers/systemd"), "/home/mallory/.config"
+    else:
+        units, listed = login.config / "containers" / "systemd", str(login.config / "containers" / "systemd")
+    _place(units, "plain.container")
+    trap = Path(f"{units}/x\n{secret}\n")
+    _place(trap, "y.container")  # .../systemd/x<NL>/tmp/.../secret/shadow<NL>/y.container
+    answer = _answer(namespace, shell, login.env)
+    assert "SECRET-HASH" not in answer, "the script shipped the file a path with newlines spells"
+    files, skipped = _snapshot_files(_sections(answer, BOUNDARY))
+    assert str(secret) not in files and all("\n" not in p for p in files) and skipped == []
+    shipped = [p for p in files if p.startswith(listed)]
+    assert shipped == ([] if whose == "another user's home" else [f"{listed}/plain.container"])

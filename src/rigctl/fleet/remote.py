@@ -2,10 +2,11 @@
 
 The remote side needs nothing of ours: ``status`` reads podman, systemctl and nvidia-smi; ``doctor``
 runs the remote ``rigctl doctor --json`` when rigctl is installed there, and otherwise ships the unit
-files, CDI specs and driver version back (one ssh call, files separated by a random boundary) and
-audits them here with the same core. ``doctor --fix`` rewrites units only through the remote rigctl
-(its own rules: managed units, all or none, backups kept); without one it changes nothing on the host
-and only proposes patches. ``preflight`` and ``swap`` need rigctl on the host.
+files of the system's and the login's own directories (never another user's home), CDI specs and driver
+version back (one ssh call, files separated by a random boundary) and audits them here with the same
+core. ``doctor --fix`` rewrites units only through the remote rigctl (its own rules: managed units, all
+or none, backups kept); without one it changes nothing on the host and only proposes patches.
+``preflight`` and ``swap`` need rigctl on the host.
 
 Hosts run in a bounded thread pool, one result per host, in inventory order. A host that cannot be
 reached, times out, or answers nonsense becomes a result with ``reachable``/``error`` set; it never
@@ -413,16 +414,20 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
 # which the shell replaces with the remote login's value (``_shell_word``); ``_snapshot_roots`` turns
 # what the script reports back into the same list, so the two sides cannot disagree about a directory.
 # (The uid must be a number: one no login has, whose digits no literal directory holds.)
-_HOME, _CONFIG, _RUNTIME, _OTHER, _UID = "@HOME@", "@CONFIG@", "@RUNTIME@", "@OTHER@", 4_123_456_789
+_HOME, _CONFIG, _RUNTIME, _UID = "@HOME@", "@CONFIG@", "@RUNTIME@", 4_123_456_789
 _REMOTE_VALUES = {
     _HOME: '"$HOME"',
     _CONFIG: '"${XDG_CONFIG_HOME:-$HOME/.config}"',  # empty counts as unset, as in default_roots
     _RUNTIME: '"$XDG_RUNTIME_DIR"',  # only inside ${XDG_RUNTIME_DIR:+...}: no runtime root without one
-    _OTHER: '"$h"',  # each other user's home, in the loop over _HOMES
     str(_UID): '"$(id -u)"',
 }
 _STAND_IN = re.compile("(" + "|".join(re.escape(s) for s in _REMOTE_VALUES) + ")")
-_HOMES = "/home/*"  # other users' homes, read as root (a glob, left unquoted)
+# Other users' homes are not walked by the snapshot: a shell cannot read a directory its owner may
+# change under it without being led, by a link or a name with a newline, to a file root can read. The
+# local doctor of a rigctl installed on the host reads them through safefs (no link followed out).
+OTHER_HOMES_NOTE = ("other users' homes are audited only where rigctl is installed (this snapshot, taken as "
+                    "root without rigctl on the host, read the system's and the login's own unit directories)")
+LINK_NOT_READ = "a link: not followed by the snapshot of a host without rigctl (install rigctl there to audit it)"
 
 
 def _shell_word(path: str) -> str:
@@ -433,32 +438,26 @@ def _shell_word(path: str) -> str:
     return f"${{XDG_RUNTIME_DIR:+{word}}}" if _RUNTIME in path else word
 
 
-def _walk_roots(find: str) -> list[str]:
-    """Shell lines that list the unit files of default_roots. The system's and this login's directories
-    are walked following links, as quadlet does (one inside another only once); other users' homes,
-    as root only (only then are they audited), without following a link anywhere below the home:
-    root must not ship a file a user linked to (root's own, say) off the host."""
-    roots = default_roots(_HOME, _RUNTIME, _UID, [_OTHER], config=_CONFIG)
-    own = [r.path for r in roots if r.anchor is None]
+def _walk_roots(find: str) -> str:
+    """The shell line that lists the unit files of default_roots for the login: the system's directories
+    and its own (owned by root or by the login), followed through links as quadlet does; one inside
+    another is walked only once. No other user's home (OTHER_HOMES_NOTE)."""
+    own = [r.path for r in default_roots(_HOME, _RUNTIME, _UID, config=_CONFIG)]
     own = [p for p in own if not any(p.startswith(q + "/") for q in own)]
-    lines = [f"for d in {' '.join(_shell_word(p) for p in own)}; do [ -d \"$d\" ] && find -L \"$d\" {find}; done"]
-    others = []
-    for root in roots:
-        if root.anchor is not None:
-            below = ["/".join([root.anchor, *root.parts()[: i + 1]]) for i in range(len(root.parts()))]
-            checks = [f"[ ! -L {_shell_word(p)} ]" for p in below] + [f"[ -d {_shell_word(root.path)} ]"]
-            others.append(f"{' && '.join(checks)} && find -P {_shell_word(root.path)} {find}")
-    if others:
-        lines.append(f"if [ \"$(id -u)\" = 0 ]; then for h in {_HOMES}; do {'; '.join(others)}; done; fi")
-    return lines
+    return f"for d in {' '.join(_shell_word(p) for p in own)}; do [ -d \"$d\" ] && find -L \"$d\" {find}; done"
+
+
+def _meta(sections: dict[str, str]) -> dict[str, str]:
+    """What the snapshot script reported about the login (``meta NAME`` sections)."""
+    return {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
 
 
 def _snapshot_roots(sections: dict[str, str]) -> list[Root]:
     """The directories a snapshot came from: default_roots with the values its script reported."""
-    meta = {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
+    meta = _meta(sections)
     uid = int(meta["uid"]) if meta.get("uid", "").isdigit() else -1
     return default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,
-                         meta.get("homes", "").splitlines() if uid == 0 else [], config=meta.get("config") or None)
+                         config=meta.get("config") or None)
 
 
 def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
@@ -466,13 +465,19 @@ def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
     doctor = [program, "doctor", *(["--fix"] if fix else []), "--json"]
     hint = SERVICE_HINT.pattern
     cdi = " ".join(f"{d}/*.yaml {d}/*.yml {d}/*.json" for d in CDI_DIRS)
+    # a path with a newline in it is pruned ($nl is the pattern *<newline>*): `read` would take it for
+    # several paths, the second one anything its author chose
     find = (
-        "\\( -name '*.wants' -o -name '*.requires' \\) -prune -o -type f "
+        "\\( -path \"$nl\" -prune \\) -o \\( -name '*.wants' -o -name '*.requires' \\) -prune -o -type f "
         "\\( -name '*.container' -o -name '*.service' -o -path '*.d/*.conf' \\) -print 2>/dev/null"
     )
     # each file: at most UNIT_LIMIT + 1 bytes (more means "too large", decided here on this side); names
     # and values go through printf, as dash's echo reads a backslash in them as an escape
     ship = f"printf '%s\\n' '{b} file '\"$f\"; head -c {safefs.UNIT_LIMIT + 1} -- \"$f\"; echo"
+    # a listed file that is a link is not read; a quadlet unit or drop-in is named as not read, systemd's
+    # files silently (its aliases are links; their targets are read where they are)
+    link = (f"[ -L \"$f\" ] && {{ case \"$f\" in *.container|*container.d/*.conf) "
+            f"printf '%s\\n' '{b} link '\"$f\";; esac; continue; }}")
     return "\n".join([
         f"if {remote_command(['command', '-v', program])} >/dev/null 2>&1; then echo '{b} via rigctl'; "
         f"{remote_command(doctor)}; rc=$?; echo; echo '{b} rc '\"$rc\"; exit 0; fi",
@@ -481,10 +486,11 @@ def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
         f"echo '{b} meta uid'; id -u",
         f"echo '{b} meta runtime'; printf '%s\\n' \"${{XDG_RUNTIME_DIR:-}}\"",
         f"echo '{b} meta config'; printf '%s\\n' \"${{XDG_CONFIG_HOME:-}}\"",
-        f"echo '{b} meta homes'; for h in {_HOMES}; do [ -d \"$h\" ] && printf '%s\\n' \"$h\"; done",
-        "{ " + "; ".join(_walk_roots(find)) + "; "
+        "nl=$(printf '*\\n*')",
+        "{ " + _walk_roots(find) + "; "
         "} | while IFS= read -r f; do "
-        f"case \"$f\" in *.service) grep -q -i -E {shlex.quote(hint)} \"$f\" 2>/dev/null || continue;; esac; "
+        f"{link}; "
+        f"case \"$f\" in *.service) grep -q -i -E {shlex.quote(hint)} -- \"$f\" 2>/dev/null || continue;; esac; "
         f"{ship}; done",
         f"for f in {DRIVER_VERSION_FILE} {cdi}; do [ -f \"$f\" ] && {{ {ship}; }}; done",
         f"echo '{b} end'",
@@ -492,8 +498,8 @@ def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
 
 
 def _snapshot_files(sections: dict[str, str]) -> tuple[dict[str, str], list[Skipped]]:
-    """The files a snapshot shipped back, and those too large to read (the script sends one byte more
-    than the limit of any file that has more)."""
+    """The files a snapshot shipped back, and those it did not read: too large (the script sends one byte
+    more than the limit of any file that has more) or a link."""
     files: dict[str, str] = {}
     skipped: list[Skipped] = []
     for key, body in sections.items():
@@ -505,6 +511,8 @@ def _snapshot_files(sections: dict[str, str]) -> tuple[dict[str, str], list[Skip
                                              "rigctl reads from such a file"))
             else:
                 files[path] = body
+        elif key.startswith("link "):
+            skipped.append(Skipped(key[len("link ") :], LINK_NOT_READ))
     return files, skipped
 
 
@@ -729,6 +737,8 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
         result.ok = not any(f.fails for f in found)
         if fix:
             result.data["fix"] = _no_remote_fix(host, units, facts)
+        if _meta(sections).get("uid") == "0":
+            result.summary.append(OTHER_HOMES_NOTE)
         if skipped:
             result.summary.append(f"{len(skipped)} file(s) not read: " + "; ".join(
                 shown(f"{s.path}: {s.reason}") for s in skipped[:5]))
