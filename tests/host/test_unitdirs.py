@@ -24,6 +24,7 @@ from tests.deploy import conftest as testbed  # its testbed_env, imported by nam
 
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots
+from rigctl.host.unitfile import dropin_dirs
 from rigctl.host.unitsnapshot import local_snapshot
 
 pytestmark = pytest.mark.timeout(60)
@@ -176,6 +177,24 @@ def test_systemd_dropins_across_directories_are_chosen_as_systemd_chooses_them(t
     assert [d.path for d in unit.dropins] == theirs == [
         str(hi / "service.d/05-type.conf"), str(hi / "rt-.service.d/10-same.conf"),
         str(lo / "rt-a.service.d/20-same.conf"), str(lo / "rt-a.service.d/30-own.conf")]
+
+
+@pytest.mark.parametrize("name", ["rt-x@a-b.service", "-lead.service", "rt-a-b.service"])
+def test_systemd_cut_and_template_dropin_directories_are_systemds(tmp_path: Path, name: str) -> None:
+    analyze = shutil.which("systemd-analyze")
+    require_or_skip(analyze is not None, "systemd-analyze (systemd) is not installed (.ci/testbed.sh up)")
+    assert analyze is not None
+    unit = "rt-x@.service" if "@" in name else name
+    candidates = ["service.d", "rt-.service.d", "rt-x@.service.d", "rt-x@a-.service.d", "rt-x@a.service.d",
+                  "rt-a-.service.d", "-.service.d", f"{name}.d"]
+    write(tmp_path, {unit: "[Service]\nType=oneshot\nExecStart=/usr/bin/podman --version\n",
+                     **{f"{d}/{i:02d}.conf": f"[Service]\nEnvironment=N{i}=1\n" for i, d in enumerate(candidates)}})
+    done = subprocess.run([analyze, "verify", "--", name], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "SYSTEMD_LOG_LEVEL": "debug",
+                                             "SYSTEMD_UNIT_PATH": str(tmp_path)}, check=False)
+    theirs = {Path(p).parent.name for p in re.findall(r"DropIn Path: (\S+)", done.stdout + done.stderr)}
+    assert theirs, done.stdout + done.stderr
+    assert set(dropin_dirs(str(tmp_path / name), "")) & set(candidates) == theirs
 
 
 def test_a_dropin_in_another_root_takes_the_label_back_as_podman_gets_it(tmp_path: Path) -> None:

@@ -260,11 +260,16 @@ def dropin_dirs(path: str, text: str) -> list[str]:
 
 
 def _levels(name: str) -> list[str]:
-    """``web-a-b.container`` -> container.d, web-.container.d, web-a-.container.d, web-a-b.container.d."""
+    """``web-a-b.container`` -> container.d, web-.container.d, web-a-.container.d, web-a-b.container.d. An
+    instance ``web-x@a-b.service`` is cut before its ``@`` only, and takes its template's ``web-x@.service.d``;
+    a name that begins with a dash has no cut before it (as systemd 252 reads them)."""
     stem, dot, suffix = name.rpartition(".")
-    pieces = stem.split("-")
-    cut = [f"{'-'.join(pieces[:i])}-.{suffix}.d" for i in range(1, len(pieces))]
-    return [f"{suffix}.d", *cut, f"{name}.d"] if dot else [f"{name}.d"]
+    if not dot:
+        return [f"{name}.d"]
+    prefix, at, _ = stem.partition("@")
+    pieces = prefix.split("-")
+    cut = [f"{head}-.{suffix}.d" for i in range(1, len(pieces)) if (head := "-".join(pieces[:i]))]
+    return [f"{suffix}.d", *cut, *([f"{prefix}@.{suffix}.d"] if at else []), f"{name}.d"]
 
 
 def service_name(path: str, text: str) -> str:
