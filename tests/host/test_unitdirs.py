@@ -24,7 +24,7 @@ from tests.deploy import conftest as testbed  # its testbed_env, imported by nam
 
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots
-from rigctl.host.unitfile import dropin_dirs
+from rigctl.host.unitfile import dropin_dirs, shared_dropin_dir
 from rigctl.host.unitsnapshot import local_snapshot
 
 pytestmark = pytest.mark.timeout(60)
@@ -246,3 +246,13 @@ def test_the_logins_own_directories_and_the_shared_ones_are_one_generator_run(tm
     # the login's own drop-in applies to a shared unit: one generator run reads both
     assert [d.path for d in units[f"{etc}/db.container"].dropins] == [
         f"{home}/.config/containers/systemd/db.container.d/50.conf"]
+
+
+@pytest.mark.parametrize(("path", "own"), [
+    ("/q/rigctl-web-a.container", ["rigctl-web-a.container.d", "rigctl-web-a.service.d"]),
+    ("/q/web@a-b.service", ["web@a-b.service.d"]),
+    ("/q/plain.container", ["plain.container.d", "plain.service.d"]),
+])
+def test_only_a_units_own_dropin_directories_are_not_shared(path: str, own: list[str]) -> None:
+    # doctor --fix rewrites a drop-in of a shared directory only where every unit it reaches is rigctl's
+    assert [d for d in dropin_dirs(path, "[Container]\n") if not shared_dropin_dir(d)] == own

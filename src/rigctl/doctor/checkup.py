@@ -18,6 +18,7 @@ from rigctl.doctor.model import UnitFinding
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import Root, UnitFile, collect
+from rigctl.host.unitfile import shared_dropin_dir
 from rigctl.host.unitsnapshot import Skipped, Snapshot, local_snapshot
 
 
@@ -115,7 +116,7 @@ def _refusal(plan: FixPlan, snap: Snapshot, takers: Mapping[str, Sequence[UnitFi
         if snap.found[change.path].root.realm != realm:
             return f"{change.path}: applies to other users' units as well; --fix edits only the unit's own files"
         folder = PurePosixPath(change.path).parent.name
-        if folder == "service.d" or folder.endswith("-.service.d"):
+        if (folder == "service.d" or folder.endswith(".service.d")) and shared_dropin_dir(folder):
             # systemd applies it to every service (whose name starts so), most of which doctor never reads
             return f"{change.path}: applies to services doctor does not read as well; --fix leaves it to you"
         foreign = [u.path for u in takers.get(change.path, ()) if not is_managed(u.path, u.text, u.dropins)]

@@ -129,15 +129,12 @@ class EarlyProbes:
 
     def cancel(self) -> None:
         """Each part let go even when another's cancel fails (a second Ctrl-C)."""
-        try:
+        with contextlib.ExitStack() as parts:  # every callback runs, last registered first
+            parts.callback(self.nvml.release)
+            if self.quadlet is not None:
+                parts.callback(self.quadlet.cancel)
             if self.podman is not None:
-                self.podman.cancel()
-        finally:
-            try:
-                if self.quadlet is not None:
-                    self.quadlet.cancel()
-            finally:
-                self.nvml.release()
+                parts.callback(self.podman.cancel)
 
 
 @contextlib.contextmanager
@@ -154,7 +151,6 @@ def probes_started(wanted: bool = True, scope: Scope | None = None) -> Iterator[
     try:
         podman = start_podman_cli()
         quadlet = ask_version(scope or default_scope())
-        early = EarlyProbes(podman, nvml, quadlet)
-        yield early
+        yield EarlyProbes(podman, nvml, quadlet)
     finally:
         EarlyProbes(podman, nvml, quadlet).cancel()  # what was started, also if starting the rest failed

@@ -259,6 +259,14 @@ def dropin_dirs(path: str, text: str) -> list[str]:
     return [*_levels(name), *_levels(service_name(path, text))]
 
 
+def shared_dropin_dir(name: str) -> bool:
+    """Whether a drop-in directory of this name (one ``dropin_dirs`` gives) applies to more units than
+    one: a type's (``container.d``, ``service.d``), a name cut at a dash (``rigctl-.container.d``) or a
+    template's (``web@.service.d``)."""
+    base, dot, _ = name.removesuffix(".d").rpartition(".")
+    return not dot or base.endswith(("-", "@"))
+
+
 def _levels(name: str) -> list[str]:
     """``web-a-b.container`` -> container.d, web-.container.d, web-a-.container.d, web-a-b.container.d. An
     instance ``web-x@a-b.service`` is cut before its ``@`` only, and takes its template's ``web-x@.service.d``;
