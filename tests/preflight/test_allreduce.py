@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -140,6 +141,13 @@ def test_program_reports_an_nccl_error(glm: Recipe, facts_for: Facts, fake_torch
     verdict = classify(done, plan)
     assert verdict.severity is Severity.ERROR and "rank exit codes [1, 1]" in verdict.message
     assert "RuntimeError: NCCL error: unhandled system error" in verdict.message
+    # two ranks failing at once write their tracebacks together; each comes back whole, in rank order
+    sections = re.split(r"^\[rank (\d)\]$", done.stderr.strip(), flags=re.M)
+    assert sections[0] == "" and sections[1::2] == ["0", "1"], done.stderr
+    for text in sections[2::2]:
+        lines = text.strip().splitlines()
+        assert lines[0] == "Traceback (most recent call last):", text
+        assert lines[-1] == "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
 
 
 def _done(rc: int, result: dict[str, object] | None = None, stderr: str = "") -> Completed:

@@ -33,21 +33,39 @@ RESULT_TAG = "RIGCTL-ALLREDUCE "
 # (a program given by -c cannot be pickled into multiprocessing children), NCCL over the visible GPUs in
 # order. Rank r contributes r+1 everywhere, so every element must come back as W(W+1)/2.
 PROGRAM = r'''
-import json, os, subprocess, sys, time
+import json, os, subprocess, sys, tempfile, time
 world, mib, iters = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 TAG = "RIGCTL-ALLREDUCE "
 if len(sys.argv) == 4:
+    def relay(errs):
+        # each rank's own stderr, whole lines, in rank order: ranks failing together must not interleave
+        for r, f in enumerate(errs):
+            size = f.seek(0, 2)
+            f.seek(max(0, size - 16384))
+            text = f.read().decode("utf-8", "replace").strip()
+            if text:
+                sys.stderr.write(f"[rank {r}]\n{text}\n")
+        sys.stderr.flush()
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("RIGCTL_PORT", "29533"))
+    errs = [tempfile.TemporaryFile() for _ in range(world)]
     procs = [subprocess.Popen([sys.executable, "-c", __PROGRAM__, *sys.argv[1:4], str(r)], env=env,
-                              stdout=subprocess.PIPE if r == 0 else None, text=True) for r in range(world)]
+                              stdout=subprocess.PIPE if r == 0 else None, stderr=errs[r], text=True)
+             for r in range(world)]
     try:
         out = procs[0].communicate(timeout=float(os.environ.get("RIGCTL_TIMEOUT", "150")))[0]
         codes = [p.wait(timeout=30) for p in procs]
     except subprocess.TimeoutExpired:
         for p in procs:
             p.kill()  # ranks stuck in NCCL must not keep holding the GPUs
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass  # stuck in the driver: say what the others said, and go
+        relay(errs)
         print(TAG + json.dumps({"ok": False, "hang": True}), flush=True)
         sys.exit(3)
+    relay(errs)
     line = next((l for l in out.splitlines() if l.startswith(TAG)), None)
     if any(codes) or line is None:
         print(TAG + json.dumps({"ok": False, "error": f"rank exit codes {codes}"}), flush=True)
