@@ -23,7 +23,7 @@ from tests.fleet.conftest import sshd_hosts
 from rigctl.fleet.inventory import load_inventory
 from rigctl.fleet.remote import _doctor_script, _sections, _snapshot_files, _snapshot_roots, run_fleet
 from rigctl.fleet.ssh import OpenSsh
-from rigctl.host.unitdirs import Root, default_roots
+from rigctl.host.unitdirs import Root, collect, default_roots
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -269,3 +269,22 @@ def test_a_name_with_a_newline_does_not_ship_the_file_it_spells(
     assert str(secret) not in files and all("\n" not in p for p in files) and skipped == []
     shipped = [p for p in files if p.startswith(listed)]
     assert shipped == ([] if whose == "another user's home" else [f"{listed}/plain.container"])
+
+
+def test_as_root_another_uids_users_directory_is_audited_as_theirs(login: Login, namespace: Namespace) -> None:
+    """/etc/containers/systemd/users/UID is that uid's alone (quadlet reads it for no one else): root's
+    snapshot audits it as theirs, a non-root login's not at all, and its drop-ins reach no shared unit."""
+    users, other = "/etc/containers/systemd/users", 4321
+    _place(namespace.where(users), "shared.container")
+    _place(namespace.where(f"{users}/{os.geteuid()}"), "mine.container")
+    _place(namespace.where(f"{users}/{other}"), "theirs.container")
+    dropin = namespace.where(f"{users}/{other}/shared.container.d")
+    dropin.mkdir(parents=True)
+    (dropin / "50.conf").write_text("[Container]\nPublishPort=5050:80\n")
+    files, sections = _shipped(namespace, "sh", login.env)
+    assert sections["meta uid"].strip() == "0"
+    as_root = {u.path: u for u in collect(files, _snapshot_roots(sections, files))}
+    assert set(as_root) == {f"{users}/shared.container", f"{users}/0/mine.container", f"{users}/{other}/theirs.container"}
+    assert as_root[f"{users}/shared.container"].dropins == ()
+    as_login = collect(files, _snapshot_roots({**sections, "meta uid": "1000\n"}, files))
+    assert sorted(u.path for u in as_login) == [f"{users}/shared.container"]

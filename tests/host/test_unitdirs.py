@@ -12,6 +12,7 @@ own directory shadows."""
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -22,8 +23,9 @@ import pytest
 from tests.conftest import require_or_skip
 from tests.deploy import conftest as testbed  # its testbed_env, imported by name, would be collected
 
+from rigctl.doctor.discover import users_dirs
 from rigctl.host.managed import is_managed
-from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots
+from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots, uid_dirs
 from rigctl.host.unitfile import dropin_dirs, shared_dropin_dir
 from rigctl.host.unitsnapshot import local_snapshot
 
@@ -256,3 +258,83 @@ def test_the_logins_own_directories_and_the_shared_ones_are_one_generator_run(tm
 def test_only_a_units_own_dropin_directories_are_not_shared(path: str, own: list[str]) -> None:
     # doctor --fix rewrites a drop-in of a shared directory only where every unit it reaches is rigctl's
     assert [d for d in dropin_dirs(path, "[Container]\n") if not shared_dropin_dir(d)] == own
+
+
+# --- /etc/containers/systemd/users: shared, but users/UID is that user's alone ----------------------------
+# Asked of the real generator with a directory of the test bound over /etc/containers/systemd in a private
+# mount namespace (root only), so no file is written where this host's quadlet would read it. Before, the
+# loader read every users/UID as shared: another uid's unit counted as the login's, and its drop-ins applied
+# to the login's shared units.
+
+ETC_QUADLET = "/etc/containers/systemd"
+BIND_ETC = ('mount -t tmpfs rigctl-test /etc/containers && mkdir /etc/containers/systemd && '
+            'mount --bind "$0" /etc/containers/systemd && exec "$@"')
+
+
+def quadlet_view_with_etc(tmp_path: Path, etc: Path) -> dict[str, str]:
+    """{service: generated text} for the user scope of this login, with ``etc`` as /etc/containers/systemd."""
+    require_or_skip(os.geteuid() == 0, "a private mount namespace needs root")
+    require_or_skip(Path(QUADLET).is_file(), "the testbed's quadlet generator (RIGCTL_QUADLET)")
+    require_or_skip(Path("/etc/containers").is_dir(), "/etc/containers (podman's configuration directory)")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", BIND_ETC, str(etc), QUADLET,
+                           "-user", "-dryrun"], capture_output=True, text=True, env=env, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    parts = re.split(r"^---(\S+)---$", done.stdout, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_another_uids_users_directory_is_not_the_logins(tmp_path: Path) -> None:
+    me, other = os.getuid(), os.getuid() + 4321
+    etc = tmp_path / "etc"
+    write(etc, {
+        "users/shared.container": IMAGE + "PublishPort=1000:80\n",
+        f"users/{me}/mine.container": IMAGE,
+        f"users/{other}/theirs.container": IMAGE,  # another user's: never the login's
+        f"users/{other}/shared.container.d/50-theirs.conf": publish(5050),  # nor do their drop-ins apply
+        f"users/{other:07d}/padded.container": IMAGE,  # all digits: skipped, though no uid is spelled so
+        f"users/sub/{other}/deeper.container": IMAGE,  # below a subdirectory: shared again
+        f"users/+{other}/signed.container": IMAGE,  # not all digits: shared
+        f"users/{other}x/lettered.container": IMAGE,
+    })
+    theirs = quadlet_view_with_etc(tmp_path, etc)
+    roots = quadlet_roots(default_roots(str(tmp_path / "home"), str(tmp_path / "run"), me,
+                                        config=str(tmp_path / "config")))
+    tree = {f"{ETC_QUADLET}/{p.relative_to(etc)}": p.read_text() for p in etc.rglob("*") if p.is_file()}
+    ours = {Path(u.path).stem + ".service": u for u in collect(tree, roots) if u.scope == "user"}
+    assert set(ours) == set(theirs) == {"shared.service", "mine.service", "deeper.service", "signed.service",
+                                        "lettered.service"}
+    run_line = theirs["shared.service"].split("\nExecStart=", 1)[1].split("\n", 1)[0]
+    assert re.findall(r"--publish (\S+)", run_line) == ["1000:80"]
+    assert ours["shared.service"].dropins == ()
+
+
+def test_as_root_another_uids_users_directory_is_audited_as_that_users(tmp_path: Path) -> None:
+    # root's doctor reads users/UID beside that user's home: their drop-ins apply there, the login's not
+    home, alice = "/root", str(tmp_path / "alice")
+    roots = quadlet_roots(default_roots(home, None, 0, [alice], other_uids={1501: alice, 1502: "/nowhere/bob"}))
+    tree = {f"{ETC_QUADLET}/users/1501/web.container": IMAGE, f"{ETC_QUADLET}/users/1502/db.container": IMAGE,
+            f"{ETC_QUADLET}/users/0/web.container": IMAGE,
+            f"{alice}/.config/containers/systemd/web.container.d/50-alice.conf": publish(5050),
+            f"{home}/.config/containers/systemd/container.d/60-root.conf": publish(6060)}
+    units = {u.path: u for u in collect(tree, roots)}
+    assert set(units) == {f"{ETC_QUADLET}/users/1501/web.container", f"{ETC_QUADLET}/users/1502/db.container",
+                          f"{ETC_QUADLET}/users/0/web.container"}  # one name, two users: neither shadows
+    assert [d.path for d in units[f"{ETC_QUADLET}/users/1501/web.container"].dropins] == [
+        f"{alice}/.config/containers/systemd/web.container.d/50-alice.conf"]
+    assert units[f"{ETC_QUADLET}/users/1502/db.container"].dropins == ()
+    assert [d.path for d in units[f"{ETC_QUADLET}/users/0/web.container"].dropins] == [
+        f"{home}/.config/containers/systemd/container.d/60-root.conf"]
+
+
+def test_users_directories_are_named_by_uid_as_quadlet_spells_them(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    for name in ("0", "4123456789", "007", "+5", "12ab", "sub"):
+        (users / name).mkdir(parents=True)
+    (users / "77").symlink_to(users / "sub")  # a link is not followed
+    (users / "88").write_text("")  # nor is a file a directory
+    found = users_dirs(str(users))
+    assert found == {0: pwd.getpwuid(0).pw_dir, 4123456789: f"{users}/4123456789"}
+    assert uid_dirs([f"{users}/5/a.container", f"{users}/05/b.container", f"{users}/x/6/c.container",
+                     f"{users}/7"], base=str(users)) == [5]

@@ -1,17 +1,20 @@
 """Which directories the doctor audits: the ones quadlet and systemd read for this login and, as root,
-every other user's home too (``local_roots``), or the files and directories named with ``--path``
-(``path_roots``). Reading them and finding each unit with its drop-ins is ``rigctl.host.unitdirs`` and
-``rigctl.host.unitsnapshot``'s, the loader ``rigctl status`` uses too.
+every other user's home and /etc/containers/systemd/users/UID too (``local_roots``), or the files and
+directories named with ``--path`` (``path_roots``). Reading them and finding each unit with its drop-ins is
+``rigctl.host.unitdirs`` and ``rigctl.host.unitsnapshot``'s, the loader ``rigctl status`` uses too.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Iterable
 from pathlib import Path
 
-from rigctl.host.unitdirs import Root
+from rigctl.host.unitdirs import USERS_DIR, Root, uid_of
 from rigctl.host.unitsnapshot import login_roots
+
+MAX_USERS = 4096  # a bound on the listing, far above any workstation's logins
 
 
 def path_roots(paths: Iterable[str]) -> list[Root]:
@@ -27,4 +30,27 @@ def local_roots() -> list[Root]:
     others: list[str] = []
     if os.getuid() == 0 and Path("/home").is_dir():
         others = sorted(str(p) for p in Path("/home").iterdir() if p.is_dir())
-    return login_roots(others)
+    return login_roots(others, users_dirs() if os.getuid() == 0 else None)
+
+
+def users_dirs(base: str = USERS_DIR) -> dict[int, str]:
+    """As root: {uid: whose} for each /etc/containers/systemd/users/UID, ``whose`` the home the password
+    database gives that uid (or the directory itself for a uid it does not know), so their units are
+    audited as that user's, beside their home's."""
+    names: list[str] = []
+    try:
+        with os.scandir(base) as entries:
+            for entry in entries:
+                if uid_of(entry.name) is not None and entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+                if len(names) >= MAX_USERS:
+                    break
+    except OSError:
+        return {}
+    found: dict[int, str] = {}
+    for name in sorted(names, key=int):
+        try:
+            found[int(name)] = pwd.getpwuid(int(name)).pw_dir
+        except (KeyError, OverflowError):
+            found[int(name)] = f"{base}/{name}"
+    return found

@@ -25,7 +25,7 @@ import re
 import secrets
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -50,7 +50,7 @@ from rigctl.fleet.ssh import (
     unreachable,
 )
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
-from rigctl.host.unitdirs import SERVICE_HINT, Root, collect, default_roots
+from rigctl.host.unitdirs import SERVICE_HINT, USERS_DIR, Root, collect, default_roots, uid_dirs
 from rigctl.host.unitsnapshot import Skipped
 from rigctl.recipe.problems import format_validation_error
 from rigctl.util import safefs
@@ -452,12 +452,14 @@ def _meta(sections: dict[str, str]) -> dict[str, str]:
     return {k[len("meta ") :]: v.strip() for k, v in sections.items() if k.startswith("meta ")}
 
 
-def _snapshot_roots(sections: dict[str, str]) -> list[Root]:
-    """The directories a snapshot came from: default_roots with the values its script reported."""
+def _snapshot_roots(sections: dict[str, str], files: Iterable[str] = ()) -> list[Root]:
+    """The directories a snapshot came from: default_roots with the values its script reported; as root,
+    each /etc/containers/systemd/users/UID among ``files`` too, as that uid's (their home is not known)."""
     meta = _meta(sections)
     uid = int(meta["uid"]) if meta.get("uid", "").isdigit() else -1
+    others = {n: f"{USERS_DIR}/{n}" for n in uid_dirs(files)} if uid == 0 else None
     return default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,
-                         config=meta.get("config") or None)
+                         config=meta.get("config") or None, other_uids=others)
 
 
 def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
@@ -728,7 +730,7 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
         files, skipped = _snapshot_files(sections)
         driver_text = files.pop(DRIVER_VERSION_FILE, "")
         cdi = {p: files.pop(p) for p in sorted(files) if p.startswith(tuple(d + "/" for d in CDI_DIRS))}
-        units = serving_units(collect(files, _snapshot_roots(sections)))
+        units = serving_units(collect(files, _snapshot_roots(sections, files)))
         facts = snapshot_facts(driver_text, cdi)
         found = audit(units, facts)
         result.findings = [f.model_dump(mode="json") for f in found]

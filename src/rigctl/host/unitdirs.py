@@ -37,6 +37,27 @@ SERVICE_HINT = re.compile(
 )
 
 
+USERS_DIR = "/etc/containers/systemd/users"  # every user's units; USERS_DIR/UID one user's
+
+
+def numbered(name: str) -> bool:
+    """Whether quadlet 5.4 takes a directory ``name`` below USERS_DIR for one user's (only ASCII digits:
+    not +12, -1 or 0x1), which it reads for no other user."""
+    return name.isascii() and name.isdigit()
+
+
+def uid_of(name: str) -> int | None:
+    """The uid whose directory ``name`` is (USERS_DIR/UID, as quadlet spells it: 007 is no one's)."""
+    return int(name) if numbered(name) and str(int(name)) == name else None
+
+
+def uid_dirs(paths: Iterable[str], base: str = USERS_DIR) -> list[int]:
+    """The uids whose ``base``/UID directory holds one of ``paths`` (a snapshot's files)."""
+    firsts = {rest[0] for rest in (p[len(base) + 1:].split("/", 1) for p in paths if _under(p, base))
+              if len(rest) == 2}
+    return sorted(uid for uid in map(uid_of, firsts) if uid is not None)
+
+
 @dataclass(frozen=True)
 class Root:
     """A directory quadlet or systemd reads units from.
@@ -45,13 +66,16 @@ class Root:
     system directories, /etc/containers/systemd/users), else the home (or ``--path``) they belong to;
     drop-ins apply only within one realm and the shared one, as quadlet never merges across users.
     ``anchor`` is the directory trusted as given; the rest of ``path`` below it is walked without
-    following links (another user's home, where ``.config`` could be a link to /etc)."""
+    following links (another user's home, where ``.config`` could be a link to /etc). ``per_uid``: a
+    directory whose subdirectories named by a number are each that uid's own (/etc/containers/systemd/users:
+    quadlet 5.4 reads users/UID only for that user, as a root of its own, and users/sub/UID as shared)."""
 
     path: str
     kind: RootKind
     scope: Scope
     realm: str = ""
     anchor: str | None = None
+    per_uid: bool = False
 
     def parts(self) -> tuple[str, ...]:
         """The components of ``path`` below ``anchor``."""
@@ -61,9 +85,11 @@ class Root:
 
 
 def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Sequence[str] = (),
-                  *, config: str | None = None) -> list[Root]:
+                  *, config: str | None = None, other_uids: Mapping[int, str] | None = None) -> list[Root]:
     """The directories quadlet and systemd read, highest priority first within each kind and scope.
-    ``config`` is the login's $XDG_CONFIG_HOME (``home``/.config when unset), as the generator takes it."""
+    ``config`` is the login's $XDG_CONFIG_HOME (``home``/.config when unset), as the generator takes it;
+    ``other_uids`` maps another user's uid to their home, whose units /etc/containers/systemd/users/UID
+    holds too."""
     config = (config or f"{home}/.config").rstrip("/")
     roots = [
         Root("/run/containers/systemd", "quadlet", "system"),  # quadlet 5.x: transient units
@@ -78,8 +104,8 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
         roots.append(Root(f"{runtime_dir.rstrip('/')}/containers/systemd", "quadlet", "user", home))
     roots += [
         Root(f"{config}/containers/systemd", "quadlet", "user", home),
-        Root("/etc/containers/systemd/users", "quadlet", "user"),  # before users/UID, as quadlet reads them
-        Root(f"/etc/containers/systemd/users/{uid}", "quadlet", "user", home),
+        Root(USERS_DIR, "quadlet", "user", per_uid=True),  # before users/UID, as quadlet reads them
+        Root(f"{USERS_DIR}/{uid}", "quadlet", "user", home),
         Root(f"{config}/systemd/user", "systemd", "user", home),
         Root("/etc/systemd/user", "systemd", "user"),
         Root("/usr/lib/systemd/user", "systemd", "user"),
@@ -89,6 +115,10 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
         if other != home.rstrip("/"):
             roots.append(Root(f"{other}/.config/containers/systemd", "quadlet", "user", other, anchor=other))
             roots.append(Root(f"{other}/.config/systemd/user", "systemd", "user", other, anchor=other))
+    for other_uid, other in sorted((other_uids or {}).items()):
+        if other_uid != uid:  # root's own directory, so trusted as given (its own anchor)
+            own = f"{USERS_DIR}/{other_uid}"
+            roots.append(Root(own, "quadlet", "user", other.rstrip("/"), anchor=own))
     return roots
 
 
@@ -148,8 +178,9 @@ def _searched(directory: str, root: Root, roots: Sequence[Root]) -> bool:
         return True
     if root.kind == "systemd" or not _under(directory, root.path):
         return False
-    if any(part.endswith(".d") for part in PurePosixPath(directory).relative_to(root.path).parts):
-        return False
+    parts = PurePosixPath(directory).relative_to(root.path).parts
+    if any(part.endswith(".d") for part in parts) or (root.per_uid and numbered(parts[0])):
+        return False  # inside a drop-in directory, or another user's users/UID
     return root.kind == "path" or not any(
         r is not root and _under(r.path, root.path) and (directory == r.path.rstrip("/") or _under(directory, r.path))
         for r in roots

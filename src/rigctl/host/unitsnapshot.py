@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,12 +167,14 @@ def local_snapshot(roots: Sequence[Root]) -> Snapshot:
     return snap
 
 
-def login_roots(other_homes: Sequence[str] = ()) -> list[Root]:
+def login_roots(other_homes: Sequence[str] = (), other_uids: Mapping[int, str] | None = None) -> list[Root]:
     """The directories quadlet and systemd read for this login: its home, $XDG_CONFIG_HOME and
-    $XDG_RUNTIME_DIR as the generator gets them (``other_homes``: other users' too, each on their own)."""
+    $XDG_RUNTIME_DIR as the generator gets them (``other_homes``: other users' too, each on their own,
+    and the /etc/containers/systemd/users/UID of each uid ``other_uids`` maps to its home)."""
     home = os.path.expanduser("~")
     config = os.environ.get("XDG_CONFIG_HOME") or None
-    return default_roots(home, os.environ.get("XDG_RUNTIME_DIR") or None, os.getuid(), other_homes, config=config)
+    return default_roots(home, os.environ.get("XDG_RUNTIME_DIR") or None, os.getuid(), other_homes, config=config,
+                         other_uids=other_uids)
 
 
 def scope_units(scopes: Collection[str]) -> tuple[list[UnitFile], Snapshot]:
