@@ -11,6 +11,7 @@ own directory shadows."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -338,3 +339,66 @@ def test_users_directories_are_named_by_uid_as_quadlet_spells_them(tmp_path: Pat
     assert found == {0: pwd.getpwuid(0).pw_dir, 4123456789: f"{users}/4123456789"}
     assert uid_dirs([f"{users}/5/a.container", f"{users}/05/b.container", f"{users}/x/6/c.container",
                      f"{users}/7"], base=str(users)) == [5]
+
+
+# --- systemd's own directories: its unit path, the runtime and .control ones included ---------------------
+# Before, the loader read three system and three user directories: a drop-in from `systemctl edit --runtime`
+# (/run/systemd/system, $XDG_RUNTIME_DIR/systemd/user) or `systemctl set-property` (the .control ones) that
+# sets Restart=no on a serving unit was never seen by doctor or status.
+
+
+@pytest.mark.parametrize("scope", ["system", "user"])
+def test_systemds_directories_are_its_unit_path(tmp_path: Path, scope: str) -> None:
+    analyze = shutil.which("systemd-analyze")
+    require_or_skip(analyze is not None, "systemd-analyze (systemd)")
+    assert analyze is not None
+    home, config, data, run = (str(tmp_path / n) for n in ("home", "config", "data", "run"))
+    env = {"PATH": os.environ["PATH"], "HOME": home, "XDG_CONFIG_HOME": config, "XDG_DATA_HOME": data,
+           "XDG_RUNTIME_DIR": run}
+    done = subprocess.run([analyze, *(["--user"] if scope == "user" else []), "unit-paths"], env=env, timeout=30,
+                          capture_output=True, text=True, check=True)
+    left_out = ("/generator", "/generator.early", "/generator.late", "/transient")
+    theirs = [p for p in done.stdout.split() if not p.endswith(left_out) and p != "/etc/xdg/systemd/user"]
+    ours = [r.path for r in default_roots(home, run, os.getuid(), config=config, data=data)
+            if r.kind == "systemd" and r.scope == scope]
+    assert ours == theirs
+
+
+def test_runtime_and_control_dropins_apply_as_the_manager_applies_them() -> None:
+    env = testbed.testbed_env()
+    require_or_skip(testbed._manager_running(env), "no `systemd --user` manager running (.ci/testbed.sh up)")
+    runtime = env.get("XDG_RUNTIME_DIR")
+    require_or_skip(bool(runtime), "XDG_RUNTIME_DIR for the `systemd --user` manager")
+    config = Path.home() / ".config" / "systemd"
+    name = f"rigtest{uuid.uuid4().hex[:8]}.service"
+    files = {
+        config / "user" / name: "[Service]\nType=oneshot\nExecStart=/usr/bin/podman --version\n",
+        config / "user" / f"{name}.d" / "10-own.conf": "[Service]\nEnvironment=A=1\n",
+        Path(f"{runtime}/systemd/user/{name}.d/20-runtime.conf"): "[Service]\nRestart=no\n",  # edit --runtime
+        config / "user.control" / f"{name}.d" / "50-MemoryMax.conf": "[Service]\nMemoryMax=1G\n",  # set-property
+        Path(f"{runtime}/systemd/user.control/{name}.d/10-own.conf"): "[Service]\nEnvironment=B=1\n",
+    }
+    systemctl = ["systemctl", "--user"]
+    try:
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        subprocess.run([*systemctl, "daemon-reload"], env=env, timeout=60, check=True)
+        shown = subprocess.run([*systemctl, "show", name, "-p", "DropInPaths", "--value"], env=env, timeout=60,
+                               capture_output=True, text=True, check=True).stdout.split()
+        roots = default_roots(str(Path.home()), runtime, os.getuid())
+        snap = local_snapshot([r for r in roots if r.kind == "systemd" and r.realm])
+        (unit,) = [u for u in collect(snap.files, roots) if u.path == str(config / "user" / name)]
+        assert [d.path for d in unit.dropins] == shown
+        # the .control directories come first: their 10-own.conf wins the name over the unit's own directory's
+        assert shown == [f"{runtime}/systemd/user.control/{name}.d/10-own.conf",
+                         f"{runtime}/systemd/user/{name}.d/20-runtime.conf",
+                         f"{config}/user.control/{name}.d/50-MemoryMax.conf"]
+        assert unit.merged().value("Service", "Restart") == "no"  # what `edit --runtime` set, seen
+    finally:
+        for path in files:
+            path.unlink(missing_ok=True)
+        for path in files:
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+        subprocess.run([*systemctl, "daemon-reload"], env=env, timeout=60, check=False)

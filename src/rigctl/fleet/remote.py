@@ -414,10 +414,11 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
 # which the shell replaces with the remote login's value (``_shell_word``); ``_snapshot_roots`` turns
 # what the script reports back into the same list, so the two sides cannot disagree about a directory.
 # (The uid must be a number: one no login has, whose digits no literal directory holds.)
-_HOME, _CONFIG, _RUNTIME, _UID = "@HOME@", "@CONFIG@", "@RUNTIME@", 4_123_456_789
+_HOME, _CONFIG, _DATA, _RUNTIME, _UID = "@HOME@", "@CONFIG@", "@DATA@", "@RUNTIME@", 4_123_456_789
 _REMOTE_VALUES = {
     _HOME: '"$HOME"',
     _CONFIG: '"${XDG_CONFIG_HOME:-$HOME/.config}"',  # empty counts as unset, as in default_roots
+    _DATA: '"${XDG_DATA_HOME:-$HOME/.local/share}"',
     _RUNTIME: '"$XDG_RUNTIME_DIR"',  # only inside ${XDG_RUNTIME_DIR:+...}: no runtime root without one
     str(_UID): '"$(id -u)"',
 }
@@ -442,7 +443,7 @@ def _walk_roots(find: str) -> str:
     """The shell line that lists the unit files of default_roots for the login: the system's directories
     and its own (owned by root or by the login), followed through links as quadlet does; one inside
     another is walked only once. No other user's home (OTHER_HOMES_NOTE)."""
-    own = [r.path for r in default_roots(_HOME, _RUNTIME, _UID, config=_CONFIG)]
+    own = [r.path for r in default_roots(_HOME, _RUNTIME, _UID, config=_CONFIG, data=_DATA)]
     own = [p for p in own if not any(p.startswith(q + "/") for q in own)]
     return f"for d in {' '.join(_shell_word(p) for p in own)}; do [ -d \"$d\" ] && find -L \"$d\" {find}; done"
 
@@ -459,7 +460,7 @@ def _snapshot_roots(sections: dict[str, str], files: Iterable[str] = ()) -> list
     uid = int(meta["uid"]) if meta.get("uid", "").isdigit() else -1
     others = {n: f"{USERS_DIR}/{n}" for n in uid_dirs(files)} if uid == 0 else None
     return default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,
-                         config=meta.get("config") or None, other_uids=others)
+                         config=meta.get("config") or None, data=meta.get("data") or None, other_uids=others)
 
 
 def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
@@ -488,6 +489,7 @@ def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
         f"echo '{b} meta uid'; id -u",
         f"echo '{b} meta runtime'; printf '%s\\n' \"${{XDG_RUNTIME_DIR:-}}\"",
         f"echo '{b} meta config'; printf '%s\\n' \"${{XDG_CONFIG_HOME:-}}\"",
+        f"echo '{b} meta data'; printf '%s\\n' \"${{XDG_DATA_HOME:-}}\"",
         "nl=$(printf '*\\n*')",
         "{ " + _walk_roots(find) + "; "
         "} | while IFS= read -r f; do "

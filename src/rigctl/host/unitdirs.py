@@ -85,36 +85,55 @@ class Root:
 
 
 def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Sequence[str] = (),
-                  *, config: str | None = None, other_uids: Mapping[int, str] | None = None) -> list[Root]:
+                  *, config: str | None = None, data: str | None = None,
+                  other_uids: Mapping[int, str] | None = None) -> list[Root]:
     """The directories quadlet and systemd read, highest priority first within each kind and scope.
-    ``config`` is the login's $XDG_CONFIG_HOME (``home``/.config when unset), as the generator takes it;
-    ``other_uids`` maps another user's uid to their home, whose units /etc/containers/systemd/users/UID
-    holds too."""
+    ``config`` and ``data`` are the login's $XDG_CONFIG_HOME and $XDG_DATA_HOME (``home``/.config and
+    ``home``/.local/share when unset), as the generator and the manager take them; ``other_uids`` maps
+    another user's uid to their home, whose units /etc/containers/systemd/users/UID holds too.
+
+    systemd's are its unit path (``systemd-analyze [--user] unit-paths``, checked in tests/host) with the
+    .control directories ``systemctl set-property`` writes and the runtime ones ``systemctl edit
+    --runtime`` writes, but not the generators' output (what quadlet made of the .container read here),
+    the transient units (podman's healthcheck timers, not serving units) nor /etc/xdg/systemd/user (on
+    Debian a link to /etc/systemd/user: the same files again under a second name); $XDG_CONFIG_DIRS and
+    $XDG_DATA_DIRS are taken at their defaults."""
     config = (config or f"{home}/.config").rstrip("/")
+    data = (data or f"{home}/.local/share").rstrip("/")
+    runtime = runtime_dir.rstrip("/") if runtime_dir else None
     roots = [
         Root("/run/containers/systemd", "quadlet", "system"),  # quadlet 5.x: transient units
         Root("/etc/containers/systemd", "quadlet", "system"),
         Root("/usr/share/containers/systemd", "quadlet", "system"),
-        Root("/etc/systemd/system", "systemd", "system"),
-        Root("/usr/local/lib/systemd/system", "systemd", "system"),
-        Root("/usr/lib/systemd/system", "systemd", "system"),
-        Root("/lib/systemd/system", "systemd", "system"),
+        *(Root(path, "systemd", "system") for path in (
+            "/etc/systemd/system.control", "/run/systemd/system.control", "/etc/systemd/system",
+            "/etc/systemd/system.attached", "/run/systemd/system", "/run/systemd/system.attached",
+            "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")),
     ]
-    if runtime_dir:  # before the config directory: quadlet reads it first
-        roots.append(Root(f"{runtime_dir.rstrip('/')}/containers/systemd", "quadlet", "user", home))
+    if runtime:  # before the config directory: quadlet reads it first
+        roots.append(Root(f"{runtime}/containers/systemd", "quadlet", "user", home))
     roots += [
         Root(f"{config}/containers/systemd", "quadlet", "user", home),
         Root(USERS_DIR, "quadlet", "user", per_uid=True),  # before users/UID, as quadlet reads them
         Root(f"{USERS_DIR}/{uid}", "quadlet", "user", home),
+        Root(f"{config}/systemd/user.control", "systemd", "user", home),
+        *([Root(f"{runtime}/systemd/user.control", "systemd", "user", home)] if runtime else []),
         Root(f"{config}/systemd/user", "systemd", "user", home),
         Root("/etc/systemd/user", "systemd", "user"),
-        Root("/usr/lib/systemd/user", "systemd", "user"),
+        *([Root(f"{runtime}/systemd/user", "systemd", "user", home)] if runtime else []),
+        Root("/run/systemd/user", "systemd", "user"),
+        Root(f"{data}/systemd/user", "systemd", "user", home),
+        *(Root(path, "systemd", "user") for path in (
+            "/usr/local/share/systemd/user", "/usr/share/systemd/user", "/usr/local/lib/systemd/user",
+            "/usr/lib/systemd/user")),
     ]
     for given in other_homes:  # as root, other users' units are audited too, each user on their own
         other = given.rstrip("/")
         if other != home.rstrip("/"):
             roots.append(Root(f"{other}/.config/containers/systemd", "quadlet", "user", other, anchor=other))
-            roots.append(Root(f"{other}/.config/systemd/user", "systemd", "user", other, anchor=other))
+            roots += [Root(f"{other}/.config/systemd/{name}", "systemd", "user", other, anchor=other)
+                      for name in ("user.control", "user")]
+            roots.append(Root(f"{other}/.local/share/systemd/user", "systemd", "user", other, anchor=other))
     for other_uid, other in sorted((other_uids or {}).items()):
         if other_uid != uid:  # root's own directory, so trusted as given (its own anchor)
             own = f"{USERS_DIR}/{other_uid}"

@@ -168,12 +168,13 @@ def local_snapshot(roots: Sequence[Root]) -> Snapshot:
 
 
 def login_roots(other_homes: Sequence[str] = (), other_uids: Mapping[int, str] | None = None) -> list[Root]:
-    """The directories quadlet and systemd read for this login: its home, $XDG_CONFIG_HOME and
-    $XDG_RUNTIME_DIR as the generator gets them (``other_homes``: other users' too, each on their own,
-    and the /etc/containers/systemd/users/UID of each uid ``other_uids`` maps to its home)."""
+    """The directories quadlet and systemd read for this login: its home, $XDG_CONFIG_HOME, $XDG_DATA_HOME
+    and $XDG_RUNTIME_DIR as the generator and the manager get them (``other_homes``: other users' too, each
+    on their own, and the /etc/containers/systemd/users/UID of each uid ``other_uids`` maps to its home)."""
     home = os.path.expanduser("~")
-    config = os.environ.get("XDG_CONFIG_HOME") or None
-    return default_roots(home, os.environ.get("XDG_RUNTIME_DIR") or None, os.getuid(), other_homes, config=config,
+    env = os.environ
+    return default_roots(home, env.get("XDG_RUNTIME_DIR") or None, os.getuid(), other_homes,
+                         config=env.get("XDG_CONFIG_HOME") or None, data=env.get("XDG_DATA_HOME") or None,
                          other_uids=other_uids)
 
 
