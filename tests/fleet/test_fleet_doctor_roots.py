@@ -288,3 +288,18 @@ def test_as_root_another_uids_users_directory_is_audited_as_theirs(login: Login,
     assert as_root[f"{users}/shared.container"].dropins == ()
     as_login = collect(files, _snapshot_roots({**sections, "meta uid": "1000\n"}, files))
     assert sorted(u.path for u in as_login) == [f"{users}/shared.container"]
+
+
+def test_a_home_with_a_trailing_slash_and_systemds_link_directories(login: Login, namespace: Namespace) -> None:
+    """$HOME=/home/u/ gives the script /home/u//.config: its units are still found under the roots (before,
+    no root matched them and they went unaudited); an *.upholds directory holds links to units found
+    elsewhere and is skipped, as the local snapshot skips it (before, it was shipped)."""
+    env = {k: v for k, v in login.env.items() if k != "XDG_CONFIG_HOME"}
+    env["HOME"] = f"{login.home}/"
+    _place(login.home / ".config" / "containers" / "systemd", "mine.container")
+    _place(login.home / ".config" / "systemd" / "user" / "default.target.upholds", "x.service")
+    _place(login.home / ".config" / "systemd" / "user" / "default.target.wants", "y.service")
+    files, sections = _shipped(namespace, "sh", env)
+    assert sorted(files) == [f"{login.home}/.config/containers/systemd/mine.container"]
+    units = collect(files, _snapshot_roots(sections, files))
+    assert [u.path for u in units] == [f"{login.home}/.config/containers/systemd/mine.container"]

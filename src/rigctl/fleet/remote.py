@@ -51,7 +51,7 @@ from rigctl.fleet.ssh import (
 )
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
 from rigctl.host.unitdirs import SERVICE_HINT, USERS_DIR, Root, collect, default_roots, uid_dirs
-from rigctl.host.unitsnapshot import Skipped
+from rigctl.host.unitsnapshot import SKIP_DIRS, Skipped
 from rigctl.recipe.problems import format_validation_error
 from rigctl.util import safefs
 from rigctl.util.proc import Completed
@@ -470,8 +470,9 @@ def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
     cdi = " ".join(f"{d}/*.yaml {d}/*.yml {d}/*.json" for d in CDI_DIRS)
     # a path with a newline in it is pruned ($nl is the pattern *<newline>*): `read` would take it for
     # several paths, the second one anything its author chose
+    skip = " -o ".join(f"-name '*{d}'" for d in SKIP_DIRS)  # the directories the local snapshot skips
     find = (
-        "\\( -path \"$nl\" -prune \\) -o \\( -name '*.wants' -o -name '*.requires' \\) -prune -o -type f "
+        f"\\( -path \"$nl\" -prune \\) -o \\( {skip} \\) -prune -o -type f "
         "\\( -name '*.container' -o -name '*.service' -o -path '*.d/*.conf' \\) -print 2>/dev/null"
     )
     # each file: at most UNIT_LIMIT + 1 bytes (more means "too large", decided here on this side); names
@@ -508,7 +509,7 @@ def _snapshot_files(sections: dict[str, str]) -> tuple[dict[str, str], list[Skip
     skipped: list[Skipped] = []
     for key, body in sections.items():
         if key.startswith("file "):
-            path = key[len("file ") :]
+            path = _one_slash(key[len("file ") :])
             # the script adds a newline after each file; splitting on lines already dropped it
             if len(body.encode()) > safefs.UNIT_LIMIT:
                 skipped.append(Skipped(path, f"more than the {safefs.format_size(safefs.UNIT_LIMIT)} "
@@ -516,8 +517,13 @@ def _snapshot_files(sections: dict[str, str]) -> tuple[dict[str, str], list[Skip
             else:
                 files[path] = body
         elif key.startswith("link "):
-            skipped.append(Skipped(key[len("link ") :], LINK_NOT_READ))
+            skipped.append(Skipped(_one_slash(key[len("link ") :]), LINK_NOT_READ))
     return files, skipped
+
+
+def _one_slash(path: str) -> str:
+    """A shipped path as the roots spell it: find prints "$HOME"/.config with $HOME's trailing slash."""
+    return re.sub("/{2,}", "/", path)
 
 
 class _RemoteFinding(BaseModel):

@@ -98,6 +98,7 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
     the transient units (podman's healthcheck timers, not serving units) nor /etc/xdg/systemd/user (on
     Debian a link to /etc/systemd/user: the same files again under a second name); $XDG_CONFIG_DIRS and
     $XDG_DATA_DIRS are taken at their defaults."""
+    home = home.rstrip("/")  # "/home/u/" from $HOME: no root spelled with a "//" no file path has
     config = (config or f"{home}/.config").rstrip("/")
     data = (data or f"{home}/.local/share").rstrip("/")
     runtime = runtime_dir.rstrip("/") if runtime_dir else None
@@ -129,7 +130,7 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
     ]
     for given in other_homes:  # as root, other users' units are audited too, each user on their own
         other = given.rstrip("/")
-        if other != home.rstrip("/"):
+        if other != home:
             roots.append(Root(f"{other}/.config/containers/systemd", "quadlet", "user", other, anchor=other))
             roots += [Root(f"{other}/.config/systemd/{name}", "systemd", "user", other, anchor=other)
                       for name in ("user.control", "user")]

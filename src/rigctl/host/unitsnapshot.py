@@ -49,7 +49,7 @@ class Snapshot:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-_SKIP_DIRS = (".wants", ".requires", ".upholds")
+SKIP_DIRS = (".wants", ".requires", ".upholds")  # systemd's links to units found elsewhere
 MAX_DEPTH = 8  # quadlet recurses; nobody nests units deeper than this
 MAX_FILES = 10_000  # per root
 
@@ -99,7 +99,7 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
             continue
         if stat.S_ISDIR(st.st_mode):
             # systemd's *.wants/*.requires hold links to units found elsewhere; skip them
-            if name.endswith(_SKIP_DIRS):
+            if name.endswith(SKIP_DIRS):
                 continue
             if len(rel) >= MAX_DEPTH:
                 snap.skipped.append(Skipped(path, f"deeper than {MAX_DEPTH} directories: not read"))
