@@ -16,6 +16,7 @@ import pytest
 from rigctl.host import load_inventory
 from rigctl.host.facts import Cdi, HostFacts
 from rigctl.preflight.allreduce import (
+    ERROR_CLIP,
     HANG_FIX,
     PROGRAM,
     RESULT_TAG,
@@ -25,6 +26,7 @@ from rigctl.preflight.allreduce import (
     host_plan,
     nccl_env,
     podman_plan,
+    why_failed,
 )
 from rigctl.preflight.finding import Severity, Verdict
 from rigctl.preflight.layout import choose_gpus
@@ -62,6 +64,7 @@ def test_host_plan_pins_gpus_by_uuid(glm: Recipe, facts_for: Facts) -> None:
 # --- the program itself, run for real over a stand-in torch (tests/support/fake_torch: GPUs and NCCL) ---
 
 FAKE_TORCH = Path(__file__).resolve().parents[1] / "support" / "fake_torch"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "allreduce"
 RUN_LIMIT_S = 60.0  # the program with 2 ranks over the stand-in takes a few seconds
 
 
@@ -148,6 +151,31 @@ def test_program_reports_an_nccl_error(glm: Recipe, facts_for: Facts, fake_torch
         lines = text.strip().splitlines()
         assert lines[0] == "Traceback (most recent call last):", text
         assert lines[-1] == "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
+
+
+def test_a_real_nccl_failure_is_told_by_its_cause(glm: Recipe, facts_for: Facts) -> None:
+    # captured on two H200s (NCCL 2.28.9, torch 2.11) with NCCL_SOCKET_IFNAME=nosuchif: each rank's stderr
+    # relayed whole; its last six lines, which the message used to quote, were C++ stack frames of rank 1
+    stderr = (CAPTURES / "h200x2-nccl-no-socket.stderr").read_text(encoding="utf-8")
+    plan = host_plan(glm, choose_gpus(glm, facts_for(glm, "pro6000-matched")))
+    verdict = classify(_done(1, {"ok": False, "error": "rank exit codes [1, 1]"}, stderr=stderr), plan)
+    assert verdict.severity is Severity.ERROR
+    assert verdict.message.startswith("all_reduce with the host's torch could not run (rank exit codes [1, 1]): "
+                                      "rank 0: torch.distributed.DistBackendError: NCCL error in: ")
+    assert "invalid usage" in verdict.message and "NCCL's last error: Bootstrap : no socket interface found | " \
+        "rank 1: torch.distributed.DistBackendError: [1] is setting up NCCL communicator" in verdict.message
+    assert "frame #" not in verdict.message
+
+
+@pytest.mark.parametrize(("stderr", "told"), [
+    ("Error: docker.io/x/y: image not known\n", "Error: docker.io/x/y: image not known"),  # podman's own
+    ("[rank 0]\nKilled\n[rank 1]\n", "rank 0: Killed"),  # nothing raised: the last lines as they are
+    ("Traceback (most recent call last):\n  File x\nModuleNotFoundError: No module named 'torch'\n",
+     "ModuleNotFoundError: No module named 'torch'"),
+    ("x" * 5000 + "Error: " + "y" * 5000, "... (10,007 characters)"),  # a huge line is cut
+])
+def test_why_failed_names_the_exception_each_rank_ended_with(stderr: str, told: str) -> None:
+    assert told in why_failed(stderr) and len(why_failed(stderr)) < 2 * ERROR_CLIP
 
 
 def _done(rc: int, result: dict[str, object] | None = None, stderr: str = "") -> Completed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -158,12 +159,45 @@ def nccl_env(plan: Plan, environ: Mapping[str, str] | None = None) -> dict[str, 
     return {k: v for k, v in {**(environ or {}), **plan.env}.items() if k.startswith("NCCL_")}
 
 
+_RANK = re.compile(r"^\[rank (\d+)\]$", re.MULTILINE)
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S.*$")  # Python's last line of a traceback
+ERROR_CLIP = 400
+
+
+def why_failed(stderr: str) -> str:
+    """What the ranks said when they failed: for each rank (the launcher relays each one's stderr under
+    ``[rank N]``) the exception it ended with, and NCCL's own "Last error:" line after it; the last lines
+    as they are where no exception is named (podman's own errors, a killed rank). Rank 0 first: a rank
+    that could not reach another says so, the cause is usually in the one it waited for."""
+    parts = _RANK.split(stderr.strip())
+    sections = list(zip(parts[1::2], parts[2::2], strict=True)) if len(parts) > 1 else [("", parts[0])]
+    said = []
+    for rank, text in sections:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        raised = [i for i, line in enumerate(lines) if _RAISED.match(line)]
+        if raised:
+            i = raised[-1]
+            what = _cut(lines[i])
+            after = lines[i + 1:i + 4]
+            if "Last error:" in after and after.index("Last error:") + 1 < len(after):
+                what += f"; NCCL's last error: {_cut(after[after.index('Last error:') + 1])}"
+        else:
+            what = _cut(" / ".join(lines[-3:]))
+        if what:
+            said.append(f"rank {rank}: {what}" if rank else what)
+    return " | ".join(said)
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= ERROR_CLIP else f"{line[:ERROR_CLIP]}... ({len(line):,} characters)"
+
+
 def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S, *, links: Sequence[PairLink] = (),
              env: Mapping[str, str] | None = None) -> Verdict:
     """The program's outcome; with ``links`` (the chosen pairs) the bandwidth is judged too. ``env``: the
     NCCL settings it ran with (``nccl_env``), by default the plan's own."""
     where = "inside the recipe's image" if plan.where == "image" else "with the host's torch"
-    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
+    tail = why_failed(done.stderr or done.stdout)
     hung = any(line.startswith(RESULT_TAG) and '"hang": true' in line for line in done.stdout.splitlines())
     if done.rc == 124 or hung:
         return fail(f"all_reduce over {len(plan_gpus(plan))} GPU(s) {where} did not finish in {timeout_s:g} s: "
