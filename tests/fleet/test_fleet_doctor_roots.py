@@ -303,3 +303,14 @@ def test_a_home_with_a_trailing_slash_and_systemds_link_directories(login: Login
     assert sorted(files) == [f"{login.home}/.config/containers/systemd/mine.container"]
     units = collect(files, _snapshot_roots(sections, files))
     assert [u.path for u in units] == [f"{login.home}/.config/containers/systemd/mine.container"]
+
+
+def test_reported_directories_are_spelled_as_the_shipped_paths() -> None:
+    """An XDG_CONFIG_HOME with an inner "//" spells the roots so too; shipped paths have one slash (review)."""
+    sections = {"meta home": "/home/u/\n", "meta uid": "1000\n", "meta config": "/home/u//cfg\n",
+                "meta runtime": "/run/user//1000\n", "meta data": "\n",
+                "file /home/u//cfg/containers/systemd/a.container": "[Container]\nImage=x\n",
+                "file /run/user//1000/containers/systemd/b.container": "[Container]\nImage=x\n"}
+    files, _ = _snapshot_files(sections)
+    assert sorted(u.path for u in collect(files, _snapshot_roots(sections, files))) == [
+        "/home/u/cfg/containers/systemd/a.container", "/run/user/1000/containers/systemd/b.container"]

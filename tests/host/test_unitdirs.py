@@ -28,7 +28,7 @@ from rigctl.doctor.discover import users_dirs
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots, uid_dirs
 from rigctl.host.unitfile import dropin_dirs, shared_dropin_dir
-from rigctl.host.unitsnapshot import local_snapshot
+from rigctl.host.unitsnapshot import local_snapshot, login_roots
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -333,12 +333,15 @@ def test_users_directories_are_named_by_uid_as_quadlet_spells_them(tmp_path: Pat
     users = tmp_path / "users"
     for name in ("0", "4123456789", "007", "+5", "12ab", "sub"):
         (users / name).mkdir(parents=True)
-    (users / "77").symlink_to(users / "sub")  # a link is not followed
-    (users / "88").write_text("")  # nor is a file a directory
+    (users / "77").symlink_to(users / "sub")  # root's link: quadlet follows it
+    (users / "88").write_text("")  # a file is no directory
+    (users / ("9" * 200)).mkdir()  # no uid
     found = users_dirs(str(users))
-    assert found == {0: pwd.getpwuid(0).pw_dir, 4123456789: f"{users}/4123456789"}
+    assert found == {0: f"{users}/0", 77: f"{users}/77", 4123456789: f"{users}/4123456789"}
+    # with root's home among the audited homes, its users/0 goes with it (root owns it)
+    assert users_dirs(str(users), homes=[pwd.getpwuid(0).pw_dir])[0] == pwd.getpwuid(0).pw_dir.rstrip("/")
     assert uid_dirs([f"{users}/5/a.container", f"{users}/05/b.container", f"{users}/x/6/c.container",
-                     f"{users}/7"], base=str(users)) == [5]
+                     f"{users}/7", f"{users}/{'9' * 5000}/d.container"], base=str(users)) == [5]
 
 
 # --- systemd's own directories: its unit path, the runtime and .control ones included ---------------------
@@ -402,3 +405,62 @@ def test_runtime_and_control_dropins_apply_as_the_manager_applies_them() -> None
             with contextlib.suppress(OSError):
                 path.parent.rmdir()
         subprocess.run([*systemctl, "daemon-reload"], env=env, timeout=60, check=False)
+
+
+def test_a_users_directory_shares_a_realm_only_with_a_home_of_its_own(tmp_path: Path) -> None:
+    # a home of / (nobody), one home for two uids (/nonexistent), or the login's own (/root for uid 11 on
+    # RHEL) is no realm to share: a drop-in there would reach other users' units (review)
+    alice = str(tmp_path / "alice")
+    roots = quadlet_roots(default_roots("/root", None, 0, [alice], other_uids={
+        65534: "/", 100: "/nonexistent", 101: "/nonexistent", 11: "/root", 1501: alice}))
+    realms = {r.path: r.realm for r in roots if r.path.startswith(f"{ETC_QUADLET}/users/")}
+    assert realms == {f"{ETC_QUADLET}/users/0": "/root", f"{ETC_QUADLET}/users/1501": alice,
+                      **{f"{ETC_QUADLET}/users/{u}": f"{ETC_QUADLET}/users/{u}" for u in (11, 100, 101, 65534)}}
+    tree = {f"{ETC_QUADLET}/users/65534/container.d/x.conf": publish(6553),
+            f"{ETC_QUADLET}/users/100/web.container": IMAGE, f"{ETC_QUADLET}/users/101/web.container": IMAGE,
+            f"{ETC_QUADLET}/users/101/web.container.d/a.conf": publish(1010),
+            "/root/.config/containers/systemd/container.d/r.conf": publish(7070),
+            f"{ETC_QUADLET}/users/11/op.container": IMAGE, f"{alice}/.config/containers/systemd/a.container": IMAGE}
+    units = {u.path: [d.path for d in u.dropins] for u in collect(tree, roots)}
+    assert units == {f"{ETC_QUADLET}/users/100/web.container": [],
+                     f"{ETC_QUADLET}/users/101/web.container": [f"{ETC_QUADLET}/users/101/web.container.d/a.conf"],
+                     f"{ETC_QUADLET}/users/11/op.container": [], f"{alice}/.config/containers/systemd/a.container": []}
+
+
+def test_each_file_is_read_by_the_walk_of_its_own_root(tmp_path: Path) -> None:
+    # users/1000, handed to alice, holds a link to a file only root reads: the walk of the directory above
+    # it (root's, which follows root's links) read it before the walk of users/1000 refused it (review)
+    require_or_skip(os.geteuid() == 0, "chown needs root")
+    etc, secret = tmp_path / "etc", tmp_path / "secret.container"
+    secret.write_text(IMAGE + "# SECRET-7f3a\n")
+    secret.chmod(0o600)
+    theirs = etc / "users" / "1000"
+    theirs.mkdir(parents=True)
+    os.chown(theirs, 1000, 1000)
+    (theirs / "x.container").symlink_to(secret)
+    os.lchown(theirs / "x.container", 1000, 1000)
+    (etc / "users" / "4321").mkdir()
+    (etc / "users" / "4321" / "y.container").write_text(IMAGE)  # no root here: read by no walk
+    roots = [Root(str(etc), "quadlet", "system"), Root(f"{etc}/users", "quadlet", "user", per_uid=True),
+             Root(str(theirs), "quadlet", "user", str(theirs), anchor=str(theirs))]
+    snap = local_snapshot(roots)
+    assert not any("SECRET" in text for text in snap.files.values()), sorted(snap.files)
+    assert sorted(snap.files) == []
+    (skipped,) = snap.skipped
+    assert skipped.path == f"{theirs}/x.container" and "not by uid 1000" in skipped.reason
+
+
+def test_root_does_not_take_another_users_xdg_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `su` without `-` keeps alice's XDG_RUNTIME_DIR: root's units take no drop-in from it (her manager's,
+    # not root's), and root must not follow the links she keeps there (review)
+    require_or_skip(os.geteuid() == 0, "chown needs root")
+    hers, ours = tmp_path / "run-1000", tmp_path / "config-root"
+    hers.mkdir()
+    ours.mkdir()
+    os.chown(hers, 1000, 1000)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(hers))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(ours))
+    monkeypatch.setenv("XDG_DATA_HOME", str(hers))
+    paths = [r.path for r in login_roots()]
+    assert not any(p.startswith(str(hers)) for p in paths), paths
+    assert f"{ours}/containers/systemd" in paths and "/run/user/0/containers/systemd" in paths

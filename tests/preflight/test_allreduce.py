@@ -153,6 +153,24 @@ def test_program_reports_an_nccl_error(glm: Recipe, facts_for: Facts, fake_torch
         assert lines[-1] == "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
 
 
+def test_a_rank_that_fails_while_the_others_wait_is_an_error_not_a_hang(glm: Recipe, facts_for: Facts,
+                                                                       fake_torch: Path) -> None:
+    # rank 1 dies in init, rank 0 waits in its first all_reduce: before, the launcher waited out the whole
+    # timeout and it read as an NCCL hang with the IOMMU/ACS advice, rank 1's error unsaid
+    plan = host_plan(glm, choose_gpus(glm, facts_for(glm, "pro6000-matched")), sys.executable, mib=4, iters=3)
+    done = _run(plan.argv, plan.env, FAKE_TORCH_MODE="one-crashes", RIGCTL_TIMEOUT="120", RIGCTL_GRACE="0.5")
+    assert done.rc == 1, done.describe()
+    verdict = classify(done, plan)
+    assert verdict.severity is Severity.ERROR and verdict.fix != HANG_FIX
+    assert "rank exit codes [None, 1] (None: still waiting, stopped)" in verdict.message
+    assert "rank 1: RuntimeError: NCCL error: unhandled system error" in verdict.message
+    pids = [r["pid"] for r in _ranks(fake_torch)]
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in pids), "the waiting rank must not keep holding its GPU"
+
+
 def test_a_real_nccl_failure_is_told_by_its_cause(glm: Recipe, facts_for: Facts) -> None:
     # captured on two H200s (NCCL 2.28.9, torch 2.11) with NCCL_SOCKET_IFNAME=nosuchif: each rank's stderr
     # relayed whole; its last six lines, which the message used to quote, were C++ stack frames of rank 1
@@ -173,6 +191,14 @@ def test_a_real_nccl_failure_is_told_by_its_cause(glm: Recipe, facts_for: Facts)
     ("Traceback (most recent call last):\n  File x\nModuleNotFoundError: No module named 'torch'\n",
      "ModuleNotFoundError: No module named 'torch'"),
     ("x" * 5000 + "Error: " + "y" * 5000, "... (10,007 characters)"),  # a huge line is cut
+    # torch's form of an NCCL error: the exception, NCCL's result name, then its last error
+    ("[rank 0]\nTraceback (most recent call last):\n  File x\ntorch.distributed.DistBackendError: NCCL error in: "
+     "x.cpp:1, unhandled system error, NCCL version 2.28.9\nncclSystemError: System call (e.g. socket, malloc) "
+     "failed.\nLast error:\nsocketPollConnect: Connect to 10.0.0.2<41017> returned 111(Connection refused)\n",
+     "rank 0: torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled system error, NCCL version "
+     "2.28.9; NCCL's last error: socketPollConnect: Connect to 10.0.0.2<41017> returned 111(Connection refused)"),
+    ("podman: WARN[0000] some warning\n[rank 0]\nRuntimeError: boom\n",
+     "podman: WARN[0000] some warning | rank 0: RuntimeError: boom"),  # what podman said before the ranks
 ])
 def test_why_failed_names_the_exception_each_rank_ended_with(stderr: str, told: str) -> None:
     assert told in why_failed(stderr) and len(why_failed(stderr)) < 2 * ERROR_CLIP

@@ -30,27 +30,41 @@ def local_roots() -> list[Root]:
     others: list[str] = []
     if os.getuid() == 0 and Path("/home").is_dir():
         others = sorted(str(p) for p in Path("/home").iterdir() if p.is_dir())
-    return login_roots(others, users_dirs() if os.getuid() == 0 else None)
+    return login_roots(others, users_dirs(homes=others) if os.getuid() == 0 else None)
 
 
-def users_dirs(base: str = USERS_DIR) -> dict[int, str]:
-    """As root: {uid: whose} for each /etc/containers/systemd/users/UID, ``whose`` the home the password
-    database gives that uid (or the directory itself for a uid it does not know), so their units are
-    audited as that user's, beside their home's."""
+def users_dirs(base: str = USERS_DIR, homes: Iterable[str] = ()) -> dict[int, str]:
+    """As root: {uid: whose} for each /etc/containers/systemd/users/UID (a link too: quadlet follows it,
+    and only root writes in ``base``). ``whose`` is that uid's home among ``homes`` where the password
+    database names it and the uid owns it, so their units are audited beside their home's; else the
+    directory itself: a home like /, /root or /nonexistent is no realm to share."""
     names: list[str] = []
     try:
         with os.scandir(base) as entries:
             for entry in entries:
-                if uid_of(entry.name) is not None and entry.is_dir(follow_symlinks=False):
+                if uid_of(entry.name) is not None and entry.is_dir():
                     names.append(entry.name)
                 if len(names) >= MAX_USERS:
                     break
     except OSError:
         return {}
+    audited = {h.rstrip("/") for h in homes}
     found: dict[int, str] = {}
     for name in sorted(names, key=int):
-        try:
-            found[int(name)] = pwd.getpwuid(int(name)).pw_dir
-        except (KeyError, OverflowError):
-            found[int(name)] = f"{base}/{name}"
+        uid, home = int(name), _home_of(int(name))
+        found[uid] = home if home in audited and _owned_by(home, uid) else f"{base}/{name}"
     return found
+
+
+def _home_of(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_dir.rstrip("/")
+    except (KeyError, OverflowError):
+        return None
+
+
+def _owned_by(path: str, uid: int) -> bool:
+    try:
+        return os.lstat(path).st_uid == uid
+    except OSError:
+        return False

@@ -456,7 +456,7 @@ def _meta(sections: dict[str, str]) -> dict[str, str]:
 def _snapshot_roots(sections: dict[str, str], files: Iterable[str] = ()) -> list[Root]:
     """The directories a snapshot came from: default_roots with the values its script reported; as root,
     each /etc/containers/systemd/users/UID among ``files`` too, as that uid's (their home is not known)."""
-    meta = _meta(sections)
+    meta = {k: _one_slash(v) for k, v in _meta(sections).items()}  # as the shipped paths are spelled
     uid = int(meta["uid"]) if meta.get("uid", "").isdigit() else -1
     others = {n: f"{USERS_DIR}/{n}" for n in uid_dirs(files)} if uid == 0 else None
     return default_roots(meta.get("home") or "/root", meta.get("runtime") or None, uid,

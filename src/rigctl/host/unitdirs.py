@@ -48,7 +48,9 @@ def numbered(name: str) -> bool:
 
 def uid_of(name: str) -> int | None:
     """The uid whose directory ``name`` is (USERS_DIR/UID, as quadlet spells it: 007 is no one's)."""
-    return int(name) if numbered(name) and str(int(name)) == name else None
+    if not numbered(name) or len(name) > 10:  # uids are 32-bit: no int() of a hostile 5,000-digit name
+        return None
+    return int(name) if str(int(name)) == name else None
 
 
 def uid_dirs(paths: Iterable[str], base: str = USERS_DIR) -> list[int]:
@@ -135,10 +137,15 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
             roots += [Root(f"{other}/.config/systemd/{name}", "systemd", "user", other, anchor=other)
                       for name in ("user.control", "user")]
             roots.append(Root(f"{other}/.local/share/systemd/user", "systemd", "user", other, anchor=other))
+    homes = {h.rstrip("/") for h in other_homes} - {home, ""}
+    taken = [h.rstrip("/") for h in (other_uids or {}).values()]
     for other_uid, other in sorted((other_uids or {}).items()):
         if other_uid != uid:  # root's own directory, so trusted as given (its own anchor)
             own = f"{USERS_DIR}/{other_uid}"
-            roots.append(Root(own, "quadlet", "user", other.rstrip("/"), anchor=own))
+            # with their home's units only where that home is audited and no other uid claims it: never
+            # shared (""), never the login's; else a realm of its own
+            realm = other.rstrip("/") if other.rstrip("/") in homes and taken.count(other.rstrip("/")) == 1 else own
+            roots.append(Root(own, "quadlet", "user", realm, anchor=own))
     return roots
 
 

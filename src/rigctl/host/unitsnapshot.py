@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rigctl.errors import InvalidInputError
-from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, quadlet_roots
+from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, numbered, quadlet_roots
 from rigctl.util import safefs
 from rigctl.util.safefs import SafeDir
 
@@ -87,6 +87,7 @@ class _Walk:
     root: Root
     owner: int
     snap: Snapshot
+    deeper: frozenset[str] = frozenset()  # other roots below this one: each is walked as itself
     budget: int = MAX_FILES
 
 
@@ -100,6 +101,10 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
         if stat.S_ISDIR(st.st_mode):
             # systemd's *.wants/*.requires hold links to units found elsewhere; skip them
             if name.endswith(SKIP_DIRS):
+                continue
+            # another root's files are read by its own walk only, with its own anchor; another uid's
+            # users/UID (not a root here) is no one's this walk reads for
+            if path in w.deeper or (not rel and root.per_uid and numbered(name)):
                 continue
             if len(rel) >= MAX_DEPTH:
                 snap.skipped.append(Skipped(path, f"deeper than {MAX_DEPTH} directories: not read"))
@@ -129,7 +134,7 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
         snap.found[path] = Found(root, (*rel, name), st, owner)
 
 
-def _snapshot_root(root: Root, snap: Snapshot) -> None:
+def _snapshot_root(root: Root, snap: Snapshot, deeper: frozenset[str] = frozenset()) -> None:
     base = Path(root.path)
     if root.kind == "path" and not base.is_dir():
         # --path FILE: the file the operator named, read through its parent directory
@@ -157,13 +162,17 @@ def _snapshot_root(root: Root, snap: Snapshot) -> None:
         return
     with opened:
         owner = (os.stat(anchor).st_uid if root.anchor else opened.stat().st_uid)
-        _walk(opened, (), _Walk(root, owner, snap))
+        _walk(opened, (), _Walk(root, owner, snap, deeper))
 
 
-def local_snapshot(roots: Sequence[Root]) -> Snapshot:
+def local_snapshot(roots: Sequence[Root], known: Sequence[Root] = ()) -> Snapshot:
+    """The files of ``roots``, each read by the walk of the deepest root that holds it (of ``roots`` and
+    ``known``, the roots not read now but named to ``collect``)."""
     snap = Snapshot()
+    paths = {r.path.rstrip("/") for r in (*roots, *known) if r.kind != "path"}
     for root in roots:
-        _snapshot_root(root, snap)
+        base = root.path.rstrip("/")
+        _snapshot_root(root, snap, frozenset(p for p in paths if p.startswith(base + "/")))
     return snap
 
 
@@ -172,10 +181,21 @@ def login_roots(other_homes: Sequence[str] = (), other_uids: Mapping[int, str] |
     and $XDG_RUNTIME_DIR as the generator and the manager get them (``other_homes``: other users' too, each
     on their own, and the /etc/containers/systemd/users/UID of each uid ``other_uids`` maps to its home)."""
     home = os.path.expanduser("~")
-    env = os.environ
-    return default_roots(home, env.get("XDG_RUNTIME_DIR") or None, os.getuid(), other_homes,
-                         config=env.get("XDG_CONFIG_HOME") or None, data=env.get("XDG_DATA_HOME") or None,
-                         other_uids=other_uids)
+    runtime = _xdg("XDG_RUNTIME_DIR") or (f"/run/user/{os.getuid()}" if os.environ.get("XDG_RUNTIME_DIR") else None)
+    return default_roots(home, runtime, os.getuid(), other_homes, config=_xdg("XDG_CONFIG_HOME"),
+                         data=_xdg("XDG_DATA_HOME"), other_uids=other_uids)
+
+
+def _xdg(name: str) -> str | None:
+    """$``name``, unless this is root and it names another user's directory: `su` without `-` keeps the
+    caller's XDG_RUNTIME_DIR (/run/user/1000), whose drop-ins root's own units do not take, and which
+    that user could fill with links root would follow."""
+    value = os.environ.get(name) or None
+    if value is not None and os.geteuid() == 0:
+        with contextlib.suppress(OSError):
+            if os.stat(value).st_uid != 0:
+                return None
+    return value
 
 
 def scope_units(scopes: Collection[str]) -> tuple[list[UnitFile], Snapshot]:
@@ -184,5 +204,5 @@ def scope_units(scopes: Collection[str]) -> tuple[list[UnitFile], Snapshot]:
     directories of ``scopes`` are read, but all are named to ``collect``: a deeper directory
     (/etc/containers/systemd/users) is the user scope's even when only the system's are listed."""
     roots = quadlet_roots(login_roots())
-    snap = local_snapshot([r for r in roots if r.scope in scopes])
+    snap = local_snapshot([r for r in roots if r.scope in scopes], roots)
     return [u for u in collect(snap.files, roots) if u.scope in scopes], snap

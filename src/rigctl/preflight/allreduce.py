@@ -38,36 +38,66 @@ import json, os, subprocess, sys, tempfile, time
 world, mib, iters = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 TAG = "RIGCTL-ALLREDUCE "
 if len(sys.argv) == 4:
+    def scratch():
+        try:
+            return tempfile.TemporaryFile()
+        except OSError:  # no writable temporary directory (a read-only image): the ranks' own streams
+            return None
     def relay(errs):
         # each rank's own stderr, whole lines, in rank order: ranks failing together must not interleave
         for r, f in enumerate(errs):
+            if f is None:
+                continue
             size = f.seek(0, 2)
             f.seek(max(0, size - 16384))
-            text = f.read().decode("utf-8", "replace").strip()
-            if text:
-                sys.stderr.write(f"[rank {r}]\n{text}\n")
+            text = f.read().decode("utf-8", "replace")
+            if size > 16384:
+                text = text.partition("\n")[2]
+            if text.strip():
+                sys.stderr.write(f"[rank {r}]\n{text.strip()}\n")
         sys.stderr.flush()
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("RIGCTL_PORT", "29533"))
-    errs = [tempfile.TemporaryFile() for _ in range(world)]
-    procs = [subprocess.Popen([sys.executable, "-c", __PROGRAM__, *sys.argv[1:4], str(r)], env=env,
-                              stdout=subprocess.PIPE if r == 0 else None, stderr=errs[r], text=True)
-             for r in range(world)]
-    try:
-        out = procs[0].communicate(timeout=float(os.environ.get("RIGCTL_TIMEOUT", "150")))[0]
-        codes = [p.wait(timeout=30) for p in procs]
-    except subprocess.TimeoutExpired:
+    def stop(procs):
         for p in procs:
-            p.kill()  # ranks stuck in NCCL must not keep holding the GPUs
+            if p.poll() is None:
+                p.kill()  # ranks stuck in NCCL must not keep holding the GPUs
+        end = time.monotonic() + 10
         for p in procs:
             try:
-                p.wait(timeout=10)
+                p.wait(timeout=max(0.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass  # stuck in the driver: say what the others said, and go
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("RIGCTL_PORT", "29533"))
+    errs = [scratch() for _ in range(world)]
+    out = scratch()
+    procs = [subprocess.Popen([sys.executable, "-c", __PROGRAM__, *sys.argv[1:4], str(r)], env=env,
+                              stdout=(out or subprocess.PIPE) if r == 0 else None, stderr=errs[r])
+             for r in range(world)]
+    deadline = time.monotonic() + float(os.environ.get("RIGCTL_TIMEOUT", "150"))
+    failed_at = None
+    while any(p.poll() is None for p in procs):
+        now = time.monotonic()
+        if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
+            failed_at = now  # the others wait for it in NCCL; give them a moment to say so, then stop
+        if now > deadline or (failed_at is not None and now > failed_at + float(os.environ.get("RIGCTL_GRACE", "15"))):
+            break
+        time.sleep(0.05)
+    codes = [p.poll() for p in procs]
+    if None in codes:
+        stop(procs)
         relay(errs)
-        print(TAG + json.dumps({"ok": False, "hang": True}), flush=True)
-        sys.exit(3)
+        if failed_at is None:
+            print(TAG + json.dumps({"ok": False, "hang": True}), flush=True)
+            sys.exit(3)
+        print(TAG + json.dumps({"ok": False, "error": f"rank exit codes {codes} (None: still waiting, stopped)"}),
+              flush=True)
+        sys.exit(1)
     relay(errs)
-    line = next((l for l in out.splitlines() if l.startswith(TAG)), None)
+    if out is not None:
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    else:
+        text = procs[0].stdout.read().decode("utf-8", "replace")
+    line = next((l for l in text.splitlines() if l.startswith(TAG)), None)
     if any(codes) or line is None:
         print(TAG + json.dumps({"ok": False, "error": f"rank exit codes {codes}"}), flush=True)
         sys.exit(1)
@@ -160,7 +190,10 @@ def nccl_env(plan: Plan, environ: Mapping[str, str] | None = None) -> dict[str, 
 
 
 _RANK = re.compile(r"^\[rank (\d+)\]$", re.MULTILINE)
-_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): \S.*$")  # Python's last line of a traceback
+# the line a traceback ends with ("torch.distributed.DistBackendError: ..."); torch follows an NCCL error
+# with NCCL's own result name ("ncclSystemError: ...") and "Last error:", which are details of it
+_RAISED = re.compile(r"^(?!nccl)[A-Za-z_][\w.]*(?:Error|Exception): \S.*$")
+_DETAIL_ENDS = ("[W", "[E", "Exception raised from", "frame #", "Traceback", "File ")
 ERROR_CLIP = 400
 
 
@@ -170,7 +203,7 @@ def why_failed(stderr: str) -> str:
     as they are where no exception is named (podman's own errors, a killed rank). Rank 0 first: a rank
     that could not reach another says so, the cause is usually in the one it waited for."""
     parts = _RANK.split(stderr.strip())
-    sections = list(zip(parts[1::2], parts[2::2], strict=True)) if len(parts) > 1 else [("", parts[0])]
+    sections = [("", parts[0]), *zip(parts[1::2], parts[2::2], strict=True)]  # before the first rank: podman's
     said = []
     for rank, text in sections:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -178,9 +211,13 @@ def why_failed(stderr: str) -> str:
         if raised:
             i = raised[-1]
             what = _cut(lines[i])
-            after = lines[i + 1:i + 4]
-            if "Last error:" in after and after.index("Last error:") + 1 < len(after):
-                what += f"; NCCL's last error: {_cut(after[after.index('Last error:') + 1])}"
+            details = []
+            for line in lines[i + 1:i + 12]:
+                if line.startswith(_DETAIL_ENDS):
+                    break
+                details.append(line)
+            if "Last error:" in details[:-1]:
+                what += f"; NCCL's last error: {_cut(details[details.index('Last error:') + 1])}"
         else:
             what = _cut(" / ".join(lines[-3:]))
         if what:
@@ -201,7 +238,7 @@ def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S, *, links
     hung = any(line.startswith(RESULT_TAG) and '"hang": true' in line for line in done.stdout.splitlines())
     if done.rc == 124 or hung:
         return fail(f"all_reduce over {len(plan_gpus(plan))} GPU(s) {where} did not finish in {timeout_s:g} s: "
-                    "NCCL hang", HANG_FIX)
+                    f"NCCL hang{f' ({tail})' if tail else ''}", HANG_FIX)
     result = None
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_TAG):

@@ -17,7 +17,7 @@ def init_process_group(backend: str, *, rank: int, world_size: int, device_id: t
                  current_device=torch.cuda.current, env=env)
     if not (env["MASTER_ADDR"] and env["MASTER_PORT"]):
         raise ValueError("Error initializing torch.distributed using env:// rendezvous: MASTER_ADDR is not set")
-    if os.environ.get("FAKE_TORCH_MODE") == "crash":
+    if os.environ.get("FAKE_TORCH_MODE") == "crash" or (os.environ.get("FAKE_TORCH_MODE") == "one-crashes" and rank):
         raise RuntimeError("NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)")
     _group.update(rank=rank, world=world_size, calls=0)
 
