@@ -333,15 +333,44 @@ def test_users_directories_are_named_by_uid_as_quadlet_spells_them(tmp_path: Pat
     users = tmp_path / "users"
     for name in ("0", "4123456789", "007", "+5", "12ab", "sub"):
         (users / name).mkdir(parents=True)
-    (users / "77").symlink_to(users / "sub")  # root's link: quadlet follows it
+    (users / "77").symlink_to(users / "sub")  # a link: where it leads may be the user's to change
     (users / "88").write_text("")  # a file is no directory
     (users / ("9" * 200)).mkdir()  # no uid
     found = users_dirs(str(users))
-    assert found == {0: f"{users}/0", 77: f"{users}/77", 4123456789: f"{users}/4123456789"}
+    assert found == {0: f"{users}/0", 4123456789: f"{users}/4123456789"}
     # with root's home among the audited homes, its users/0 goes with it (root owns it)
     assert users_dirs(str(users), homes=[pwd.getpwuid(0).pw_dir])[0] == pwd.getpwuid(0).pw_dir.rstrip("/")
     assert uid_dirs([f"{users}/5/a.container", f"{users}/05/b.container", f"{users}/x/6/c.container",
                      f"{users}/7", f"{users}/{'9' * 5000}/d.container"], base=str(users)) == [5]
+
+
+def test_a_users_directory_goes_with_a_home_only_that_uid_owns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_or_skip(os.geteuid() == 0, "chown needs root")
+    users, home = tmp_path / "users", tmp_path / "home" / "alice"
+    (users / "1501").mkdir(parents=True)
+    home.mkdir(parents=True)
+    os.chown(home, 1502, 1502)  # alice's home in the password database, but another uid's directory
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(("alice", "x", uid, uid, "", str(home), "")))
+    assert users_dirs(str(users), homes=[str(home)]) == {1501: f"{users}/1501"}
+    os.chown(home, 1501, 1501)
+    assert users_dirs(str(users), homes=[str(home)]) == {1501: str(home)}
+    assert users_dirs(str(users), homes=[]) == {1501: f"{users}/1501"}  # a home not audited: its own realm
+
+
+def test_as_root_a_linked_users_directory_is_named_not_followed(tmp_path: Path) -> None:
+    # root linked users/1000 to a directory of alice's; she can point it at any directory root can read
+    # (a /tmp-like one of root's holding her links to root's files): named, never read (review)
+    require_or_skip(os.geteuid() == 0, "the rule is root's")
+    etc, elsewhere = tmp_path / "etc", tmp_path / "hers"
+    elsewhere.mkdir()
+    (elsewhere / "x.container").write_text(IMAGE + "# SECRET-7f3a\n")
+    (etc / "users").mkdir(parents=True)
+    (etc / "users" / "1000").symlink_to(elsewhere)
+    roots = [Root(str(etc), "quadlet", "system"), Root(f"{etc}/users", "quadlet", "user", per_uid=True)]
+    snap = local_snapshot(roots)
+    assert snap.files == {}
+    (skipped,) = snap.skipped
+    assert skipped.path == f"{etc}/users/1000" and "is a link: not followed as root" in skipped.reason
 
 
 # --- systemd's own directories: its unit path, the runtime and .control ones included ---------------------
@@ -461,6 +490,21 @@ def test_root_does_not_take_another_users_xdg_directories(tmp_path: Path, monkey
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(hers))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(ours))
     monkeypatch.setenv("XDG_DATA_HOME", str(hers))
+    monkeypatch.setenv("HOME", str(hers))  # `sudo -E`
     paths = [r.path for r in login_roots()]
     assert not any(p.startswith(str(hers)) for p in paths), paths
     assert f"{ours}/containers/systemd" in paths and "/run/user/0/containers/systemd" in paths
+    assert f"{pwd.getpwuid(0).pw_dir.rstrip('/')}/.local/share/systemd/user" in paths  # root's own home
+    missing = tmp_path / "not-yet"  # a directory that does not exist yet could be made by anyone later
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(missing))
+    assert not any(r.path.startswith(str(missing)) for r in login_roots())
+
+
+def test_a_home_of_slash_is_the_logins_realm_not_the_shared_one(tmp_path: Path) -> None:
+    alice = str(tmp_path / "alice")
+    roots = quadlet_roots(default_roots("/", None, 0, [alice]))
+    assert {r.realm for r in roots if r.path.startswith("/.config")} == {"/"}
+    tree = {"/.config/containers/systemd/container.d/r.conf": publish(7070),
+            f"{alice}/.config/containers/systemd/a.container": IMAGE}
+    (unit,) = collect(tree, roots)
+    assert unit.dropins == (), "the login's drop-in reached another user's unit"

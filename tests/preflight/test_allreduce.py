@@ -171,6 +171,29 @@ def test_a_rank_that_fails_while_the_others_wait_is_an_error_not_a_hang(glm: Rec
     assert all(_gone(pid) for pid in pids), "the waiting rank must not keep holding its GPU"
 
 
+def test_a_rank_stuck_after_rank_0_is_done_is_stopped_and_said(glm: Recipe, facts_for: Facts,
+                                                               fake_torch: Path) -> None:
+    # before, the launcher waited the whole timeout for the stuck rank and called it a hang (review)
+    plan = host_plan(glm, choose_gpus(glm, facts_for(glm, "pro6000-matched")), sys.executable, mib=4, iters=3)
+    done = _run(plan.argv, plan.env, FAKE_TORCH_MODE="teardown-hangs", RIGCTL_TIMEOUT="120", RIGCTL_GRACE="0.5")
+    assert done.rc == 1, done.describe()
+    verdict = classify(done, plan)
+    assert verdict.severity is Severity.ERROR and "rank exit codes [0, None]" in verdict.message
+
+
+def test_a_long_stderr_is_relayed_from_a_whole_line(glm: Recipe, facts_for: Facts, fake_torch: Path) -> None:
+    # 16 KiB of each rank's stderr are relayed, cut at a line's start; its last line is still the error
+    plan = host_plan(glm, choose_gpus(glm, facts_for(glm, "pro6000-matched")), sys.executable, mib=4, iters=3)
+    done = _run(plan.argv, plan.env, FAKE_TORCH_MODE="crash", FAKE_TORCH_NOISE="1000")
+    sections = re.split(r"^\[rank (\d)\]$", done.stderr.strip(), flags=re.M)
+    assert sections[1::2] == ["0", "1"], done.stderr[:300]
+    for rank, text in zip(sections[1::2], sections[2::2], strict=True):
+        lines = text.strip().splitlines()
+        assert re.fullmatch(rf"\[W rank {rank}\] warning \d{{6}} \.{{60}}", lines[0]), lines[0]
+        assert 14_000 < len(text.encode()) <= 16_384 and lines[-1].startswith("RuntimeError: NCCL error")
+    assert "rank 0: RuntimeError: NCCL error" in classify(done, plan).message
+
+
 def test_a_real_nccl_failure_is_told_by_its_cause(glm: Recipe, facts_for: Facts) -> None:
     # captured on two H200s (NCCL 2.28.9, torch 2.11) with NCCL_SOCKET_IFNAME=nosuchif: each rank's stderr
     # relayed whole; its last six lines, which the message used to quote, were C++ stack frames of rank 1

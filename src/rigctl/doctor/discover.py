@@ -34,15 +34,16 @@ def local_roots() -> list[Root]:
 
 
 def users_dirs(base: str = USERS_DIR, homes: Iterable[str] = ()) -> dict[int, str]:
-    """As root: {uid: whose} for each /etc/containers/systemd/users/UID (a link too: quadlet follows it,
-    and only root writes in ``base``). ``whose`` is that uid's home among ``homes`` where the password
-    database names it and the uid owns it, so their units are audited beside their home's; else the
-    directory itself: a home like /, /root or /nonexistent is no realm to share."""
+    """As root: {uid: whose} for each /etc/containers/systemd/users/UID directory. ``whose`` is that uid's
+    home among ``homes`` where the password database names it and the uid owns it, so their units are
+    audited beside their home's; else the directory itself: a home like /, /root or /nonexistent is no
+    realm to share. A users/UID that is a link is left out (the snapshot names it): where it leads may be
+    the user's to change, and root must not follow it to files the user picks."""
     names: list[str] = []
     try:
         with os.scandir(base) as entries:
             for entry in entries:
-                if uid_of(entry.name) is not None and entry.is_dir():
+                if uid_of(entry.name) is not None and entry.is_dir(follow_symlinks=False):
                     names.append(entry.name)
                 if len(names) >= MAX_USERS:
                     break
@@ -65,6 +66,6 @@ def _home_of(uid: int) -> str | None:
 
 def _owned_by(path: str, uid: int) -> bool:
     try:
-        return os.lstat(path).st_uid == uid
+        return os.stat(path).st_uid == uid  # /home/alice may be root's link to /data/alice
     except OSError:
         return False

@@ -101,6 +101,7 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
     Debian a link to /etc/systemd/user: the same files again under a second name); $XDG_CONFIG_DIRS and
     $XDG_DATA_DIRS are taken at their defaults."""
     home = home.rstrip("/")  # "/home/u/" from $HOME: no root spelled with a "//" no file path has
+    own = home or "/"  # the login's realm: never "", the shared one, even for a home of /
     config = (config or f"{home}/.config").rstrip("/")
     data = (data or f"{home}/.local/share").rstrip("/")
     runtime = runtime_dir.rstrip("/") if runtime_dir else None
@@ -114,18 +115,18 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
             "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")),
     ]
     if runtime:  # before the config directory: quadlet reads it first
-        roots.append(Root(f"{runtime}/containers/systemd", "quadlet", "user", home))
+        roots.append(Root(f"{runtime}/containers/systemd", "quadlet", "user", own))
     roots += [
-        Root(f"{config}/containers/systemd", "quadlet", "user", home),
+        Root(f"{config}/containers/systemd", "quadlet", "user", own),
         Root(USERS_DIR, "quadlet", "user", per_uid=True),  # before users/UID, as quadlet reads them
-        Root(f"{USERS_DIR}/{uid}", "quadlet", "user", home),
-        Root(f"{config}/systemd/user.control", "systemd", "user", home),
-        *([Root(f"{runtime}/systemd/user.control", "systemd", "user", home)] if runtime else []),
-        Root(f"{config}/systemd/user", "systemd", "user", home),
+        Root(f"{USERS_DIR}/{uid}", "quadlet", "user", own),
+        Root(f"{config}/systemd/user.control", "systemd", "user", own),
+        *([Root(f"{runtime}/systemd/user.control", "systemd", "user", own)] if runtime else []),
+        Root(f"{config}/systemd/user", "systemd", "user", own),
         Root("/etc/systemd/user", "systemd", "user"),
-        *([Root(f"{runtime}/systemd/user", "systemd", "user", home)] if runtime else []),
+        *([Root(f"{runtime}/systemd/user", "systemd", "user", own)] if runtime else []),
         Root("/run/systemd/user", "systemd", "user"),
-        Root(f"{data}/systemd/user", "systemd", "user", home),
+        Root(f"{data}/systemd/user", "systemd", "user", own),
         *(Root(path, "systemd", "user") for path in (
             "/usr/local/share/systemd/user", "/usr/share/systemd/user", "/usr/local/lib/systemd/user",
             "/usr/lib/systemd/user")),

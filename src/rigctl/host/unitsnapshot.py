@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -98,13 +99,17 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
         st = d.lstat(name)
         if st is None:
             continue
+        if not rel and root.per_uid and numbered(name) and path not in w.deeper:
+            if stat.S_ISLNK(st.st_mode) and os.geteuid() == 0:
+                snap.skipped.append(Skipped(path, "another user's unit directory is a link: not followed as root "
+                                                  "(quadlet follows it; audit what it leads to with --path)"))
+            continue  # another uid's: no unit here is this walk's
         if stat.S_ISDIR(st.st_mode):
             # systemd's *.wants/*.requires hold links to units found elsewhere; skip them
             if name.endswith(SKIP_DIRS):
                 continue
-            # another root's files are read by its own walk only, with its own anchor; another uid's
-            # users/UID (not a root here) is no one's this walk reads for
-            if path in w.deeper or (not rel and root.per_uid and numbered(name)):
+            # another root's files are read by its own walk only, with its own anchor and owner
+            if path in w.deeper:
                 continue
             if len(rel) >= MAX_DEPTH:
                 snap.skipped.append(Skipped(path, f"deeper than {MAX_DEPTH} directories: not read"))
@@ -180,22 +185,36 @@ def login_roots(other_homes: Sequence[str] = (), other_uids: Mapping[int, str] |
     """The directories quadlet and systemd read for this login: its home, $XDG_CONFIG_HOME, $XDG_DATA_HOME
     and $XDG_RUNTIME_DIR as the generator and the manager get them (``other_homes``: other users' too, each
     on their own, and the /etc/containers/systemd/users/UID of each uid ``other_uids`` maps to its home)."""
-    home = os.path.expanduser("~")
-    runtime = _xdg("XDG_RUNTIME_DIR") or (f"/run/user/{os.getuid()}" if os.environ.get("XDG_RUNTIME_DIR") else None)
-    return default_roots(home, runtime, os.getuid(), other_homes, config=_xdg("XDG_CONFIG_HOME"),
-                         data=_xdg("XDG_DATA_HOME"), other_uids=other_uids)
+    home = _inherited("HOME") or _root_home()
+    runtime = _inherited("XDG_RUNTIME_DIR") or (f"/run/user/{os.getuid()}" if os.environ.get("XDG_RUNTIME_DIR")
+                                                else None)
+    return default_roots(home, runtime, os.getuid(), other_homes, config=_inherited("XDG_CONFIG_HOME"),
+                         data=_inherited("XDG_DATA_HOME"), other_uids=other_uids)
 
 
-def _xdg(name: str) -> str | None:
-    """$``name``, unless this is root and it names another user's directory: `su` without `-` keeps the
-    caller's XDG_RUNTIME_DIR (/run/user/1000), whose drop-ins root's own units do not take, and which
-    that user could fill with links root would follow."""
+def _inherited(name: str) -> str | None:
+    """$``name``, unless this is root and it is not root's own: `sudo -E` keeps the caller's HOME, `su`
+    without `-` their XDG_RUNTIME_DIR (/run/user/1000). Root's units take no drop-in from there (that is
+    the user's manager's), and root must not follow the links the user keeps there. Root's own is a
+    directory that exists and whose every component root owns."""
     value = os.environ.get(name) or None
-    if value is not None and os.geteuid() == 0:
-        with contextlib.suppress(OSError):
-            if os.stat(value).st_uid != 0:
-                return None
-    return value
+    if value is None or os.geteuid() != 0:
+        return value
+    try:
+        real = Path(os.path.realpath(value))
+        if all(os.stat(p).st_uid == 0 for p in (real, *real.parents)):
+            return value
+    except OSError:
+        pass
+    return None
+
+
+def _root_home() -> str:
+    """The login's home from the password database (where HOME is unset, or is not root's own)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
 
 
 def scope_units(scopes: Collection[str]) -> tuple[list[UnitFile], Snapshot]:

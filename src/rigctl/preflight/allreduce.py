@@ -51,7 +51,7 @@ if len(sys.argv) == 4:
             size = f.seek(0, 2)
             f.seek(max(0, size - 16384))
             text = f.read().decode("utf-8", "replace")
-            if size > 16384:
+            if size > 16384 and "\n" in text:
                 text = text.partition("\n")[2]
             if text.strip():
                 sys.stderr.write(f"[rank {r}]\n{text.strip()}\n")
@@ -69,15 +69,17 @@ if len(sys.argv) == 4:
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("RIGCTL_PORT", "29533"))
     errs = [scratch() for _ in range(world)]
     out = scratch()
+    # rank 0's result line is read from a file once it is done (NCCL_DEBUG=INFO can write more to stdout
+    # than a pipe holds); without one it writes to ours, and its line is the result as it stands
     procs = [subprocess.Popen([sys.executable, "-c", __PROGRAM__, *sys.argv[1:4], str(r)], env=env,
-                              stdout=(out or subprocess.PIPE) if r == 0 else None, stderr=errs[r])
+                              stdout=out if r == 0 else None, stderr=errs[r])
              for r in range(world)]
     deadline = time.monotonic() + float(os.environ.get("RIGCTL_TIMEOUT", "150"))
     failed_at = None
     while any(p.poll() is None for p in procs):
         now = time.monotonic()
-        if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
-            failed_at = now  # the others wait for it in NCCL; give them a moment to say so, then stop
+        if failed_at is None and any(p.poll() is not None for p in procs):
+            failed_at = now  # one is done or dead, the others wait in NCCL: a moment to say so, then stop
         if now > deadline or (failed_at is not None and now > failed_at + float(os.environ.get("RIGCTL_GRACE", "15"))):
             break
         time.sleep(0.05)
@@ -92,16 +94,15 @@ if len(sys.argv) == 4:
               flush=True)
         sys.exit(1)
     relay(errs)
+    line = ""
     if out is not None:
         out.seek(0)
-        text = out.read().decode("utf-8", "replace")
-    else:
-        text = procs[0].stdout.read().decode("utf-8", "replace")
-    line = next((l for l in text.splitlines() if l.startswith(TAG)), None)
-    if any(codes) or line is None:
+        line = next((l for l in out.read().decode("utf-8", "replace").splitlines() if l.startswith(TAG)), "")
+    if any(codes) or (out is not None and not line):
         print(TAG + json.dumps({"ok": False, "error": f"rank exit codes {codes}"}), flush=True)
         sys.exit(1)
-    print(line, flush=True)
+    if line:
+        print(line, flush=True)
     sys.exit(0)
 rank = int(sys.argv[4])
 import torch, torch.distributed as dist

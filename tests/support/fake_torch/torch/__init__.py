@@ -7,7 +7,9 @@ Ranks are real processes and meet for real: each ``all_reduce`` writes the rank'
 world size hangs or computes the wrong sum here as it would on GPUs. A tensor is held as one value in every
 element plus how many elements are off by one. ``FAKE_TORCH_MODE`` breaks it the ways GPUs break:
 ``wrong`` (the sum comes back one too high in the first 12 elements), ``hang`` (all_reduce never returns), ``crash`` (NCCL
-fails in init_process_group), ``one-crashes`` (only in rank 1 and up: rank 0 then waits for them forever). ``FAKE_TORCH_GBPS`` makes each all_reduce last at least as long as on a link of
+fails in init_process_group), ``one-crashes`` (only in rank 1 and up: rank 0 then waits for them forever),
+``teardown-hangs`` (rank 1 and up never leave destroy_process_group). ``FAKE_TORCH_NOISE`` lines of
+warnings go to stderr first. ``FAKE_TORCH_GBPS`` makes each all_reduce last at least as long as on a link of
 that speed, so the bandwidth the program measures is at most that. Each rank records what it was started
 with in ``rank-N.json`` there.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -17,6 +18,9 @@ def init_process_group(backend: str, *, rank: int, world_size: int, device_id: t
                  current_device=torch.cuda.current, env=env)
     if not (env["MASTER_ADDR"] and env["MASTER_PORT"]):
         raise ValueError("Error initializing torch.distributed using env:// rendezvous: MASTER_ADDR is not set")
+    noise = int(os.environ.get("FAKE_TORCH_NOISE", "0"))  # lines of warnings before anything else
+    for i in range(noise):
+        print(f"[W rank {rank}] warning {i:06d} " + "." * 60, file=sys.stderr)
     if os.environ.get("FAKE_TORCH_MODE") == "crash" or (os.environ.get("FAKE_TORCH_MODE") == "one-crashes" and rank):
         raise RuntimeError("NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)")
     _group.update(rank=rank, world=world_size, calls=0)
@@ -55,4 +59,7 @@ def barrier() -> None:
 
 
 def destroy_process_group() -> None:
+    if os.environ.get("FAKE_TORCH_MODE") == "teardown-hangs" and _group.get("rank"):
+        while True:
+            time.sleep(1)
     _group.clear()
