@@ -272,13 +272,16 @@ BIND_ETC = ('mount -t tmpfs rigctl-test /etc/containers && mkdir /etc/containers
             'mount --bind "$0" /etc/containers/systemd && exec "$@"')
 
 
-def quadlet_view_with_etc(tmp_path: Path, etc: Path) -> dict[str, str]:
-    """{service: generated text} for the user scope of this login, with ``etc`` as /etc/containers/systemd."""
+def quadlet_view_with_etc(tmp_path: Path, etc: Path, home: Path | None = None) -> dict[str, str]:
+    """{service: generated text} for the user scope of this login, with ``etc`` as /etc/containers/systemd
+    (with ``home``: as a user whose home it is, and whose XDG variables are unset)."""
     require_or_skip(os.geteuid() == 0, "a private mount namespace needs root")
     require_or_skip(Path(QUADLET).is_file(), "the testbed's quadlet generator (RIGCTL_QUADLET)")
     require_or_skip(Path("/etc/containers").is_dir(), "/etc/containers (podman's configuration directory)")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
            "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    if home is not None:
+        env = {"PATH": os.environ["PATH"], "HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
     done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", BIND_ETC, str(etc), QUADLET,
                            "-user", "-dryrun"], capture_output=True, text=True, env=env, timeout=30, check=False)
     assert done.returncode == 0, done.stderr
@@ -508,3 +511,22 @@ def test_a_home_of_slash_is_the_logins_realm_not_the_shared_one(tmp_path: Path) 
             f"{alice}/.config/containers/systemd/a.container": IMAGE}
     (unit,) = collect(tree, roots)
     assert unit.dropins == (), "the login's drop-in reached another user's unit"
+
+
+def test_another_users_dropins_are_chosen_as_their_generator_chooses_them(tmp_path: Path) -> None:
+    # root audits alice's home: her generator reads her config directory before /etc/containers/systemd/users,
+    # so of two drop-ins of one name hers wins. Before, her directories stood after all the shared ones
+    etc, alice = tmp_path / "etc", tmp_path / "alice"
+    write(etc, {"users/container.d/50-same.conf": publish(5050), "users/container.d/60-shared.conf": publish(6060)})
+    write(alice, {".config/containers/systemd/web.container": IMAGE + "PublishPort=1000:80\n",
+                  ".config/containers/systemd/container.d/50-same.conf": publish(5151),
+                  ".config/containers/systemd/container.d/40-hers.conf": publish(4040)})
+    theirs = quadlet_view_with_etc(tmp_path, etc, home=alice)
+    roots = quadlet_roots(default_roots("/root", None, os.getuid(), [str(alice)]))
+    tree = {f"{ETC_QUADLET}/{p.relative_to(etc)}": p.read_text() for p in etc.rglob("*") if p.is_file()}
+    tree |= {str(p): p.read_text() for p in alice.rglob("*") if p.is_file()}
+    ours = {Path(u.path).stem + ".service": u for u in collect(tree, roots) if u.path.startswith(str(alice))}
+    assert set(ours) == set(theirs) == {"web.service"}
+    run_line = theirs["web.service"].split("\nExecStart=", 1)[1].split("\n", 1)[0]
+    assert list(ours["web.service"].merged().words("Container", "PublishPort")) == re.findall(
+        r"--publish (\S+)", run_line) == ["1000:80", "4040:80", "5151:80", "6060:80"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Literal
 
@@ -78,6 +78,7 @@ class Root:
     realm: str = ""
     anchor: str | None = None
     per_uid: bool = False
+    rank: int = 0  # where it stands in its user's search order (another user's: the login's counterpart's)
 
     def parts(self) -> tuple[str, ...]:
         """The components of ``path`` below ``anchor``."""
@@ -131,22 +132,30 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
             "/usr/local/share/systemd/user", "/usr/share/systemd/user", "/usr/local/lib/systemd/user",
             "/usr/lib/systemd/user")),
     ]
+    roots = [replace(r, rank=i) for i, r in enumerate(roots)]
+    # another user's directories stand where the login's counterparts do, among the shared ones: their
+    # generator reads their own config directory before /etc/containers/systemd/users, as the login's does
+    rank = {r.path: r.rank for r in roots}
     for given in other_homes:  # as root, other users' units are audited too, each user on their own
         other = given.rstrip("/")
         if other != home:
-            roots.append(Root(f"{other}/.config/containers/systemd", "quadlet", "user", other, anchor=other))
-            roots += [Root(f"{other}/.config/systemd/{name}", "systemd", "user", other, anchor=other)
-                      for name in ("user.control", "user")]
-            roots.append(Root(f"{other}/.local/share/systemd/user", "systemd", "user", other, anchor=other))
+            theirs_and_like: list[tuple[str, RootKind, str]] = [
+                (f"{other}/.config/containers/systemd", "quadlet", f"{config}/containers/systemd"),
+                (f"{other}/.config/systemd/user.control", "systemd", f"{config}/systemd/user.control"),
+                (f"{other}/.config/systemd/user", "systemd", f"{config}/systemd/user"),
+                (f"{other}/.local/share/systemd/user", "systemd", f"{data}/systemd/user"),
+            ]
+            for path, kind, like in theirs_and_like:
+                roots.append(Root(path, kind, "user", other, anchor=other, rank=rank[like]))
     homes = {h.rstrip("/") for h in other_homes} - {home, ""}
     taken = [h.rstrip("/") for h in (other_uids or {}).values()]
     for other_uid, other in sorted((other_uids or {}).items()):
         if other_uid != uid:  # root's own directory, so trusted as given (its own anchor)
-            own = f"{USERS_DIR}/{other_uid}"
+            theirs = f"{USERS_DIR}/{other_uid}"
             # with their home's units only where that home is audited and no other uid claims it: never
             # shared (""), never the login's; else a realm of its own
-            realm = other.rstrip("/") if other.rstrip("/") in homes and taken.count(other.rstrip("/")) == 1 else own
-            roots.append(Root(own, "quadlet", "user", realm, anchor=own))
+            realm = other.rstrip("/") if other.rstrip("/") in homes and taken.count(other.rstrip("/")) == 1 else theirs
+            roots.append(Root(theirs, "quadlet", "user", realm, anchor=theirs, rank=rank[f"{USERS_DIR}/{uid}"]))
     return roots
 
 
@@ -292,7 +301,7 @@ def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
             if name.endswith(".service") and not SERVICE_HINT.search(text):
                 continue
             seen.add(key)
-            together = [r for r in roots if _together(root, r)]
+            together = sorted((r for r in roots if _together(root, r)), key=lambda r: r.rank)
             units.append(UnitFile(path, text, _dropins(tree, together, roots, dropin_dirs(path, text)), root.scope))
     return units
 
