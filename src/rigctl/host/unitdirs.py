@@ -149,12 +149,13 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
                 roots.append(Root(path, kind, "user", other, anchor=other, rank=rank[like]))
     homes = {h.rstrip("/") for h in other_homes} - {home, ""}
     taken = [h.rstrip("/") for h in (other_uids or {}).values()]
-    for other_uid, other in sorted((other_uids or {}).items()):
+    for other_uid, given in sorted((other_uids or {}).items()):
+        other = given.rstrip("/")
         if other_uid != uid:  # root's own directory, so trusted as given (its own anchor)
             theirs = f"{USERS_DIR}/{other_uid}"
             # with their home's units only where that home is audited and no other uid claims it: never
             # shared (""), never the login's; else a realm of its own
-            realm = other.rstrip("/") if other.rstrip("/") in homes and taken.count(other.rstrip("/")) == 1 else theirs
+            realm = other if other in homes and taken.count(other) == 1 else theirs
             roots.append(Root(theirs, "quadlet", "user", realm, anchor=theirs, rank=rank[f"{USERS_DIR}/{uid}"]))
     return roots
 
@@ -207,10 +208,11 @@ def _under(path: str, root: str) -> bool:
     return path.startswith(root.rstrip("/") + "/")
 
 
-def _searched(directory: str, root: Root, roots: Sequence[Root]) -> bool:
+def searched(directory: str, root: Root, roots: Sequence[Root]) -> bool:
     """Whether ``root``'s reader looks for units and drop-in directories in ``directory``: systemd only in
     the root itself; quadlet (and a ``--path``) in every subdirectory too, but not inside a drop-in
-    directory, nor in a deeper root's (/etc/containers/systemd/users is the user scope's)."""
+    directory, nor in a deeper root's (/etc/containers/systemd/users is the user scope's), nor in another
+    uid's users/UID. The local snapshot walks by the same rule, so it reads what ``collect`` takes."""
     if directory == root.path.rstrip("/"):
         return True
     if root.kind == "systemd" or not _under(directory, root.path):
@@ -227,7 +229,7 @@ def _searched(directory: str, root: Root, roots: Sequence[Root]) -> bool:
 def _unit_in_root(path: str, root: Root, roots: Sequence[Root]) -> bool:
     if root.kind == "path" and path == root.path:
         return True  # --path FILE
-    if not _searched(str(PurePosixPath(path).parent), root, roots):
+    if not searched(str(PurePosixPath(path).parent), root, roots):
         return False
     if root.kind == "systemd":
         return path.endswith(".service")
@@ -259,7 +261,7 @@ def _dropin_order(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Seq
         if p.suffix != ".conf" or p.parent.name not in dirnames:
             continue
         where = str(p.parent.parent)
-        index = next((i for i, root in enumerate(roots) if _searched(where, root, all_roots)), None)
+        index = next((i for i, root in enumerate(roots) if searched(where, root, all_roots)), None)
         if index is not None:
             specific = dirnames.index(p.parent.name)
             parts = PurePosixPath(where).parts

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rigctl.errors import InvalidInputError
-from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, numbered, quadlet_roots
+from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, numbered, quadlet_roots, searched
 from rigctl.util import safefs
 from rigctl.util.safefs import SafeDir
 
@@ -88,7 +88,7 @@ class _Walk:
     root: Root
     owner: int
     snap: Snapshot
-    deeper: frozenset[str] = frozenset()  # other roots below this one: each is walked as itself
+    roots: Sequence[Root] = ()  # every root ``collect`` will be given: a deeper one is walked as itself
     budget: int = MAX_FILES
 
 
@@ -99,17 +99,16 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
         st = d.lstat(name)
         if st is None:
             continue
-        if not rel and root.per_uid and numbered(name) and path not in w.deeper:
-            if stat.S_ISLNK(st.st_mode) and os.geteuid() == 0:
-                snap.skipped.append(Skipped(path, "another user's unit directory is a link: not followed as root "
-                                                  "(quadlet follows it; audit what it leads to with --path)"))
-            continue  # another uid's: no unit here is this walk's
+        if stat.S_ISLNK(st.st_mode) and _another_uids(name, rel, w):
+            snap.skipped.append(Skipped(path, "another user's unit directory is a link: not followed as root "
+                                              "(quadlet follows it; audit what it leads to with --path)"))
+            continue
         if stat.S_ISDIR(st.st_mode):
-            # systemd's *.wants/*.requires hold links to units found elsewhere; skip them
-            if name.endswith(SKIP_DIRS):
-                continue
-            # another root's files are read by its own walk only, with its own anchor and owner
-            if path in w.deeper:
+            # systemd's *.wants/*.requires hold links to units found elsewhere; skip them. Only what the
+            # root's reader searches is walked (a deeper root's files by that root's own walk, with its own
+            # anchor and owner), and the drop-in directories there
+            if name.endswith(SKIP_DIRS) or not (searched(path, root, w.roots)
+                                                or (name.endswith(".d") and searched(d.path, root, w.roots))):
                 continue
             if len(rel) >= MAX_DEPTH:
                 snap.skipped.append(Skipped(path, f"deeper than {MAX_DEPTH} directories: not read"))
@@ -139,7 +138,14 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
         snap.found[path] = Found(root, (*rel, name), st, owner)
 
 
-def _snapshot_root(root: Root, snap: Snapshot, deeper: frozenset[str] = frozenset()) -> None:
+def _another_uids(name: str, rel: tuple[str, ...], w: _Walk) -> bool:
+    """Whether ``name``, at the top of /etc/containers/systemd/users, is another uid's directory that root
+    must not follow: where a link there leads may be that user's to change."""
+    return (not rel and w.root.per_uid and numbered(name) and os.geteuid() == 0
+            and not any(r.path.rstrip("/") == os.path.join(w.root.path.rstrip("/"), name) for r in w.roots))
+
+
+def _snapshot_root(root: Root, snap: Snapshot, roots: Sequence[Root] = ()) -> None:
     base = Path(root.path)
     if root.kind == "path" and not base.is_dir():
         # --path FILE: the file the operator named, read through its parent directory
@@ -167,17 +173,16 @@ def _snapshot_root(root: Root, snap: Snapshot, deeper: frozenset[str] = frozense
         return
     with opened:
         owner = (os.stat(anchor).st_uid if root.anchor else opened.stat().st_uid)
-        _walk(opened, (), _Walk(root, owner, snap, deeper))
+        _walk(opened, (), _Walk(root, owner, snap, roots))
 
 
 def local_snapshot(roots: Sequence[Root], known: Sequence[Root] = ()) -> Snapshot:
     """The files of ``roots``, each read by the walk of the deepest root that holds it (of ``roots`` and
     ``known``, the roots not read now but named to ``collect``)."""
     snap = Snapshot()
-    paths = {r.path.rstrip("/") for r in (*roots, *known) if r.kind != "path"}
+    every = [*roots, *known]
     for root in roots:
-        base = root.path.rstrip("/")
-        _snapshot_root(root, snap, frozenset(p for p in paths if p.startswith(base + "/")))
+        _snapshot_root(root, snap, every)
     return snap
 
 
