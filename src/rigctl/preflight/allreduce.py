@@ -75,12 +75,13 @@ if len(sys.argv) == 4:
                               stdout=out if r == 0 else None, stderr=errs[r])
              for r in range(world)]
     deadline = time.monotonic() + float(os.environ.get("RIGCTL_TIMEOUT", "150"))
+    grace = float(os.environ.get("RIGCTL_GRACE", "15"))
     failed_at = None
     while any(p.poll() is None for p in procs):
         now = time.monotonic()
         if failed_at is None and any(p.poll() is not None for p in procs):
             failed_at = now  # one is done or dead, the others wait in NCCL: a moment to say so, then stop
-        if now > deadline or (failed_at is not None and now > failed_at + float(os.environ.get("RIGCTL_GRACE", "15"))):
+        if now > deadline or (failed_at is not None and now > failed_at + grace):
             break
         time.sleep(0.05)
     codes = [p.poll() for p in procs]
