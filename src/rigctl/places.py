@@ -19,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from rigctl.errors import LockHeldError, UsageError
+from rigctl.invocation import current
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 
 
@@ -31,7 +32,7 @@ class Scope(StrEnum):
 
 def default_scope() -> Scope:
     """root -> system; anyone else -> user (a non-root user cannot write the system directory)."""
-    return Scope.SYSTEM if os.geteuid() == 0 else Scope.USER
+    return Scope.SYSTEM if current().is_root else Scope.USER
 
 
 def resolve_scope(user: bool, system: bool) -> Scope:
@@ -41,7 +42,7 @@ def resolve_scope(user: bool, system: bool) -> Scope:
     if user:
         return Scope.USER
     if system:
-        if os.geteuid() != 0:
+        if not current().is_root:
             raise UsageError("--system needs root", fix="run as root, or use --user")
         return Scope.SYSTEM
     return default_scope()
@@ -53,18 +54,12 @@ SYSTEM_UNIT_DIR = Path("/etc/containers/systemd")
 USER_UNIT_SUBDIR = Path("containers/systemd")  # under $XDG_CONFIG_HOME (default ~/.config)
 
 
-def _home() -> Path:
-    return Path(os.environ.get("HOME") or Path.home())
-
-
 def install_dir(scope: Scope, *, config_home: Path | None = None) -> Path:
     """Where quadlet looks for units: system /etc/containers/systemd/, user
     $XDG_CONFIG_HOME/containers/systemd/ (~/.config/... when unset)."""
     if scope == Scope.SYSTEM:  # by value: a plain "system" from an older caller means the same
         return SYSTEM_UNIT_DIR
-    if config_home is None:
-        config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return config_home / USER_UNIT_SUBDIR
+    return (config_home or current().config_home) / USER_UNIT_SUBDIR
 
 
 def install_path(scope: Scope, name: str, *, config_home: Path | None = None) -> Path:
@@ -75,17 +70,16 @@ def state_dir(scope: Scope) -> Path:
     """One JSON record per deployment: what was installed, where it answers, the last failure's output."""
     if scope == Scope.SYSTEM:
         return Path("/var/lib/rigctl/deployments")
-    state = os.environ.get("XDG_STATE_HOME") or str(_home() / ".local" / "state")
-    return Path(state) / "rigctl" / "deployments"
+    return current().state_home / "rigctl" / "deployments"
 
 
 def lock_dir() -> Path:
     # Host-wide for root whatever the scope, so `up --user` and `up --system` of one recipe still exclude
     # each other; a plain user can only lock within their own runtime dir.
-    if os.geteuid() == 0:
+    me = current()
+    if me.is_root:
         return Path("/run/rigctl/locks")
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
-    return Path(runtime) / "rigctl" / "locks"
+    return me.runtime_dir / "rigctl" / "locks"
 
 
 @dataclass(frozen=True)

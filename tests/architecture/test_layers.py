@@ -1,6 +1,6 @@
 """Imports only go downward: a module may import its own package and the layers below it, never above.
 
-The order is the README's: leaves (exit codes, errors, util, severity and findings: the result vocabulary, the podman
+The order is the README's: leaves (exit codes, invocation: whose environment this is, errors, util, severity and findings: the result vocabulary, the podman
 version table, then places: scopes and directories), then recipe, host, preflight, render, verify, adapters
 (the outside systems), deploy, doctor, fleet, and cli on top. Lazy imports inside functions count too.
 """
@@ -14,7 +14,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rigctl"
 RANK = {
-    "exitcodes": 0, "errors": 1, "util": 2, "severity": 2, "findings": 2.2, "podman_versions": 2, "places": 2.5,
+    "exitcodes": 0, "invocation": 0.5, "errors": 1, "util": 2, "severity": 2, "findings": 2.2, "podman_versions": 2, "places": 2.5,
     "recipe": 3, "host": 4, "preflight": 5, "render": 6, "verify": 7, "adapters": 7.5, "deploy": 8, "doctor": 9,
     "fleet": 10, "cli": 11,
 }

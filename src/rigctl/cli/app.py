@@ -189,6 +189,10 @@ def _usage_error_object(err: Exception) -> int:
 def main() -> None:
     argv = sys.argv[1:]
     code = _root_help(argv)
+    if code is None and argv and argv[0].endswith("-completion"):
+        from rigctl.cli.complete import answer  # noqa: PLC0415 - only for --install/--show-completion
+
+        code = answer(argv)
     if code is not None:
         sys.exit(code)
     from rigctl.cli.base import app  # noqa: PLC0415 - typer: not for the root help

@@ -19,14 +19,19 @@ app = typer.Typer(
     name="rigctl",
     help="Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification.",
     no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion; recipe names complete (cli.complete)
+    # --install-completion / --show-completion are listed by typer but answered by cli.complete (app.main);
+    # recipe names complete through cli.complete too
+    add_completion=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rigctl.places import Scope
+    from rigctl.recipe.load import LoadedRecipe
 
 
 def scope_choice(user: bool, system: bool) -> Scope | None:
@@ -37,6 +42,18 @@ def scope_choice(user: bool, system: bool) -> Scope | None:
     from rigctl.places import resolve_scope
 
     return resolve_scope(user, system)
+
+
+def load_recipe(recipe: str, overlays: Sequence[str] | None = None, sets: Sequence[str] | None = None) -> LoadedRecipe:
+    """The recipe a command names, with its overlays and --set: every command that deploys, plans or shows
+    one loads it here, so a user recipe that replaces a bundled one is named by each (``output.recipe_override``)."""
+    from rigctl.cli.output import recipe_override
+    from rigctl.recipe.load import load
+
+    loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+    if loaded.source.origin == "user" and loaded.source.overrides is not None:
+        recipe_override(loaded.recipe.name, str(loaded.source.path), str(loaded.source.overrides))
+    return loaded
 
 
 class RootOptions:
@@ -114,6 +131,11 @@ def root(
         raise typer.Exit(emit_error("rigctl", UsageError("--quiet and --verbose exclude each other"),
                                     as_json="--json" in sys.argv))
     set_verbosity(quiet=quiet, verbose=verbose)
+    from rigctl.invocation import current
+
+    notice = current().notice()  # root with a user's HOME or XDG directories: said once, whatever the command
+    if notice:
+        sys.stderr.write(notice + "\n")
     ROOT.hosts = hosts_file
     if host is None:
         return

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish, scope_choice, scope_hint
+from rigctl.cli.base import app, finish, load_recipe, scope_choice, scope_hint
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
@@ -40,9 +40,8 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         from rigctl.deploy.up import UpOptions, plan_here, up
         from rigctl.errors import UsageError
         from rigctl.places import Dirs, locked
-        from rigctl.recipe.load import load
 
-        loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+        loaded = load_recipe(recipe, overlays, sets)
         if inventory and not dry_run:
             raise UsageError("--inventory plans another box: it only goes with --dry-run")
         name, chosen = loaded.recipe.name, split_list(gpus, option="--gpus") or None
@@ -208,13 +207,12 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         from rigctl.adapters import real_adapters
         from rigctl.deploy.swap import HostSwapDeploy, Side, SwapOptions, resolve_source, swap
         from rigctl.deploy.target import find_target
-        from rigctl.recipe.load import load
 
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
         origin = find_target(source, scope_choice(user, system), must_exist=False)
         scope, dirs = origin.scope, origin.dirs
         from_side = resolve_source(origin, source)
-        to_loaded = load(target, overlays=overlays or (), sets=sets or ())
+        to_loaded = load_recipe(target, overlays, sets)
         to_side = Side(to_loaded.recipe, str(to_loaded.source.path))
 
         adapters = real_adapters(scope)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish, scope_hint
+from rigctl.cli.base import app, finish, load_recipe, scope_hint
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
@@ -52,11 +52,10 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
 
     def check(scope: Scope, early: EarlyProbes | None) -> Outcome:
         from rigctl.preflight.here import preflight_here
-        from rigctl.recipe.load import load
 
         forced, accepted = split_list(force, option="--force"), split_list(accept_license, option="--accept-license")
         selection = split_list(gpus, option="--gpus") or None
-        r = load(recipe, overlays=overlays or (), sets=sets or ()).recipe
+        r = load_recipe(recipe, overlays, sets).recipe
         report = preflight_here(r, inventory=inventory, early=early, accept=accepted, force=forced,
                                 gpus=selection, checksums=checksums, deep=deep, scope=scope,
                                 progress=views.progress.checksum_bar(checksums and not as_json))

@@ -6,7 +6,7 @@ from typing import Any
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish
+from rigctl.cli.base import app, finish, load_recipe
 from rigctl.cli.output import Outcome
 
 
@@ -38,9 +38,8 @@ def show_cmd(
     """Show a recipe after overlays and --set, with every default filled in."""
 
     def produce() -> Outcome:
-        from rigctl.recipe.load import load
 
-        loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+        loaded = load_recipe(recipe, overlays, sets)
         data = loaded.recipe.model_dump(mode="json")
         data["container"]["publish"] = loaded.recipe.publish.model_dump(mode="json")
         overrides = loaded.source.overrides

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish
+from rigctl.cli.base import app, finish, load_recipe
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
@@ -29,7 +29,6 @@ def render_cmd(
     def produce() -> Outcome:
         from rigctl.errors import UsageError
         from rigctl.places import Scope, default_scope
-        from rigctl.recipe.load import load
         from rigctl.render.result import placement_for, render_manifests, render_quadlet
 
         if target not in opt.RENDER_TARGETS:
@@ -47,7 +46,7 @@ def render_cmd(
             raise UsageError(f"{', '.join(box_only) or '--scope'}: Kubernetes' device plugin and scheduler choose "
                              "the box and its GPUs; these options are for quadlet and podman-kube")
         selection = split_list(gpus, option="--gpus") if gpus is not None else None
-        loaded = load(recipe, overlays=overlays or (), sets=sets or ())
+        loaded = load_recipe(recipe, overlays, sets)
         if target == "kube":
             kube = render_manifests(loaded.recipe, None, model_pvc=model_pvc, verify_job=verify_job,
                                     node_product=node_product, out=out)

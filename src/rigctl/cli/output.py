@@ -35,6 +35,9 @@ class Verbosity:
 
 
 LEVEL = Verbosity()
+# Each user recipe this run took in place of a bundled one of its name: said on stderr when loaded, and
+# in the JSON envelope as ``recipe_overrides`` (reset on every run, with the verbosity).
+OVERRIDES: list[dict[str, str]] = []
 _HOOKED = [False]  # the audit hook is process-wide and cannot be removed: added once, it follows LEVEL
 
 
@@ -42,6 +45,7 @@ def set_verbosity(*, quiet: bool, verbose: bool) -> None:
     """What the root options asked for, for the whole run (reset on every run: tests run many in one
     process)."""
     LEVEL.quiet, LEVEL.verbose = quiet, verbose
+    OVERRIDES.clear()
     if verbose and not _HOOKED[0]:
         sys.addaudithook(_show_command)
         _HOOKED[0] = True
@@ -57,6 +61,20 @@ def note(text: str) -> None:
     if not LEVEL.quiet:
         sys.stderr.write(text if text.endswith("\n") else text + "\n")
         sys.stderr.flush()
+
+
+def recipe_override(name: str, path: str, bundled: str) -> None:
+    """Say that recipe ``name`` is the user's file ``path``, not the bundled ``bundled``: on stderr at
+    once (with --quiet too: it changes what is deployed), and in this run's JSON."""
+    OVERRIDES.append({"name": name, "path": path, "overrides": bundled})
+    sys.stderr.write(f"rigctl: recipe {printable(name, 80)} is {printable(path, LINE_LIMIT)}, a user recipe that "
+                     f"overrides the bundled one ({printable(bundled, LINE_LIMIT)}); pass the bundled file's "
+                     "path to use it instead\n")
+    sys.stderr.flush()
+
+
+def _with_overrides(payload: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, "recipe_overrides": list(OVERRIDES)} if OVERRIDES else payload
 
 
 def _show_command(event: str, args: tuple[Any, ...]) -> None:
@@ -108,7 +126,7 @@ def for_rich(value: object, limit: int | None = CELL_LIMIT) -> str:
 def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if as_json:
-        stream.write(to_json(envelope(outcome.command, outcome.ok, jsonable(outcome.payload))))
+        stream.write(to_json(envelope(outcome.command, outcome.ok, _with_overrides(jsonable(outcome.payload)))))
     elif LEVEL.quiet and outcome.quiet_view is not None:
         outcome.quiet_view(stream)
     elif outcome.view is not None:
@@ -124,7 +142,7 @@ def emit_error(command: str, err: RigctlError, *, as_json: bool) -> int:
             error["problems"] = err.problems
         if err.fix:
             error["fix"] = err.fix
-        sys.stdout.write(to_json(envelope(command, False, {"error": error})))
+        sys.stdout.write(to_json(envelope(command, False, _with_overrides({"error": error}))))
         sys.stdout.flush()
     else:
         lines = [printable(line, LINE_LIMIT) for line in err.message.splitlines()] or [""]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rigctl.errors import DeploymentNotFoundError, InvalidInputError
+from rigctl.invocation import current
 from rigctl.places import Dirs, Scope
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.util import safefs
@@ -204,7 +205,7 @@ def search_scopes(choice: Scope | None) -> tuple[Scope, ...]:
     `status` lists exactly these, so what it shows is what verify, logs, down and swap find."""
     if choice is not None:
         return (choice,)
-    return (Scope.SYSTEM, Scope.USER) if os.geteuid() == 0 else (Scope.USER,)
+    return (Scope.SYSTEM, Scope.USER) if current().is_root else (Scope.USER,)
 
 
 def locate(name: str, choice: Scope | None) -> tuple[DeploymentRecord, Scope] | None:
@@ -220,7 +221,7 @@ def locate(name: str, choice: Scope | None) -> tuple[DeploymentRecord, Scope] | 
     elsewhere = [s for s in Scope if s not in searched and _has_record(s, name)]
     if elsewhere:
         there = elsewhere[0]
-        as_root = " (as root)" if there is Scope.SYSTEM and os.geteuid() != 0 else ""
+        as_root = " (as root)" if there is Scope.SYSTEM and not current().is_root else ""
         raise DeploymentNotFoundError(
             f"{clip(name)} is not deployed in the {_scopes(searched)} scope; it is deployed in the {there} scope",
             fix=f"add --{there}{as_root}",

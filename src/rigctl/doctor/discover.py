@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rigctl.host.unitdirs import USERS_DIR, Root, uid_of
 from rigctl.host.unitsnapshot import login_roots
+from rigctl.invocation import current
 
 MAX_USERS = 4096  # a bound on the listing, far above any workstation's logins
 
@@ -28,9 +29,9 @@ def path_roots(paths: Iterable[str]) -> list[Root]:
 
 def local_roots() -> list[Root]:
     others: list[str] = []
-    if os.getuid() == 0 and Path("/home").is_dir():
+    if current().is_root and Path("/home").is_dir():
         others = sorted(str(p) for p in Path("/home").iterdir() if p.is_dir())
-    return login_roots(others, users_dirs(homes=others) if os.getuid() == 0 else None)
+    return login_roots(others, users_dirs(homes=others) if current().is_root else None)
 
 
 def users_dirs(base: str = USERS_DIR, homes: Iterable[str] = ()) -> dict[int, str]:

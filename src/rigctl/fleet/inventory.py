@@ -21,7 +21,6 @@ Whatever file a value comes from, it reaches ssh only through ``Host``, so the s
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.fleet.limit import choose
+from rigctl.invocation import current
 from rigctl.recipe.catalog import load_yaml
 from rigctl.recipe.problems import Origin, format_validation_error
 from rigctl.util.safefs import RECIPE_LIMIT, read_text
@@ -230,8 +230,7 @@ class Inventory:
 
 
 def default_inventory_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    return Path(base) / "rigctl" / "hosts.yaml"
+    return current().config_home / "rigctl" / "hosts.yaml"
 
 
 _YAML_KEY = re.compile(r"""^(?:---|%|\{|["']?[^\s#;\[\]:'"]+["']?:(?:\s|$))""")

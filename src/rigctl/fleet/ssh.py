@@ -20,7 +20,6 @@ import selectors
 import shlex
 import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Protocol
 
 from rigctl.errors import RigctlError
 from rigctl.fleet.inventory import Host
+from rigctl.invocation import current, expand_user
 from rigctl.util.proc import Completed, run
 from rigctl.util.safefs import MiB, format_size
 
@@ -49,15 +49,15 @@ _CONTROL_NAME_LEN = 41  # "/" + the 40 hex digits of ssh's %C
 def control_dir() -> Path:
     """A directory only we can use for control sockets: $XDG_RUNTIME_DIR/rigctl/ssh, else (or when that
     path is too long for a unix socket) /tmp/rigctl-ssh-UID. Refuses a directory another user owns."""
+    me = current()  # as root, a runtime directory inherited from a user is not root's (rigctl.invocation)
     candidates = []
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        candidates.append(Path(runtime) / "rigctl" / "ssh")
-    candidates += [Path(tempfile.gettempdir()) / f"rigctl-ssh-{os.getuid()}", Path(f"/tmp/rigctl-ssh-{os.getuid()}")]
+    if me.runtime_given and me.runtime_dir.is_dir():
+        candidates.append(me.runtime_dir / "rigctl" / "ssh")
+    candidates += [me.tmp_dir / f"rigctl-ssh-{me.uid}", Path(f"/tmp/rigctl-ssh-{me.uid}")]
     base = next(c for c in candidates if len(str(c)) + _CONTROL_NAME_LEN < _SOCKET_PATH_MAX)
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     info = base.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != me.uid:
         raise RigctlError(f"{base} is not a directory owned by this user; refusing it for ssh control sockets",
                           fix=f"remove {base} and retry")
     if info.st_mode & 0o077:
@@ -101,7 +101,7 @@ class OpenSsh:
         if host.user:
             argv += ["-l", host.user]
         if host.identity_file:
-            argv += ["-i", os.path.expanduser(host.identity_file)]
+            argv += ["-i", expand_user(host.identity_file)]
         return [*argv, "--", host.ssh, command]
 
     def run(self, host: Host, command: str, *, timeout: float) -> Completed:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rigctl.errors import InvalidInputError
+from rigctl.invocation import current
 from rigctl.util.jsonfile import load_json
 from rigctl.util.safefs import RECORD_LIMIT, kind_of, open_error, refuse, write_own
 
@@ -31,8 +32,7 @@ Progress = Callable[[int], None]  # called with a number of bytes just hashed (f
 
 
 def cache_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rigctl" / "sha256.json"
+    return current().cache_home / "rigctl" / "sha256.json"
 
 
 def sha256_file(path: Path, progress: Progress | None = None, chunk: int = CHUNK) -> str:

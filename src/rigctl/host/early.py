@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rigctl.host import nvml_lib
 from rigctl.host.nvml_lib import NvmlLib
 from rigctl.host.quadlet import QuadletAsked, ask_version
+from rigctl.invocation import current
 from rigctl.places import Scope, default_scope
 from rigctl.util.proc import Started
 
@@ -30,10 +31,10 @@ def podman_socket_candidates() -> list[str]:
     host = os.environ.get("CONTAINER_HOST", "")
     if host.startswith("unix://"):
         found.append(host[len("unix://") :])
-    if os.geteuid() == 0:
+    me = current()
+    if me.is_root:
         found.append("/run/podman/podman.sock")
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.geteuid()}"
-    found.append(f"{runtime}/podman/podman.sock")
+    found.append(f"{me.runtime_dir}/podman/podman.sock")
     return found
 
 

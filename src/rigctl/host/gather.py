@@ -31,6 +31,7 @@ from rigctl.host.facts import (
 from rigctl.host.licenses import read_acceptances
 from rigctl.host.nvml import probe_gpus
 from rigctl.host.nvml_lib import NvmlLib
+from rigctl.invocation import current
 from rigctl.places import Scope
 from rigctl.recipe.model import Recipe, SpecDraft
 from rigctl.recipe.problems import format_validation_error
@@ -46,10 +47,9 @@ MAX_PROBLEMS = 20  # a document with thousands of bad entries needs the first fe
 
 def default_cache_dirs() -> list[str]:
     """Where models and rigctl's own caches usually live: their free space is worth knowing."""
-    home = Path.home()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(home / ".cache")
-    hf = os.environ.get("HF_HOME") or str(Path(xdg) / "huggingface")
-    return [hf, str(Path(xdg) / "rigctl")]
+    xdg = current().cache_home
+    hf = os.environ.get("HF_HOME") or str(xdg / "huggingface")
+    return [hf, str(xdg / "rigctl")]
 
 
 class _Probe(threading.Thread, Generic[T]):

@@ -26,6 +26,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.host.facts import LicenseAcceptance
+from rigctl.invocation import current
 from rigctl.recipe.problems import format_validation_error, plain_message
 from rigctl.util.jsonfile import JsonFileError, load_json
 from rigctl.util.safefs import RECORD_LIMIT, write_own
@@ -42,8 +43,7 @@ def _records() -> TypeAdapter[list[LicenseAcceptance]]:
 
 
 def store_path() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "rigctl" / "licenses.json"
+    return current().state_home / "rigctl" / "licenses.json"
 
 
 def read_acceptances(path: Path | None = None) -> tuple[list[LicenseAcceptance], str | None]:
@@ -117,7 +117,7 @@ def _acceptance_hint(recipe: Recipe) -> str:
 
 def operator() -> str:
     """Who accepts: ``alice (uid 1000)``; under sudo, ``alice (uid 1000) via sudo as root (uid 0)``."""
-    uid = os.geteuid()
+    uid = current().euid
     me = f"{_user_name(uid)} (uid {uid})"
     sudo_user, sudo_uid = os.environ.get("SUDO_USER", ""), os.environ.get("SUDO_UID", "")
     if uid == 0 and sudo_user and sudo_uid.isdigit():

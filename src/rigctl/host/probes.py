@@ -38,6 +38,7 @@ from rigctl.host.facts import (
     Systemd,
 )
 from rigctl.host.quadlet import QuadletAsked, ask_version
+from rigctl.invocation import current
 from rigctl.places import Scope, default_scope
 from rigctl.util.proc import CANCELLED, Started, run
 
@@ -234,14 +235,9 @@ def probe_cdi(driver_version: str | None, dirs: Sequence[str] = CDI_DIRS,
 def probe_systemd(run_dir: str = "/run/systemd/system", linger_dir: str = "/var/lib/systemd/linger",
                   runtime_dir: str | None = None) -> Systemd:
     """Managers are detected by their sockets and marker directories: no subprocess, no D-Bus."""
-    import pwd  # noqa: PLC0415 - POSIX only, and only this probe
-
-    uid = os.geteuid()
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = None
-    runtime = runtime_dir or os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}"
+    me = current()
+    uid, user = me.euid, me.user_name()
+    runtime = runtime_dir or str(me.runtime_dir)
     user_manager = os.path.exists(os.path.join(runtime, "systemd", "private"))
     linger = None if user is None else os.path.exists(os.path.join(linger_dir, user))
     return Systemd(system_manager=os.path.isdir(run_dir), user_manager=user_manager, user=user, uid=uid,

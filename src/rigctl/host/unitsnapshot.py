@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from rigctl.errors import InvalidInputError
 from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, numbered, quadlet_roots, searched
+from rigctl.invocation import current
 from rigctl.util import safefs
 from rigctl.util.safefs import SafeDir
 
@@ -74,7 +74,7 @@ def _read_entry(d: SafeDir, name: str, st: os.stat_result, owner: int, path: str
             return ""
         got = safefs.read_file(name, limit=safefs.UNIT_LIMIT, dir_fd=d.fd)
         assert got is not None
-        if owner != os.geteuid() and got.st.st_uid != owner:
+        if owner != current().euid and got.st.st_uid != owner:
             raise safefs.refuse(path, f"a link to a file owned by uid {got.st.st_uid}, not by uid {owner} "
                                       "who owns this directory: not followed")
         return got.text(path)
@@ -141,7 +141,7 @@ def _walk(d: SafeDir, rel: tuple[str, ...], w: _Walk) -> None:
 def _another_uids(name: str, rel: tuple[str, ...], w: _Walk) -> bool:
     """Whether ``name``, at the top of /etc/containers/systemd/users, is another uid's directory that root
     must not follow: where a link there leads may be that user's to change."""
-    return (not rel and w.root.per_uid and numbered(name) and os.geteuid() == 0
+    return (not rel and w.root.per_uid and numbered(name) and current().is_root
             and not any(r.path.rstrip("/") == os.path.join(w.root.path.rstrip("/"), name) for r in w.roots))
 
 
@@ -190,36 +190,10 @@ def login_roots(other_homes: Sequence[str] = (), other_uids: Mapping[int, str] |
     """The directories quadlet and systemd read for this login: its home, $XDG_CONFIG_HOME, $XDG_DATA_HOME
     and $XDG_RUNTIME_DIR as the generator and the manager get them (``other_homes``: other users' too, each
     on their own, and the /etc/containers/systemd/users/UID of each uid ``other_uids`` maps to its home)."""
-    home = _inherited("HOME") or _root_home()
-    runtime = _inherited("XDG_RUNTIME_DIR") or (f"/run/user/{os.getuid()}" if os.environ.get("XDG_RUNTIME_DIR")
-                                                else None)
-    return default_roots(home, runtime, os.getuid(), other_homes, config=_inherited("XDG_CONFIG_HOME"),
-                         data=_inherited("XDG_DATA_HOME"), other_uids=other_uids)
-
-
-def _inherited(name: str) -> str | None:
-    """$``name``, unless this is root and it is not root's own: `sudo -E` keeps the caller's HOME, `su`
-    without `-` their XDG_RUNTIME_DIR (/run/user/1000). Root's units take no drop-in from there (that is
-    the user's manager's), and root must not follow the links the user keeps there. Root's own is a
-    directory that exists and whose every component root owns."""
-    value = os.environ.get(name) or None
-    if value is None or os.geteuid() != 0:
-        return value
-    try:
-        real = Path(os.path.realpath(value))
-        if all(os.stat(p).st_uid == 0 for p in (real, *real.parents)):
-            return value
-    except OSError:
-        pass
-    return None
-
-
-def _root_home() -> str:
-    """The login's home from the password database (where HOME is unset, or is not root's own)."""
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return os.path.expanduser("~")
+    me = current()  # as root, an inherited HOME or XDG directory that is not root's is replaced by root's own
+    return default_roots(str(me.home), str(me.runtime_dir) if me.runtime_given else None, me.uid, other_homes,
+                         config=str(me.config_home) if me.config_given else None,
+                         data=str(me.data_home) if me.data_given else None, other_uids=other_uids)
 
 
 def scope_units(scopes: Collection[str]) -> tuple[list[UnitFile], Snapshot]:

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
+from rigctl.invocation import current
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.util.safefs import RECIPE_LIMIT, MiB, format_size, read_text
 from rigctl.util.text import clip
@@ -169,8 +170,7 @@ def templates_dir() -> Path:
 
 
 def user_recipes_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "rigctl" / "recipes"
+    return current().config_home / "rigctl" / "recipes"
 
 
 def search_dirs() -> list[Path]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rigctl.errors import InvalidInputError
+from rigctl.invocation import is_root
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -250,7 +251,7 @@ class SafeDir:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            if owner is not None and os.geteuid() == 0:
+            if owner is not None and is_root():
                 os.fchown(fd, *owner)
             os.fchmod(fd, mode & 0o7777)
             os.fsync(fd)

@@ -1,0 +1,217 @@
+"""Who runs this rigctl, and whose directories count: the only module that reads ``HOME``, ``XDG_*`` or the
+process's uids. Everything else asks ``current()``.
+
+rigctl is run as root (``up``, ``down``, ``doctor --fix``) and by ordinary users. Root is often run with a
+user's environment: ``sudo -E``, ``su`` without ``-``, a sudoers rule that keeps ``HOME``. Those directories
+are the user's to change, so what root finds there is the user's word, not root's: a hosts file whose ssh
+options run commands, a recipe that would be installed as a root unit, licence acceptances, the checksum
+cache, state, ssh control sockets, the shell's start-up files. So, as root, an inherited directory counts
+only where root alone could have put it there:
+
+- every component of the path as given (links included, as ``lstat`` sees them) is owned by root;
+- a link among them leads to a path whose every component root owns too;
+- none of them but a sticky one (``/tmp``) is writable by anyone else;
+- where the path does not exist yet, the directory it would be created in is root's and not writable by
+  anyone else (a ``/tmp/x`` that does not exist is not root's: anyone may make it first).
+
+Otherwise root's own directory is used (its home from the password database, the XDG defaults below it,
+``/run/user/0``), and the refusal is said once on stderr (``notice``). For anyone else, their environment is
+their own, as given. Everyone: an empty value counts as unset and a relative one is ignored, as the XDG
+base directory specification says.
+
+A leaf: the standard library only, so every layer can ask.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+# The variables decided here, in the order they are said.
+VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
+             "TMPDIR")
+_DEFAULTS = {  # below the home, per the XDG base directory specification
+    "XDG_CONFIG_HOME": ".config",
+    "XDG_STATE_HOME": ".local/state",
+    "XDG_CACHE_HOME": ".cache",
+    "XDG_DATA_HOME": ".local/share",
+}
+_MAX_COMPONENTS = 64  # a path deeper than this is not anybody's real home
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An inherited variable root did not take as its own, and what it used instead."""
+
+    name: str
+    value: str
+    why: str
+    used: str
+
+    def line(self) -> str:
+        return f"{self.name}={_shown(self.value)} is not root's ({self.why}); using {self.used}"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """The answer for this process: who runs, and the directories that are theirs."""
+
+    euid: int
+    uid: int
+    home: Path
+    config_home: Path
+    state_home: Path
+    cache_home: Path
+    data_home: Path
+    runtime_dir: Path  # $XDG_RUNTIME_DIR when it counts, else /run/user/UID
+    tmp_dir: Path  # $TMPDIR when it counts, else /tmp
+    runtime_given: bool  # whether $XDG_RUNTIME_DIR was set (and counted, or was replaced by root's own)
+    config_given: bool  # whether $XDG_CONFIG_HOME counted (unit discovery names it as a root of its own)
+    data_given: bool  # likewise $XDG_DATA_HOME
+    refused: tuple[Refusal, ...] = ()
+
+    @property
+    def is_root(self) -> bool:
+        return self.euid == 0
+
+    def user_name(self) -> str | None:
+        """The effective user's name in the password database (None for a uid without an entry)."""
+        try:
+            return pwd.getpwuid(self.euid).pw_name
+        except KeyError:
+            return None
+
+    def notice(self) -> str | None:
+        """The one stderr line that says which inherited directories root refused; None when none."""
+        if not self.refused:
+            return None
+        said = "; ".join(r.line() for r in self.refused)
+        return (f"rigctl: running as root with another user's environment (sudo -E, su without -?): {said}. "
+                "Run `sudo -i`/`su -`, or pass files by path, to choose otherwise")
+
+
+def _shown(value: str, limit: int = 120) -> str:
+    """A value for a one-line notice: control characters visible, long values cut."""
+    text = value.encode("unicode_escape", errors="backslashreplace").decode("ascii")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _password_home(uid: int) -> Path:
+    try:
+        home = pwd.getpwuid(uid).pw_dir
+    except KeyError:
+        home = ""
+    return Path(home) if home.startswith("/") else Path("/")
+
+
+def roots_own(value: str) -> str | None:
+    """None when ``value`` is a directory path that only root could have put in place (see the module's
+    rules); else why not, in a few words."""
+    path = os.path.normpath(value)
+    if not os.path.isabs(path):
+        return "not an absolute path"
+    parts = [p for p in path.split("/") if p]
+    if len(parts) > _MAX_COMPONENTS:
+        return f"more than {_MAX_COMPONENTS} components"
+    here = "/"
+    for i, part in enumerate(["", *parts]):
+        here = os.path.join(here, part) if part else "/"
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            parent = os.path.dirname(here)
+            try:
+                pst = os.stat(parent)
+            except OSError:
+                return f"{parent} cannot be read"
+            if pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                return f"it does not exist, and {parent} is writable by others"
+            return None  # root's parent, only root can create the rest
+        except OSError as exc:
+            return f"{here} cannot be read ({exc.strerror or exc})"
+        if st.st_uid != 0:
+            return f"{here} is owned by uid {st.st_uid}"
+        if (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
+                and not stat.S_ISLNK(st.st_mode)):
+            return f"{here} is writable by others"
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                real = os.path.realpath(here)
+            except OSError:
+                return f"{here} is a link that cannot be resolved"
+            why = roots_own(real) if real != here else "a link loop"
+            if why is not None:
+                return f"{here} leads to {real}: {why}"
+            rest = parts[i:]
+            return roots_own(os.path.join(real, *rest)) if rest else None
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{here} is not a directory"
+    return None
+
+
+def decide(environ: dict[str, str] | os._Environ[str], euid: int, uid: int) -> Invocation:
+    """The invocation for ``environ`` run by ``euid``/``uid`` (pure but for the file system's owners)."""
+    refused: list[Refusal] = []
+    counted: dict[str, str | None] = {}
+    for name in VARIABLES:
+        value = environ.get(name) or None
+        if value is not None and not os.path.isabs(value):
+            value = None  # XDG: a relative path is invalid and ignored; a relative HOME is no home either
+        if value is not None and euid == 0:
+            why = roots_own(value)
+            if why is not None:
+                refused.append(Refusal(name, value, why, ""))
+                value = None
+        counted[name] = value
+    home = Path(counted["HOME"]) if counted["HOME"] else _password_home(euid)
+    dirs = {name: Path(counted[name] or home / sub) for name, sub in _DEFAULTS.items()}
+    runtime = Path(counted["XDG_RUNTIME_DIR"] or f"/run/user/{uid}")
+    tmp = Path(counted["TMPDIR"] or "/tmp")
+    used = {"HOME": home, **dirs, "XDG_RUNTIME_DIR": runtime, "TMPDIR": tmp}
+    said = tuple(Refusal(r.name, r.value, r.why, str(used[r.name])) for r in refused)
+    return Invocation(
+        euid=euid, uid=uid, home=home,
+        config_home=dirs["XDG_CONFIG_HOME"], state_home=dirs["XDG_STATE_HOME"],
+        cache_home=dirs["XDG_CACHE_HOME"], data_home=dirs["XDG_DATA_HOME"],
+        runtime_dir=runtime, tmp_dir=tmp, runtime_given=bool(environ.get("XDG_RUNTIME_DIR")),
+        config_given=counted["XDG_CONFIG_HOME"] is not None, data_given=counted["XDG_DATA_HOME"] is not None,
+        refused=said,
+    )
+
+
+_LAST: list[tuple[tuple[object, ...], Invocation]] = []
+
+
+def current() -> Invocation:
+    """This process's invocation, decided once for its environment and uids (decided again only if they
+    change, as a test's monkeypatch does: a long-lived process keeps one answer)."""
+    euid, uid = os.geteuid(), os.getuid()
+    key = (euid, uid, *(os.environ.get(name) for name in VARIABLES))
+    if _LAST and _LAST[0][0] == key:
+        return _LAST[0][1]
+    found = decide(os.environ, euid, uid)
+    _LAST[:] = [(key, found)]
+    return found
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def expand_user(path: str) -> str:
+    """``~`` and ``~/...`` below this invocation's home (as root, never an inherited user's), ``~name/...``
+    below that user's home from the password database; anything else as given."""
+    if not path.startswith("~"):
+        return path
+    head, sep, rest = path[1:].partition("/")
+    if not head:
+        base = str(current().home)
+    else:
+        try:
+            base = pwd.getpwnam(head).pw_dir
+        except KeyError:
+            return path
+    return base.rstrip("/") + "/" + rest if sep else base
