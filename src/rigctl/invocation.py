@@ -11,8 +11,7 @@ only where root alone could have put it there:
 - every component of the path as given (links included, as ``lstat`` sees them) is owned by root;
 - a link among them leads to a path whose every component root owns too;
 - none of them but a sticky one (``/tmp``) is writable by anyone else;
-- where the path does not exist yet, the directory it would be created in is root's and not writable by
-  anyone else (a ``/tmp/x`` that does not exist is not root's: anyone may make it first).
+- it exists (a ``/tmp/x`` that does not exist yet may be made by anyone first).
 
 Otherwise root's own directory is used (its home from the password database, the XDG defaults below it,
 ``/run/user/0``), and the refusal is said once on stderr (``notice``). For anyone else, their environment is
@@ -122,14 +121,7 @@ def roots_own(value: str) -> str | None:
         try:
             st = os.lstat(here)
         except FileNotFoundError:
-            parent = os.path.dirname(here)
-            try:
-                pst = os.stat(parent)
-            except OSError:
-                return f"{parent} cannot be read"
-            if pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                return f"it does not exist, and {parent} is writable by others"
-            return None  # root's parent, only root can create the rest
+            return f"{here} does not exist"
         except OSError as exc:
             return f"{here} cannot be read ({exc.strerror or exc})"
         if st.st_uid != 0:
@@ -171,7 +163,8 @@ def decide(environ: dict[str, str] | os._Environ[str], euid: int, uid: int) -> I
     runtime = Path(counted["XDG_RUNTIME_DIR"] or f"/run/user/{uid}")
     tmp = Path(counted["TMPDIR"] or "/tmp")
     used = {"HOME": home, **dirs, "XDG_RUNTIME_DIR": runtime, "TMPDIR": tmp}
-    said = tuple(Refusal(r.name, r.value, r.why, str(used[r.name])) for r in refused)
+    said = tuple(Refusal(r.name, r.value, r.why, str(used[r.name])) for r in refused
+                 if os.path.normpath(r.value) != str(used[r.name]))  # root's own default, not there yet
     return Invocation(
         euid=euid, uid=uid, home=home,
         config_home=dirs["XDG_CONFIG_HOME"], state_home=dirs["XDG_STATE_HOME"],

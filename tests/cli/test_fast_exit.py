@@ -17,8 +17,10 @@ import atexit, sys, threading, time
 atexit.register(lambda: print("exit callback ran", flush=True))
 if "--thread" in sys.argv:
     sys.argv.remove("--thread")
-    def late():
-        time.sleep(0.5)
+    def late():  # still running when main() ends, however slow the machine: it waits for the main thread
+        deadline = time.monotonic() + 30
+        while threading.main_thread().is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
         print("thread finished", flush=True)
     threading.Thread(target=late).start()
 from rigctl.cli.app import main
