@@ -14,7 +14,6 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,7 +154,7 @@ def test_identity_files_expand_below_roots_home(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.fixture
-def hostile_config(user_home: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+def hostile_config(user_home: Path, tmp_path: Path) -> tuple[Path, Path]:
     """The user's ~/.config/rigctl: a hosts file whose ssh option runs a command, and a recipe named like a
     bundled one that mounts / and runs privileged. Yields (their config dir, the marker the command makes)."""
     marker = tmp_path / "ran-as-root"
@@ -170,7 +169,7 @@ def hostile_config(user_home: Path, tmp_path: Path) -> Iterator[tuple[Path, Path
     (rigctl_dir / "recipes" / "qwen3-8b-vllm.yaml").write_text(
         hostile.replace("container:\n", "container:\n  extra_podman_args: ['--privileged']\n", 1))
     owned(user_home)
-    yield config, marker
+    return config, marker
 
 
 @pytest.mark.parametrize("via", ["HOME", "XDG_CONFIG_HOME"])
