@@ -73,16 +73,20 @@ def pick(files: list[dict[str, object]]) -> dict[str, object]:
 
 
 def fetch(url: str, limit: int) -> bytes:
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
-        data = answer.read(limit + 1)
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
+            data: bytes = answer.read(limit + 1)
+    except OSError as exc:  # URLError and HTTPError are OSErrors
+        raise SystemExit(f"tools/uv.py: {url}: {exc}; install uv yourself (https://docs.astral.sh/uv/), "
+                         "or set RIGCTL_PYPI to a PyPI mirror") from None
     if len(data) > limit:
         raise SystemExit(f"tools/uv.py: {url}: more than {limit >> 20} MB, not a uv wheel")
     return data
 
 
 def download(target: str) -> None:
-    meta = json.loads(fetch(f"{INDEX}/pypi/uv/{VERSION}/json", 8 << 20))
-    entry = pick(list(meta.get("urls", [])))
+    meta = json.loads(fetch(f"{INDEX}/pypi/uv/json", 64 << 20))  # every index serves this one
+    entry = pick(list(meta.get("releases", {}).get(VERSION, [])))
     url, digest = str(entry["url"]), dict(entry.get("digests", {})).get("sha256")  # type: ignore[call-overload]
     say(f"fetching uv {VERSION} from {INDEX} ({entry['filename']})")
     data = fetch(url, MAX_WHEEL)
