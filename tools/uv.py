@@ -23,6 +23,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import urllib.parse
 import urllib.request
 import zipfile
 
@@ -85,9 +86,10 @@ def fetch(url: str, limit: int) -> bytes:
 
 
 def download(target: str) -> None:
-    meta = json.loads(fetch(f"{INDEX}/pypi/uv/json", 64 << 20))  # every index serves this one
+    page = f"{INDEX}/pypi/uv/json"  # every index serves this one
+    meta = json.loads(fetch(page, 64 << 20))
     entry = pick(list(meta.get("releases", {}).get(VERSION, [])))
-    url, digest = str(entry["url"]), dict(entry.get("digests", {})).get("sha256")  # type: ignore[call-overload]
+    url, digest = urllib.parse.urljoin(page, str(entry["url"])), dict(entry.get("digests", {})).get("sha256")  # type: ignore[call-overload]
     say(f"fetching uv {VERSION} from {INDEX} ({entry['filename']})")
     data = fetch(url, MAX_WHEEL)
     got = hashlib.sha256(data).hexdigest()
