@@ -17,6 +17,9 @@ export PATH="$HOME/.local/bin:$PATH"
 log "python environment"
 uv sync --frozen --quiet
 
+log "README command 1, as a new user runs it (/usr/bin/python3 under env -i, fresh HOME and clone)"
+bash .ci/user-command.sh
+
 log "testbed"
 bash .ci/testbed.sh up
 trap 'bash .ci/testbed.sh down || true' EXIT
