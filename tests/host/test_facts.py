@@ -102,15 +102,36 @@ def test_cdi_spec_devices_and_driver_version(tmp_path: Path) -> None:
     assert cdi.driver_library == str(lib / "libnvidia-ml.so.580.95.05") and cdi.driver_installed_ns
 
 
-def test_systemd_markers(tmp_path: Path) -> None:
-    (tmp_path / "run").mkdir()
-    (tmp_path / "rt" / "systemd").mkdir(parents=True)
-    (tmp_path / "rt" / "systemd" / "private").write_text("")
+def _listening(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen(1)
+    return sock
+
+
+def test_systemd_managers_are_asked_not_inferred(tmp_path: Path) -> None:
+    """A manager counts when its private socket answers; the marker directory, or a socket file whose
+    manager is gone, is not enough (operator issue: `/run/systemd/system` existing made preflight say
+    "system manager present" while nothing answered)."""
+    run, rt = tmp_path / "run", tmp_path / "rt"
+    (run / "system").mkdir(parents=True)
+    (rt / "systemd").mkdir(parents=True)
     (tmp_path / "linger").mkdir()
-    facts = probe_systemd(str(tmp_path / "run"), str(tmp_path / "linger"), str(tmp_path / "rt"))
-    assert facts.system_manager and facts.user_manager and facts.linger is False
-    (tmp_path / "linger" / str(facts.user)).write_text("")
-    assert probe_systemd(str(tmp_path / "run"), str(tmp_path / "linger"), str(tmp_path / "rt")).linger is True
+    (rt / "systemd" / "private").write_text("")  # a plain file where the socket would be
+    facts = probe_systemd(str(run), str(tmp_path / "linger"), str(rt))
+    assert not facts.system_manager and not facts.user_manager
+    (rt / "systemd" / "private").unlink()
+    with _listening(run / "private"), _listening(rt / "systemd" / "private"):
+        facts = probe_systemd(str(run), str(tmp_path / "linger"), str(rt))
+        assert facts.system_manager and facts.user_manager and facts.linger is False
+        (tmp_path / "linger" / str(facts.user)).write_text("")
+        assert probe_systemd(str(run), str(tmp_path / "linger"), str(rt)).linger is True
+    # the manager is gone, its socket file left behind: the connection is refused
+    assert not probe_systemd(str(run), str(tmp_path / "linger"), str(rt)).system_manager
+    (run / "system").rmdir()  # a socket that answers, on a host not booted by systemd
+    (run / "private").unlink()
+    with _listening(run / "private"):
+        assert not probe_systemd(str(run), str(tmp_path / "linger"), str(rt)).system_manager
 
 
 def test_ports_lists_a_real_listener() -> None:

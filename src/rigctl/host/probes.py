@@ -232,16 +232,36 @@ def probe_cdi(driver_version: str | None, dirs: Sequence[str] = CDI_DIRS,
 # --- systemd, ports --------------------------------------------------------------------------------
 
 
-def probe_systemd(run_dir: str = "/run/systemd/system", linger_dir: str = "/var/lib/systemd/linger",
+def manager_answers(socket_path: str, timeout: float = 1.0) -> bool:
+    """Whether a systemd manager listens on its private socket: a connection is accepted (or refused to this
+    user by its permissions, which only a live socket has). A directory or a stale socket file left behind
+    says nothing: /run/systemd/system exists wherever someone made it (a container, this project's
+    testbed), and a socket whose manager died refuses the connection."""
+    import socket  # noqa: PLC0415 - only this probe
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(socket_path)
+        except PermissionError:
+            return True
+        except OSError:  # missing, refused, not a socket, a path too long for sun_path
+            return False
+    return True
+
+
+def probe_systemd(run_dir: str = "/run/systemd", linger_dir: str = "/var/lib/systemd/linger",
                   runtime_dir: str | None = None) -> Systemd:
-    """Managers are detected by their sockets and marker directories: no subprocess, no D-Bus."""
+    """Each manager is asked: it counts when its private socket accepts a connection (the system manager's
+    in ``run_dir``, a user manager's in its runtime directory), and the system one only beside
+    ``run_dir``/system, which systemd makes when it boots as PID 1. No subprocess, no D-Bus."""
     me = current()
     uid, user = me.euid, me.user_name()
     runtime = runtime_dir or str(me.runtime_dir)
-    user_manager = os.path.exists(os.path.join(runtime, "systemd", "private"))
+    user_manager = manager_answers(os.path.join(runtime, "systemd", "private"))
+    system_manager = os.path.isdir(os.path.join(run_dir, "system")) and manager_answers(os.path.join(run_dir, "private"))
     linger = None if user is None else os.path.exists(os.path.join(linger_dir, user))
-    return Systemd(system_manager=os.path.isdir(run_dir), user_manager=user_manager, user=user, uid=uid,
-                   linger=linger)
+    return Systemd(system_manager=system_manager, user_manager=user_manager, user=user, uid=uid, linger=linger)
 
 
 def probe_ports(proc: str = procfs.PROC, owners_of: Collection[int] | None = None) -> Ports:

@@ -320,8 +320,9 @@ def check_systemd(ctx: Context) -> Verdict:
     scope = ctx.scope or ("system" if s.uid == 0 else "user")
     if scope == "system":
         if s.system_manager:
-            return ok("system manager present: the unit goes to /etc/containers/systemd/")
-        return fail("no systemd system manager (PID 1 is not systemd): quadlet units cannot run",
+            return ok("the system manager answers (/run/systemd/private): the unit goes to /etc/containers/systemd/")
+        return fail("no systemd system manager answers on /run/systemd/private (PID 1 is not systemd, or it is "
+                    "not running): quadlet units cannot run",
                     "run on a host booted with systemd, or as a user with a `systemd --user` manager")
     if not s.user_manager:
         return fail(f"no systemd user manager for {s.user}: user quadlets in ~/.config/containers/systemd/ cannot run",
