@@ -115,6 +115,11 @@ class FakeSystemd:
     def reset_failed(self, unit: str) -> None:
         self._call(f"reset-failed {unit}")
 
+    manager_env: dict[str, str] | None = None  # what `systemctl show-environment` says; None: not asked
+
+    def manager_environment(self) -> dict[str, str] | None:
+        return self.manager_env
+
     def show(self, unit: str) -> UnitState:
         if unit not in self.loaded:
             return UnitState.from_props(NOT_FOUND)

@@ -164,6 +164,10 @@ def test_up_asks_the_quadlet_the_facts_found_why_it_rejected_a_unit(
     need(quadlet is not None, "no quadlet (.ci/testbed.sh up)")
     assert quadlet is not None
     (tmp_path / "broken.container").write_text("[Container]\nContainerName=broken\n")  # no Image=
-    why = quadlet_diagnosis(quadlet, tmp_path, Scope.USER)
-    assert "broken.container" in why and "Image" in why
-    assert "no quadlet generator found" in quadlet_diagnosis(None, tmp_path, Scope.USER)
+    rejected, why = quadlet_diagnosis(quadlet, tmp_path, Scope.USER)
+    assert rejected and "broken.container" in why and "Image" in why
+    assert "no quadlet generator found" in quadlet_diagnosis(None, tmp_path, Scope.USER)[1]
+    # a unit quadlet accepts: what is wrong is where the manager looks, not the unit (operator issue, item 3)
+    (tmp_path / "broken.container").write_text("[Container]\nImage=localhost/x@sha256:" + "a" * 64 + "\n")
+    rejected, why = quadlet_diagnosis(quadlet, tmp_path, Scope.USER)
+    assert not rejected and f"does not read {tmp_path}" in why

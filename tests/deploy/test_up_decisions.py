@@ -236,3 +236,37 @@ def test_render_notes_reach_the_result(tmp_path: Path) -> None:
     assert res.ok and res.to_dict()["render_notes"] == [{"kind": n.kind, "message": n.message}
                                                          for n in plan.rendered.notes]
     assert any(n["kind"] == "adapted" and "Notify=healthy" in n["message"] for n in res.to_dict()["render_notes"])
+
+
+def test_a_manager_that_reads_elsewhere_is_named_before_anything_is_installed(tmp_path: Path) -> None:
+    """Operator issue, item 3: XDG_CONFIG_HOME set in the operator's shell but not in the user manager made
+    `up --user` install where the generator never looks, then blame the recipe and leave the file."""
+    from rigctl.errors import DeployError
+
+    box = Box(tmp_path)
+    box.systemd.manager_env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin"}
+    with pytest.raises(DeployError) as err:
+        box.up(make_recipe(tmp_path))
+    assert f"reads {tmp_path / 'home' / '.config' / 'containers' / 'systemd'}" in err.value.message
+    assert f"installs into {box.dirs.units}" in err.value.message and "set-environment" in (err.value.fix or "")
+    assert box.systemd.calls == [] and not box.dirs.units.exists() and not box.dirs.state.exists()
+    # where they agree, up goes on
+    agreeing = Box(tmp_path / "b")
+    agreeing.dirs = Dirs(tmp_path / "b" / "cfg" / "containers" / "systemd", tmp_path / "b" / "state")
+    agreeing.systemd.unit_dir = agreeing.dirs.units
+    agreeing.systemd.manager_env = {"XDG_CONFIG_HOME": str(tmp_path / "b" / "cfg")}
+    assert agreeing.up(make_recipe(tmp_path)).ok
+
+
+def test_a_unit_the_manager_never_generates_is_taken_back(tmp_path: Path) -> None:
+    """The manager does not load the unit after daemon-reload and it did not exist before: what this up
+    installed (the unit file and the record) is removed again, and the message says so."""
+    from rigctl.errors import DeployError
+
+    box = Box(tmp_path)
+    box.systemd.unit_dir = tmp_path / "where-the-generator-looks"  # it never sees box.dirs.units
+    with pytest.raises(DeployError) as err:
+        box.up(make_recipe(tmp_path))
+    assert "systemd has no rigctl-fast.service after daemon-reload" in err.value.message
+    assert "removed what this up installed" in err.value.message
+    assert list(box.dirs.units.iterdir()) == [] and records.load_record(box.dirs.state, "fast") is None

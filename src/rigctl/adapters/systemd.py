@@ -70,6 +70,24 @@ class Systemd(Protocol):
     def stop(self, unit: str, *, wait: bool, timeout: float) -> None: ...
     def reset_failed(self, unit: str) -> None: ...
     def show(self, unit: str) -> UnitState: ...
+    def manager_environment(self) -> dict[str, str] | None: ...
+
+
+def parse_environment(text: str) -> dict[str, str]:
+    """``systemctl show-environment``: one ``NAME=value`` a line; a value systemd had to quote is written
+    ``NAME=$'...'`` with C escapes, which are undone here."""
+    env: dict[str, str] = {}
+    for line in text.split("\n")[:4096]:
+        name, sep, value = line.partition("=")
+        if not sep or not name:
+            continue
+        if value.startswith("$'") and value.endswith("'") and len(value) >= 3:
+            try:
+                value = value[2:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+            except UnicodeDecodeError:
+                continue
+        env[name] = value
+    return env
 
 
 class SystemctlCli:
@@ -107,3 +125,9 @@ class SystemctlCli:
             raise CommandError(done.describe())
         props = dict(line.split("=", 1) for line in done.stdout.split("\n") if "=" in line)
         return UnitState.from_props(props)
+
+    def manager_environment(self) -> dict[str, str] | None:
+        """The environment the manager (and so its quadlet generator) runs with; None when it cannot be
+        asked."""
+        done = self._run("show-environment", timeout=10.0)
+        return parse_environment(done.stdout) if done.ok else None

@@ -10,14 +10,14 @@ and the clock come in as ``Adapters``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rigctl.adapters import Adapters
 from rigctl.deploy import state as records
-from rigctl.deploy.install import install_files, installed_texts
+from rigctl.deploy.install import install_files, installed_texts, remove_files
 from rigctl.deploy.plan import Plan, make_plan, notes_dict
 from rigctl.deploy.warmup import (
     OutputFollower,
@@ -156,6 +156,15 @@ def up(
     if problem is not None:
         raise problem
     assert plan.rendered is not None  # install_problem says why when it is not
+    if plan.scope is Scope.USER:
+        elsewhere = generator_reads(adapters.systemd.manager_environment())
+        if elsewhere is not None and os.path.normpath(elsewhere) != os.path.normpath(dirs.units):
+            raise DeployError(
+                f"the user manager's quadlet generator reads {elsewhere}, but this shell's environment "
+                f"installs into {dirs.units}: the unit would never be generated; nothing was installed",
+                fix=f"run it with the manager's XDG_CONFIG_HOME/HOME (`systemctl --user show-environment`), or "
+                    f"tell the manager yours: `systemctl --user set-environment "
+                    f"XDG_CONFIG_HOME={dirs.units.parent.parent}` and run up again")
     result.render_notes = list(plan.rendered.notes)
     if on_stage is not None:
         on_stage(f"render (podman {fmt(plan.podman_version)})")
@@ -187,6 +196,20 @@ def install_and_start(
     return result
 
 
+def generator_reads(env: Mapping[str, str] | None) -> str | None:
+    """The user directory quadlet's user generator reads, under the manager's own environment:
+    $XDG_CONFIG_HOME/containers/systemd, else $HOME/.config/containers/systemd; None when it cannot be told."""
+    if env is None:
+        return None
+    config = env.get("XDG_CONFIG_HOME", "")
+    if not config.startswith("/"):
+        home = env.get("HOME", "")
+        if not home.startswith("/"):
+            return None
+        config = os.path.join(home, ".config")
+    return os.path.join(config, "containers", "systemd")
+
+
 def unit_name_for(files: dict[str, str]) -> str:
     containers = [name for name in files if name.endswith(".container")]
     if len(containers) != 1:
@@ -194,14 +217,18 @@ def unit_name_for(files: dict[str, str]) -> str:
     return containers[0].removesuffix(".container") + ".service"
 
 
-def quadlet_diagnosis(quadlet: str | None, unit_dir: Path, scope: Scope) -> str:
-    """Ask the quadlet binary systemd runs (the one the host facts found) why it generated nothing."""
+def quadlet_diagnosis(quadlet: str | None, unit_dir: Path, scope: Scope) -> tuple[bool, str]:
+    """Ask the quadlet binary systemd runs (the one the host facts found) why it generated nothing:
+    (whether it rejects the files in ``unit_dir``, what it said)."""
     if quadlet is None:
-        return "no quadlet generator found (podman >= 4.4 ships it as /usr/libexec/podman/quadlet)"
+        return True, "no quadlet generator found (podman >= 4.4 ships it as /usr/libexec/podman/quadlet)"
     argv = [quadlet, "-dryrun", *(["-user"] if scope is Scope.USER else [])]
     done = run(argv, env={**os.environ, "QUADLET_UNIT_DIRS": str(unit_dir)}, timeout=30.0)
     lines = [ln for ln in (done.stderr or "").splitlines() if ln.strip()]
-    return "\n".join(lines[-8:]) or f"`{' '.join(argv)}` gave no diagnosis"
+    if done.ok and not any("unsupported" in ln or "error" in ln.lower() for ln in lines):
+        return False, (f"`QUADLET_UNIT_DIRS={unit_dir} {' '.join(argv)}` accepts the unit: the manager's generator "
+                       f"does not read {unit_dir}")
+    return True, "\n".join(lines[-8:]) or f"`{' '.join(argv)}` gave no diagnosis"
 
 
 def _install_and_run(
@@ -214,6 +241,8 @@ def _install_and_run(
     before = systemd.show(unit)
     old_container = adapters.podman.container(recipe.container_name) if before.active != "inactive" else None
     started = False
+    new_files = [name for name in files if not os.path.lexists(dirs.units / name)]
+    new_record = not os.path.lexists(records.record_path(dirs.state, recipe.name))
     try:
         stage("install")
         installed = install_files(dirs.units, files)
@@ -230,12 +259,22 @@ def _install_and_run(
             systemd.daemon_reload()
             loaded = systemd.show(unit)
             if loaded.load != "loaded":
-                raise DeployError(
-                    f"systemd has no {unit} after daemon-reload: the quadlet generator rejected "
-                    f"{dirs.units / unit.removesuffix('.service')}.container:\n"
-                    + quadlet_diagnosis(quadlet, dirs.units, result.scope),
-                    fix="fix the recipe (or report a renderer bug); `rigctl render` shows the unit",
-                )
+                rejected, said = quadlet_diagnosis(quadlet, dirs.units, result.scope)
+                if before.load != "loaded":  # nothing of ours ran: take back what this up put there
+                    removed = remove_files(dirs.units, new_files)
+                    if new_record:
+                        records.delete(dirs.state, recipe.name)
+                    if removed:
+                        said += f"\n(removed what this up installed: {', '.join(str(p) for p in removed)})"
+                container = f"{dirs.units / unit.removesuffix('.service')}.container"
+                if rejected:
+                    raise DeployError(f"systemd has no {unit} after daemon-reload: the quadlet generator rejected "
+                                      f"{container}:\n{said}",
+                                      fix="fix the recipe (or report a renderer bug); `rigctl render` shows the unit")
+                raise DeployError(f"systemd has no {unit} after daemon-reload, though quadlet accepts {container}:\n"
+                                  f"{said}", fix=f"check where the {result.scope} manager's generator looks: "
+                                                 f"`systemctl{' --user' if result.scope is Scope.USER else ''} "
+                                                 "show-environment` (XDG_CONFIG_HOME, HOME)")
         healthy = before.running and adapters.probe.check(
             result.endpoint, recipe.engine.health_path, recipe.served_name).ready_for(recipe.served_name)
         if not installed.changed and healthy:

@@ -259,7 +259,8 @@ def probe_systemd(run_dir: str = "/run/systemd", linger_dir: str = "/var/lib/sys
     uid, user = me.euid, me.user_name()
     runtime = runtime_dir or str(me.runtime_dir)
     user_manager = manager_answers(os.path.join(runtime, "systemd", "private"))
-    system_manager = os.path.isdir(os.path.join(run_dir, "system")) and manager_answers(os.path.join(run_dir, "private"))
+    booted = os.path.isdir(os.path.join(run_dir, "system"))
+    system_manager = booted and manager_answers(os.path.join(run_dir, "private"))
     linger = None if user is None else os.path.exists(os.path.join(linger_dir, user))
     return Systemd(system_manager=system_manager, user_manager=user_manager, user=user, uid=uid, linger=linger)
 
