@@ -170,8 +170,13 @@ class FakePodman:
         self.containers = containers or {}
         self.output = output or {}
 
+    images: set[str] | None = None  # the images present; None: every image is
+
     def container(self, name: str) -> ContainerInfo | None:
         return self.containers.get(name)
+
+    def image_present(self, ref: str) -> bool | None:
+        return True if self.images is None else ref in self.images
 
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]:
         lines = self.output.get(name, [])

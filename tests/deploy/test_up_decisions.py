@@ -7,6 +7,7 @@ test_chain.py; these run anywhere in well under a few seconds together."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -270,3 +271,28 @@ def test_a_unit_the_manager_never_generates_is_taken_back(tmp_path: Path) -> Non
     assert "systemd has no rigctl-fast.service after daemon-reload" in err.value.message
     assert "removed what this up installed" in err.value.message
     assert list(box.dirs.units.iterdir()) == [] and records.load_record(box.dirs.state, "fast") is None
+
+
+@pytest.mark.parametrize("cause", ["image", "port", "unknown"])
+def test_podmans_own_failure_is_named_as_podmans(tmp_path: Path, cause: str) -> None:
+    """Operator issue, item 5: a swap to an image that cannot be pulled, or to a taken port, said "the engine
+    exited with status 125 during warmup" with no output. The engine never ran: podman's exit is named as
+    podman's, with the cause it can find (a real listener on 127.0.0.1 holds the port)."""
+    import socket
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1] if cause == "port" else 18999
+    with holder:
+        box = Box(tmp_path, script=Script([(0.0, RUNNING), (0.5, exited(125))]), ready_after=None)
+        box.podman.output = {}  # the container never wrote a line
+        recipe = make_recipe(tmp_path, port=port)
+        box.podman.images = set() if cause == "image" else {recipe.image}
+        res = box.up(recipe)
+    assert res.exit_code == ExitCode.DEPLOY_FAILED and res.wait is not None
+    assert "podman exited 125 (podman itself failed): the engine never ran" in res.message
+    assert "the engine exited" not in res.message
+    expected = {"image": f"`podman pull {recipe.image}`", "port": f"127.0.0.1:{port} is taken by PID {os.getpid()}",
+                "unknown": f"journalctl --user -u {UNIT}"}[cause]
+    assert expected in res.message, res.message

@@ -28,6 +28,7 @@ class Podman(Protocol):
     def container(self, name: str) -> ContainerInfo | None: ...
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]: ...
     def follow(self, name: str, *, tail: int | None = None, since: str | None = None) -> LineStream: ...
+    def image_present(self, ref: str) -> bool | None: ...
 
 
 class PodmanCli:
@@ -58,6 +59,11 @@ class PodmanCli:
             labels={str(k): str(v) for k, v in (config.get("Labels") or {}).items()},
             log_driver=str(((item.get("HostConfig") or {}).get("LogConfig") or {}).get("Type") or ""),
         )
+
+    def image_present(self, ref: str) -> bool | None:
+        """``podman image exists``: True, False, or None when podman could not say."""
+        done = run([self.binary, "image", "exists", "--", ref], timeout=30.0)
+        return True if done.ok else False if done.returncode == 1 else None
 
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]:
         argv = [self.binary, "logs"]

@@ -32,6 +32,7 @@ from rigctl.errors import DeployError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
+from rigctl.host.probes import probe_ports
 from rigctl.places import Dirs, Scope
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
@@ -355,6 +356,8 @@ def _failed_warmup(
         if code is not None:
             wait.exit_status = code
             wait.detail = death_detail(code)
+    if wait.status is WaitStatus.DIED and wait.exit_status in PODMAN_EXITS and not tail:
+        wait.detail = podman_failure(recipe, wait.exit_status, adapters, result.scope, result.unit)
     result.signatures = match_signatures(recipe.known_issues.signatures, tail, first_only=True)
     result.exit_code = ExitCode.DEPLOY_FAILED
     result.ok = False
@@ -374,6 +377,28 @@ def _failed_warmup(
         }
         records.save(dirs.state, record)
     return result
+
+
+# podman run's own exit codes (podman-run(1)): the container, and so the engine, never ran
+PODMAN_EXITS = {125: "podman itself failed", 126: "the container's command could not be run",
+                127: "the container's command was not found"}
+
+
+def podman_failure(recipe: Recipe, code: int, adapters: Adapters, scope: Scope, unit: str) -> str:
+    """What an exit of podman's own (125, 126, 127) with no container output means: named as podman's, with
+    the likely cause looked up (the image missing, the port taken) and where podman's words are."""
+    said = f"podman exited {code} ({PODMAN_EXITS[code]}): the engine never ran"
+    present = adapters.podman.image_present(recipe.image)
+    if present is False:
+        return f"{said}; image {recipe.image} is not present: `podman pull {recipe.image}`"
+    pub = recipe.publish
+    holder = probe_ports(owners_of=[pub.port]).holder(pub.port, pub.address)
+    if holder is not None:
+        who = f"PID {holder.pid} {holder.process or ''}".strip() if holder.pid else "a process not visible here"
+        return (f"{said}; {pub.address}:{pub.port} is taken by {who} (listening on {holder.address}:"
+                f"{holder.port}): stop it, or publish elsewhere (--set container.publish.port=N)")
+    user = " --user" if scope is Scope.USER else ""
+    return f"{said}; podman's error is in `journalctl{user} -u {unit} -n 20`"
 
 
 def _verify(recipe: Recipe, result: UpResult) -> None:
