@@ -63,7 +63,7 @@ class PodmanCli:
     def image_present(self, ref: str) -> bool | None:
         """``podman image exists``: True, False, or None when podman could not say."""
         done = run([self.binary, "image", "exists", "--", ref], timeout=30.0)
-        return True if done.ok else False if done.returncode == 1 else None
+        return True if done.ok else False if done.rc == 1 else None
 
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]:
         argv = [self.binary, "logs"]
