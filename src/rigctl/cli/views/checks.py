@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli import plaintable
-from rigctl.cli.views.base import Cell, View, columns, in_colour, line, table
+from rigctl.cli.views.base import Cell, View, columns, line, overhead, paragraph, table
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -67,11 +67,33 @@ def _counts(report: PreflightReport) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items())
 
 
+MESSAGE_BESIDE_FIX = 40  # the narrowest message column a fix column may leave (where messages are that long)
+MESSAGE_LEAST = 24  # the narrowest message column at all: narrower, each finding is stacked on lines of its own
+
+
+def _layout(out: TextIO, plain: list[list[str]], width: int) -> str:
+    """How the findings fit ``width``: ``"columns"`` (the fix in a column of its own, wide enough for
+    its longest command, beside a message column of at least ``MESSAGE_BESIDE_FIX``), ``"below"`` (each
+    fix on full lines under its finding, the message column taking the room) or ``"stacked"`` (too
+    narrow even for that: the id and result on a line, message and fix under it)."""
+    head = [max([len(h), *(len(row[i]) for row in plain)]) for i, h in enumerate(("check", "result"))]
+    message = max([len("message"), *(len(row[2]) for row in plain)])
+    fixes = [row[3] for row in plain]
+    fix = max(plaintable.least(fixes), plaintable.READABLE, len("fix")) if any(fixes) else len("fix")
+    if sum(head) + min(message, MESSAGE_BESIDE_FIX) + fix <= width - overhead(out, 4):
+        return "columns"
+    if width - overhead(out, 3) - sum(head) >= min(message, MESSAGE_LEAST):
+        return "below"
+    return "stacked"
+
+
 def preflight(report: PreflightReport, recipe_name: str, *, hint: str | None = None) -> View:
     """The findings as a table (finding messages quote GPU and process names: shown through printable),
-    the GPUs the layout chose, and the verdict with the count of each result. A fix holds the command
-    to copy: it has a column of its own where that column can hold each command whole, else a line
-    under its finding. ``hint``: what to type instead (another scope), under the verdict."""
+    the GPUs the layout chose, and the verdict with the count of each result. The message column gets
+    the room: a fix (it holds the command to copy) has a column of its own only where that column can
+    hold each command whole and still leave the message readable, else it is a line under its finding
+    (``_layout``). ``hint``: what to type instead (another scope), under the verdict. Every line is
+    wrapped within ``columns``; only a command longer than the width overflows it."""
 
     def view(out: TextIO) -> None:
         rows: list[list[Cell]] = [
@@ -83,19 +105,29 @@ def preflight(report: PreflightReport, recipe_name: str, *, hint: str | None = N
         headers = ("check", "result", "message", "fix")
         width = columns(out)
         plain = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
-        box = 3 * len(headers) + 1 - 2 * (len(headers) - 1) if in_colour(out) else 0  # rich's borders, beyond gaps
-        if plaintable.fits(headers, plain, width - box, keep=2):
-            table(out, headers, rows, title=title, width=width, keep=2)
-        else:  # too narrow for a whole command in a column: each fix on full lines of its own
+        layout = _layout(out, plain, width)
+        if layout == "columns":
+            table(out, headers, rows, title=title, width=width, keep=2, minimum=(0, 0, MESSAGE_BESIDE_FIX, 0))
+        elif layout == "below":
             below = [f"fix: {row[3]}" if row[3] else None for row in plain]
-            table(out, headers[:3], [row[:3] for row in rows], title=title, width=width, below=below, keep=2)
+            table(out, headers[:3], [row[:3] for row in rows], title=title, width=width, below=below, keep=2,
+                  minimum=(0, 0, MESSAGE_LEAST))
+        else:
+            line(out, title)
+            for row, text in zip(rows, plain, strict=True):
+                line(out, row[0], "  ", row[1])
+                for part in plaintable.hanging(text[2], width, first="    ", rest="    "):
+                    line(out, part)
+                if text[3]:
+                    for part in plaintable.hanging(f"fix: {text[3]}", width, first="    ", rest="         "):
+                        line(out, part)
         if report.choice.gpus:
-            line(out, "GPUs: " + ", ".join(f"{g.index} {printable(g.name)} {printable(g.uuid)}"
-                                           for g in report.choice.gpus))
+            paragraph(out, "GPUs", ", ".join(f"{g.index} {printable(g.name)} {printable(g.uuid)}"
+                                             for g in report.choice.gpus), width=width)
         verdict = ("ready", "green") if report.ok else ("not ready", "bold red")
         line(out, verdict, f": {_counts(report)}")
         if hint:
-            line(out, ("hint", "cyan"), f": {printable(hint, LINE_LIMIT)}")
+            paragraph(out, ("hint", "cyan"), printable(hint, LINE_LIMIT), width=width)
 
     return view
 
