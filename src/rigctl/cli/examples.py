@@ -11,6 +11,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("up glm53-flash --dry-run", "what it would check, render and install; changes nothing"),
         ("up glm53-flash", "preflight, install, start, wait through warmup, smoke-test"),
         ("up qwen3-8b-vllm --user --set engine.port=8002", "a user unit, on another port"),
+        ("up glm53-flash --progress plain", "a line per warmup phase and every 30 s, as in a pipe"),
     ),
     "status": (
         ("status", "every rigctl-managed service here"),
