@@ -4,9 +4,10 @@ through ``util.jsonable``: results stay typed until here) or text for a person (
 
 How much a person is told is decided here too, once per run, from the root's ``--quiet``/``--verbose``
 (``set_verbosity``): quiet keeps stdout to the artefact or the result lines (``Outcome.quiet_view`` where
-a command has a shorter one) and stderr to errors, so every note, warning and progress line goes through
-``note`` (or asks ``quiet()``); verbose shows each command rigctl starts, from the one place every
-subprocess passes through (Python's ``subprocess.Popen`` audit event), whichever layer starts it."""
+a command has a shorter one) and stderr to errors and warnings, so every note and progress line goes
+through ``note`` (or asks ``quiet()``) and every warning through ``warn``; verbose shows each command
+rigctl starts, from the one place every subprocess passes through (Python's ``subprocess.Popen`` audit
+event), whichever layer starts it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, envelope, p
 
 __all__ = [
     "CELL_LIMIT", "LINE_LIMIT", "SCHEMA_VERSION", "Outcome", "emit", "emit_error", "envelope", "for_rich", "note",
-    "printable", "quiet", "set_verbosity",
+    "printable", "quiet", "set_verbosity", "warn",
 ]
 
 
@@ -57,6 +58,13 @@ def note(text: str) -> None:
     if not LEVEL.quiet:
         sys.stderr.write(text if text.endswith("\n") else text + "\n")
         sys.stderr.flush()
+
+
+def warn(text: str) -> None:
+    """A warning for a person (something may be wrong with the result): on stderr, with --quiet too.
+    Quiet leaves out what is only informative (notes, progress), never what the reader should act on."""
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    sys.stderr.flush()
 
 
 def _show_command(event: str, args: tuple[Any, ...]) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli import plaintable
 from rigctl.cli.views.base import Cell, View, columns, line, overhead, paragraph, table
+from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -133,11 +134,12 @@ def preflight(report: PreflightReport, recipe_name: str, *, hint: str | None = N
 
 
 def preflight_result(report: PreflightReport) -> View:
-    """--quiet: only what failed (with its fix) and the verdict, as plain lines a script can read."""
+    """--quiet: what failed and what warns (each with its fix) and the verdict, as plain lines a script
+    can read: quiet leaves out what passed or was skipped, never a warning."""
 
     def view(out: TextIO) -> None:
         for f in report.findings:
-            if f.severity.failing:
+            if f.severity.failing or f.severity is Severity.WARN:
                 out.write(f"{f.severity.value} {printable(f.id)}: {printable(f.message, LINE_LIMIT)}\n")
                 if f.fix:
                     out.write(f"  fix: {printable(f.fix, LINE_LIMIT)}\n")
