@@ -11,7 +11,8 @@ only where root alone could have put it there:
 - every component of the path as given (links included, as ``lstat`` sees them) is owned by root;
 - a link among them leads to a path whose every component root owns too;
 - none of them but a sticky one (``/tmp``) is writable by anyone else;
-- it exists (a ``/tmp/x`` that does not exist yet may be made by anyone first).
+- where it does not exist yet, the directory it would be made in is root's and writable by nobody else (a
+  ``/tmp/x`` that does not exist may be made by anyone first; a ``/root/.local/state`` only by root).
 
 Otherwise root's own directory is used (its home from the password database, the XDG defaults below it,
 ``/run/user/0``), and the refusal is said once on stderr (``notice``). For anyone else, their environment is
@@ -121,7 +122,14 @@ def roots_own(value: str) -> str | None:
         try:
             st = os.lstat(here)
         except FileNotFoundError:
-            return f"{here} does not exist"
+            parent = os.path.dirname(here)
+            try:
+                pst = os.stat(parent)
+            except OSError:
+                return f"{parent} cannot be read"
+            if pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                return f"{here} does not exist, and {parent} is writable by others: anyone may make it first"
+            return None  # below root's own directory: only root can make the rest
         except OSError as exc:
             return f"{here} cannot be read ({exc.strerror or exc})"
         if st.st_uid != 0:

@@ -42,11 +42,17 @@ def test_piped_text_holds_every_finding_of_the_json(env: dict[str, str]) -> None
     assert max(len(line) for line in lines) <= 160
     assert "\x1b" not in text.stdout and "┃" not in text.stdout  # no colour, no box: a plain table
     columns = [(m.start(), m.end()) for m in re.finditer("-+", lines[2])]  # the rule under the headers
-    assert [lines[1][a:b].strip() for a, b in columns] == ["check", "result", "message", "fix"]
+    # a fix holds a command longer than a fix column could take beside a readable message: each fix is
+    # on lines of its own under its check, and the message column has the room
+    assert [lines[1][a:b].strip() for a, b in columns] == ["check", "result", "message"]
     starts = [next(i for i, line in enumerate(lines) if line.startswith(f"{f['id']} ")) for f in data["findings"]]
     assert starts == sorted(starts)  # one row per finding, in the report's order
     for finding, start, end in zip(data["findings"], starts, [*starts[1:], len(lines) - 2], strict=True):
-        cells = ["".join(line[a:b] for line in lines[start:end]).replace(" ", "") for a, b in columns]
+        block = lines[start:end]
+        cut = next((i for i, line in enumerate(block) if line.startswith("  fix: ")), len(block))
+        row, fixes = block[:cut], block[cut:]
+        cells = ["".join(line[a:b] for line in row).replace(" ", "") for a, b in columns]
+        cells.append("".join(line.strip() for line in fixes).removeprefix("fix:").replace(" ", ""))
         # every character of each cell, in order (wrapped, never cut: rich would cut a long digest)
         expected = [finding["id"], finding["severity"], finding["message"], finding["fix"] or ""]
         assert cells == [value.replace(" ", "") for value in expected]

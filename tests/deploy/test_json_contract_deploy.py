@@ -93,7 +93,7 @@ def walk() -> Iterator[Answers]:
             answers[name] = rigctl_json(*args, "--json", env=on, timeout=timeout)
 
         try:
-            run("preflight", "preflight", str(a), "--checksums", on=private)
+            run("preflight", "preflight", str(a), "--checksums", "--user", on=private)  # where up deploys it
             run("up", "up", str(a), "--user", timeout=150)
             run("status", "status", "--user")
             run("logs", "logs", "contract-a", "--user")

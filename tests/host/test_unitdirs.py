@@ -498,7 +498,10 @@ def test_root_does_not_take_another_users_xdg_directories(tmp_path: Path, monkey
     assert not any(p.startswith(str(hers)) for p in paths), paths
     assert f"{ours}/containers/systemd" in paths and "/run/user/0/containers/systemd" in paths
     assert f"{pwd.getpwuid(0).pw_dir.rstrip('/')}/.local/share/systemd/user" in paths  # root's own home
-    missing = tmp_path / "not-yet"  # a directory that does not exist yet could be made by anyone later
+    shared = tmp_path / "shared"  # a directory that does not exist yet where anyone could make it first
+    shared.mkdir()
+    shared.chmod(0o1777)
+    missing = shared / "not-yet"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(missing))
     assert not any(r.path.startswith(str(missing)) for r in login_roots())
 

@@ -59,14 +59,17 @@ def register(modules: Sequence[str]) -> None:
     for name in modules:
         importlib.import_module(f"rigctl.cli.{name}")
     from rigctl.cli.base import app  # noqa: PLC0415 - typer loads only where a command runs
-    from rigctl.cli.examples import epilog  # noqa: PLC0415 - likewise
+    from rigctl.cli.examples import epilog, root_epilog, summary  # noqa: PLC0415 - likewise
 
     order = {name: i for i, name in enumerate(COMMANDS)}
     app.registered_commands.sort(key=lambda info: order.get(info.name or "", len(order)))
+    app.info.epilog = app.info.epilog or root_epilog()
     for info in app.registered_commands:
         info.epilog = info.epilog or epilog(info.name or "")
+        info.short_help = info.short_help or summary(info.name or "")  # the root help's line, never cut
     for group in app.registered_groups:
         group.epilog = group.epilog or epilog(group.name or "")
+        group.short_help = group.short_help or summary(group.name or "")
         for info in group.typer_instance.registered_commands if group.typer_instance else ():
             info.epilog = info.epilog or epilog(f"{group.name} {info.name}")
 

@@ -27,12 +27,65 @@ DEEP = {"gpu-allreduce": ("a real NCCL all_reduce over the chosen GPUs finishes,
                           "(opt-in: preflight --deep)", "rigctl.preflight.allreduce", "classify")}
 
 
+# Why a check exists, where its code has no docstring that says it (none, one that restates what it guards,
+# or one about how it works): the failure it saves an operator from, as it would otherwise show up.
+WHY: dict[str, str] = {
+    "gpu-p2p": "a tensor-parallel engine moves activations between its GPUs at every layer; where P2P does "
+               "not work, or the pair crosses CPU sockets, that traffic goes through host memory, several "
+               "times slower, or NCCL hangs in warmup",
+    "gpu-driver": "the engine image's CUDA runtime needs a driver at least this new; an older one fails at the "
+                  "first CUDA call, minutes into the boot, and without NVML nothing about the GPUs can be judged",
+    "gpu-count": "the engine shards the model over its tensor and pipeline ranks, one GPU each; with fewer "
+                 "matching GPUs it cannot start, and says so only after loading",
+    "gpu-model": "a recipe's memory, kernels and quantization are chosen for certain products; on another card "
+                 "the numbers it promises do not hold, or the engine does not start",
+    "gpu-memory": "the weights and the KV cache must fit each GPU; too little memory ends in an out-of-memory "
+                  "error after the weights have loaded, or in a context shorter than the recipe serves",
+    "gpu-compute-capability": "the image's kernels are built for certain architectures (FP8 needs sm_89 or "
+                              "newer); on another the engine fails with 'no kernel image is available'",
+    "gpu-busy": "memory another process holds is not there for the engine, which sizes its share of each GPU "
+                "up front: it refuses to start or runs out of memory during warmup",
+    "gpu-mig": "with MIG on, the container sees GPU instances, each a slice of the card's memory and compute, "
+               "not the whole GPU the recipe is sized for",
+    "gpu-power": "a lowered power limit throttles the clocks: the engine serves, slower than the recipe's "
+                 "figures, and nothing in its logs says why",
+    "shm": "the engine's workers (and NCCL between GPUs) exchange tensors through /dev/shm; podman's default "
+           "64 MB makes them die with a bus error or an NCCL error",
+    "ipc-shm": "podman refuses to start a container with host IPC and an explicit shm size together: the "
+               "unit would fail on every start",
+    "podman": "quadlet arrived with podman 4.4, and keys such as Notify=healthy need 5.0; with an older podman "
+              "the generator makes no service, or one that ignores what the unit asks",
+    "image": "the unit pins the image by digest; one not present locally is pulled by the first start, "
+             "several GB inside the warmup budget",
+    "cdi": "the GPUs reach the container through a CDI spec; without one, or with one generated for another "
+           "driver, podman cannot add the devices and the container does not start",
+    "checkpoint": "a missing, partial or truncated checkpoint shows only after minutes of loading; counting "
+                  "the shards and their bytes (and their sha256 with --checksums) finds it before the boot",
+    "draft": "the speculative-decoding draft model is loaded beside the main one: a missing or partial one "
+             "fails the boot as a missing checkpoint does",
+    "license": "some model licences must be accepted before use; rigctl records who accepted which "
+               "(--accept-license) rather than serve such a model unasked",
+    "disk": "a checkpoint needs room to be downloaded into, and compile caches and logs grow during warmup: "
+            "a full disk fails the boot partway",
+    "port": "another process on the publish port makes the container fail to start (address in use), or "
+            "answers at the endpoint in the engine's place",
+    "systemd": "quadlet units are run by a systemd manager, the system's or the user's (with linger, to "
+               "outlive the login); without one nothing starts them",
+    "known-bad": "the recipe lists combinations (driver, engine version, GPU generation) known to fail; one "
+                 "that matches here would fail the same way, after the whole boot",
+    "smoke": "a model that loads but answers wrong (a broken chat template, a wrong tokenizer, corrupt "
+             "weights) passes every health check; known answers at temperature 0 catch it",
+    "determinism": "at temperature 0 the same request must give the same text; when it does not, batching or "
+                   "a kernel is nondeterministic, and every other comparison is noise",
+}
+
+
 @dataclass(frozen=True)
 class CheckInfo:
     id: str
     kind: str  # preflight | verify | doctor
     summary: str  # what it guards, one line
-    about: str | None = None  # why: the check's docstring (or, for a deep check, its module's)
+    about: str | None = None  # why: the check's docstring (or, for a deep check, its module's), else WHY's
     severity: str = "fail"  # what a problem it finds is, at most (a doctor rule's default; a hit may lower it)
     force: bool | None = None  # preflight: whether `--force ID` turns its fail into a warning; None elsewhere
     fixes: list[str] = field(default_factory=list)  # the fixes it can suggest
@@ -57,12 +110,12 @@ def _preflight() -> Iterator[CheckInfo]:
     from rigctl.preflight.runner import CHECKS  # noqa: PLC0415 - the registries load only for these commands
 
     for check in CHECKS:
-        yield CheckInfo(check.id, "preflight", check.summary, _doc(check.fn), "fail", check.forceable,
-                        fixes_in(check.fn, {"fail": 1, "warn": 1}), _where(check.fn))
+        yield CheckInfo(check.id, "preflight", check.summary, _why(check.id, check.summary, _doc(check.fn)), "fail",
+                        check.forceable, fixes_in(check.fn, {"fail": 1, "warn": 1}), _where(check.fn))
     for check_id, (summary, module_name, function) in DEEP.items():
         module = importlib.import_module(module_name)
         fn = getattr(module, function)
-        yield CheckInfo(check_id, "preflight", summary, _doc(module), "fail", True,
+        yield CheckInfo(check_id, "preflight", summary, _why(check_id, summary, _doc(module)), "fail", True,
                         fixes_in(fn, {"fail": 1, "warn": 1, "Verdict": 2}), _where(fn))
 
 
@@ -73,14 +126,15 @@ def _verify() -> Iterator[CheckInfo]:
         # a check judged after the run (repetition) says what it guards in its judge's docstring
         about = " ".join(d for d in (_doc(check.judge) if check.judge else None, _doc(check.run)) if d) or None
         summary = (about or check_id).split(". ")[0].split("; ")[0].rstrip(".")
-        yield CheckInfo(check_id, "verify", summary, about, "fail", None, [], _where(check.run))
+        yield CheckInfo(check_id, "verify", summary, _why(check_id, summary, about), "fail", None, [],
+                        _where(check.run))
 
 
 def _doctor() -> Iterator[CheckInfo]:
     from rigctl.doctor.rules import REGISTRY  # noqa: PLC0415
 
     for rule in REGISTRY:
-        about = _doc(rule.check) or _doc(sys.modules[rule.check.__module__])
+        about = _why(rule.id, rule.summary, _doc(rule.check) or _doc(sys.modules[rule.check.__module__]))
         yield CheckInfo(rule.id, "doctor", rule.summary, about, str(rule.severity), None,
                         fixes_in(rule.check, {"Hit": 1, "HostHit": 2}), _where(rule.check))
 
@@ -88,6 +142,27 @@ def _doctor() -> Iterator[CheckInfo]:
 def _doc(obj: object) -> str | None:
     text = inspect.getdoc(obj)
     return " ".join(text.split()) if text else None
+
+
+def _why(check_id: str, summary: str, doc: str | None) -> str | None:
+    """What ``explain`` says under "why": the WHY entry, else the docstring past what ``summary`` already
+    says (verify's summary is its docstring's first sentence): never the summary again."""
+    rest = WHY.get(check_id, doc)
+    if rest is not None and rest.startswith(summary):
+        rest = rest[len(summary):].lstrip(".;: ")
+    if not rest:
+        return None
+    return rest[0].upper() + rest[1:] + ("" if rest.endswith(".") else ".")
+
+
+def dedupe(fixes: list[str]) -> list[str]:
+    """The fixes without one that another says in full: "install podman >= 5.0" goes where "install podman
+    >= 5.0, or a quadlet generator from a newer release" is also suggested."""
+    def core(text: str) -> str:
+        return text.replace("…", "").strip(" .,;:")
+
+    kept = [f for f in fixes if not any(other != f and core(f) and core(f) in other for other in fixes)]
+    return list(dict.fromkeys(kept))
 
 
 def _where(fn: Callable[..., Any]) -> str:
@@ -118,7 +193,7 @@ def fixes_in(fn: Callable[..., Any], calls: dict[str, int]) -> list[str]:
             text = _text(node.value, names)
         if text and text.strip("… ") and text not in found:
             found.append(text)
-    return found[:MAX_FIXES]
+    return dedupe(found)[:MAX_FIXES]
 
 
 def _text(node: ast.expr | None, names: dict[str, Any]) -> str | None:

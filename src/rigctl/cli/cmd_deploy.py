@@ -23,7 +23,7 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     recipe: opt.RecipeArg, sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None, force: opt.ForceOpt = None,
     gpus: opt.GpusOpt = None, user: opt.UserOpt = False, system: opt.SystemOpt = False, dry_run: opt.DryRunOpt = False,
     inventory: opt.InventoryOpt = None, no_verify: opt.NoVerifyOpt = False, keep_failed: opt.KeepFailedOpt = False,
-    as_json: opt.JsonOpt = False,
+    progress: opt.ProgressOpt = "auto", as_json: opt.JsonOpt = False,
 ) -> None:
     """Deploy RECIPE: preflight, render, install the quadlet, start, wait through warmup, verify."""
 
@@ -46,11 +46,12 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             raise UsageError("--inventory plans another box: it only goes with --dry-run")
         name, chosen = loaded.recipe.name, split_list(gpus, option="--gpus") or None
         forced = split_list(force, option="--force")
+        mode = views.progress.progress_mode(progress, as_json=as_json, terminal=sys.stderr.isatty())
         if dry_run:
             plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, inventory=inventory, early=early)
             return _dry_run(plan, inventory, f"rigctl up {recipe} --dry-run")
-        display = views.progress.LiveDisplay(enabled=not as_json and sys.stderr.isatty(), quiet=as_json)
         adapters = real_adapters(scope)
+        display = views.progress.LiveDisplay(mode=mode, clock=adapters.clock)
         try:
             with locked(name, f"up {name}"):
                 display.stage("preflight")
@@ -197,7 +198,8 @@ def down_cmd(
 def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     source: opt.FromArg, target: opt.ToArg, sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None,
     force: opt.ForceOpt = None, gpus: opt.GpusOpt = None, release_timeout: opt.ReleaseTimeoutOpt = 120.0,
-    user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json: opt.JsonOpt = False,
+    user: opt.UserOpt = False, system: opt.SystemOpt = False, progress: opt.ProgressOpt = "auto",
+    as_json: opt.JsonOpt = False,
 ) -> None:
     """Replace FROM by TO: preflight TO (FROM's GPUs counted free), stop FROM, wait for its GPU memory,
     up and verify TO; on any failure stop TO and bring FROM back. Exit 0 swapped, 4 rolled back,
@@ -215,14 +217,18 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         to_loaded = load_recipe(target, overlays, sets)
         to_side = Side(to_loaded.recipe, str(to_loaded.source.path))
 
+        mode = views.progress.progress_mode(progress, as_json=as_json, terminal=sys.stderr.isatty())
         adapters = real_adapters(scope)
+        display = views.progress.LiveDisplay(mode=mode, clock=adapters.clock)
         deploy = HostSwapDeploy(scope, adapters=adapters, dirs=dirs, force=split_list(force, option="--force"),
-                                gpus=split_list(gpus, option="--gpus") or None)
+                                gpus=split_list(gpus, option="--gpus") or None, on_progress=display.progress,
+                                on_stage=display.stage)
         try:  # swap() holds both services' locks throughout
             result = swap(from_side, to_side, deploy=deploy, gpu=adapters.gpu, clock=adapters.clock,
                           options=SwapOptions(release_timeout_s=release_timeout),
                           on_step=None if as_json else views.progress.swap_step)
         finally:
+            display.close()
             adapters.probe.close()
         return Outcome("swap", result.ok, result.to_dict(), view=views.swap(result), exit_code=result.exit_code)
 

@@ -90,6 +90,10 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Preflight and render
 NoVerifyOpt = Annotated[bool, typer.Option("--no-verify", help="Skip smoke and repetition after ready.")]
 KeepFailedOpt = Annotated[bool, typer.Option(
     "--keep-failed", help="Leave a unit that died in warmup to systemd's restarts; default: stop it.")]
+ProgressOpt = Annotated[str, typer.Option(
+    "--progress", metavar="auto|live|plain|none",
+    help="How the warmup is shown on stderr: live (redrawn in place), plain (a line at each phase and every "
+         "30 s: pipes, CI, ssh), none; auto: live on a terminal, plain elsewhere, none with --json.")]
 FollowOpt = Annotated[bool, typer.Option(
     "--follow", "-f", help="Keep printing new output, across restarts, until the unit stops for good.")]
 SinceOpt = Annotated[str | None, typer.Option("--since", help="Only output after this (e.g. 10m, 2024-01-01).")]

@@ -4,9 +4,10 @@ through ``util.jsonable``: results stay typed until here) or text for a person (
 
 How much a person is told is decided here too, once per run, from the root's ``--quiet``/``--verbose``
 (``set_verbosity``): quiet keeps stdout to the artefact or the result lines (``Outcome.quiet_view`` where
-a command has a shorter one) and stderr to errors, so every note, warning and progress line goes through
-``note`` (or asks ``quiet()``); verbose shows each command rigctl starts, from the one place every
-subprocess passes through (Python's ``subprocess.Popen`` audit event), whichever layer starts it."""
+a command has a shorter one) and stderr to errors and warnings, so every note and progress line goes
+through ``note`` (or asks ``quiet()``) and every warning through ``warn``; verbose shows each command
+rigctl starts, from the one place every subprocess passes through (Python's ``subprocess.Popen`` audit
+event), whichever layer starts it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, envelope, p
 
 __all__ = [
     "CELL_LIMIT", "LINE_LIMIT", "SCHEMA_VERSION", "Outcome", "emit", "emit_error", "envelope", "for_rich", "note",
-    "printable", "quiet", "set_verbosity",
+    "printable", "quiet", "set_verbosity", "warn",
 ]
 
 
@@ -67,14 +68,19 @@ def recipe_override(name: str, path: str, bundled: str) -> None:
     """Say that recipe ``name`` is the user's file ``path``, not the bundled ``bundled``: on stderr at
     once (with --quiet too: it changes what is deployed), and in this run's JSON."""
     OVERRIDES.append({"name": name, "path": path, "overrides": bundled})
-    sys.stderr.write(f"rigctl: recipe {printable(name, 80)} is {printable(path, LINE_LIMIT)}, a user recipe that "
-                     f"overrides the bundled one ({printable(bundled, LINE_LIMIT)}); pass the bundled file's "
-                     "path to use it instead\n")
-    sys.stderr.flush()
+    warn(f"rigctl: recipe {printable(name, 80)} is {printable(path, LINE_LIMIT)}, a user recipe that overrides the "
+         f"bundled one ({printable(bundled, LINE_LIMIT)}); pass the bundled file's path to use it instead")
 
 
 def _with_overrides(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "recipe_overrides": list(OVERRIDES)} if OVERRIDES else payload
+
+
+def warn(text: str) -> None:
+    """A warning for a person (something may be wrong with the result): on stderr, with --quiet too.
+    Quiet leaves out what is only informative (notes, progress), never what the reader should act on."""
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    sys.stderr.flush()
 
 
 def _show_command(event: str, args: tuple[Any, ...]) -> None:

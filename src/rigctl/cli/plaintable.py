@@ -71,6 +71,13 @@ def wrap(text: str, width: int) -> list[str]:
     return lines
 
 
+def hanging(text: str, width: int, *, first: str, rest: str) -> list[str]:
+    """``text`` wrapped within ``width``: its first line after ``first``, the others after ``rest`` (a
+    label and its indent: ``hint: ...``). Only a backtick span longer than the room overflows it."""
+    room = max(1, width - max(len(first), len(rest)))
+    return [(first if n == 0 else rest) + part for n, part in enumerate(wrap(text, room))]
+
+
 def least(cells: Sequence[str]) -> int:
     """The narrowest a column of ``cells`` can be: its longest word that holds a backtick span (any other
     word may be cut), at least 1."""
@@ -115,11 +122,16 @@ def _share(natural: Sequence[int], width: int) -> list[int]:
     return widths
 
 
-def floors(headers: Sequence[str], rows: Sequence[Sequence[str]], keep: int = 0) -> list[int]:
+def floors(headers: Sequence[str], rows: Sequence[Sequence[str]], keep: int = 0,
+           minimum: Sequence[int] | None = None) -> list[int]:
     """Each column's narrowest: the first ``keep`` columns as wide as their widest cell (ids, results:
-    never wrapped), any other as its longest backtick span."""
+    never wrapped), any other as its longest backtick span, or ``minimum`` of it where that is more
+    (a message column a view wants readable), never more than its widest cell."""
     natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-    return [natural[i] if i < keep else least([row[i] for row in rows]) for i in range(len(headers))]
+    base = [natural[i] if i < keep else least([row[i] for row in rows]) for i in range(len(headers))]
+    if minimum is None:
+        return base
+    return [max(b, min(m, n)) for b, m, n in zip(base, minimum, natural, strict=True)]
 
 
 def fits(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, *, keep: int = 0) -> bool:
@@ -131,12 +143,14 @@ def fits(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, *, k
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None,
-           width: int = WIDTH, below: Sequence[str | None] | None = None, keep: int = 0) -> str:
-    """The table as lines of text, each at most ``width`` characters (unless the ``floors`` of ``keep``
-    and the backtick spans need more), ending in a newline. ``below``: for each row, a text printed on
-    full lines under it (indented), or None."""
+           width: int = WIDTH, below: Sequence[str | None] | None = None, keep: int = 0,
+           minimum: Sequence[int] | None = None) -> str:
+    """The table as lines of text, each at most ``width`` characters (unless the ``floors`` of ``keep``,
+    ``minimum`` and the backtick spans need more), ending in a newline. ``below``: for each row, a text
+    printed on full lines under it (indented), or None."""
     natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-    widths = fit(natural, max(len(headers), width - len(GAP) * (len(headers) - 1)), floors(headers, rows, keep))
+    widths = fit(natural, max(len(headers), width - len(GAP) * (len(headers) - 1)),
+                 floors(headers, rows, keep, minimum))
     lines = [title] if title else []
 
     def emit(cells: Sequence[str]) -> None:
@@ -151,5 +165,5 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str 
         emit(row)
         extra = below[i] if below is not None else None
         if extra:
-            lines += [("  " if n == 0 else "       ") + part for n, part in enumerate(wrap(extra, width - 7))]
+            lines += hanging(extra, width, first="  ", rest="       ")
     return "\n".join(lines) + "\n"

@@ -31,6 +31,7 @@ from rigctl.deploy.install import installed_texts
 from rigctl.deploy.plan import Plan, make_plan
 from rigctl.deploy.target import Target
 from rigctl.deploy.up import UpOptions, UpResult, install_and_start, plan_here, up
+from rigctl.deploy.warmup import Progress
 from rigctl.errors import DeployError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.facts import HostFacts
@@ -329,9 +330,11 @@ class HostSwapDeploy:
     no lock: the swap holds both services' locks throughout."""
 
     def __init__(self, scope: Scope, *, adapters: Adapters, dirs: Dirs, force: Sequence[str] = (),
-                 gpus: Sequence[str] | None = None) -> None:
+                 gpus: Sequence[str] | None = None, on_progress: Callable[[Progress], None] | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> None:
         self.scope, self.adapters, self.dirs = scope, adapters, dirs
         self.force, self.gpus = tuple(force), list(gpus) if gpus else None
+        self.on_progress, self.on_stage = on_progress, on_stage  # each warmup's progress, as `up` reports it
 
     def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> Plan:
         facts = free_facts(facts_for_recipe(side.recipe, scope=self.scope), freed_gpus, freed_port)
@@ -348,7 +351,7 @@ class HostSwapDeploy:
         """Planned again on the facts as they are now, FROM stopped: what is installed is what was judged."""
         plan = plan_here(side.recipe, self.scope, force=self.force, gpus=self.gpus)
         return up(plan, recipe_source=side.source, adapters=self.adapters, dirs=self.dirs,
-                  options=UpOptions(verify=True))
+                  options=UpOptions(verify=True), on_progress=self.on_progress, on_stage=self.on_stage)
 
     def restore(self, side: Side) -> UpResult:
         """The unit files still installed, byte for byte, started again and verified: nothing is re-rendered
@@ -362,7 +365,8 @@ class HostSwapDeploy:
         result.gpu_ids = list(record.gpu_ids)
         return install_and_start(side.recipe, _installed(record), result, recipe_source=side.source,
                                  quadlet=find_quadlet(self.scope), adapters=self.adapters, dirs=self.dirs,
-                                 options=UpOptions(verify=True))
+                                 options=UpOptions(verify=True), on_progress=self.on_progress,
+                                 on_stage=self.on_stage)
 
 
 def _installed(record: records.DeploymentRecord) -> dict[str, str]:

@@ -245,7 +245,8 @@ def wait_ready(
             if readiness.ready_for(target.served_name):
                 return WaitResult(WaitStatus.READY, elapsed, str(Phase.READY), last, readiness,
                                   noticed_mono=clock.monotonic(), tail=follower.tail())
-        since_output = now - max(follower.last_output_mono, target.start_mono)
+        # the follower may have stamped a line after ``now`` was read: that output is 0 s old, not -0.01 s
+        since_output = max(0.0, now - max(follower.last_output_mono, target.start_mono))
         if since_output > target.stall_budget_s:
             return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
                               detail=f"no output for {since_output:.0f} s (stall budget {target.stall_budget_s} s)",

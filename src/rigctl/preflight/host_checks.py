@@ -9,6 +9,7 @@ from rigctl.podman_versions import find_version as _parse_version
 from rigctl.podman_versions import fmt as _fmt
 from rigctl.preflight.finding import Context, Verdict, fail, ok, skip, warn
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR, SpecDraft
+from rigctl.util.text import counted
 
 PODMAN_DEFAULT_SHM = 64 * 1024 * 1024
 
@@ -204,25 +205,27 @@ def check_checkpoint(ctx: Context) -> Verdict:
     names = ck.shard_names()
     missing, total, empty = _checkpoint_problems(probe, names, ck.path)
     if missing:
-        return fail(f"{len(missing)} of {ck.shards} shards missing in {ck.path}: {_listing(missing)}",
+        return fail(f"{len(missing)} of {counted(ck.shards, 'shard')} missing in {ck.path}: {_listing(missing)}",
                     f"resume the download: {download}")
     if empty:
         return fail(f"empty shard(s): {_listing(empty)}", f"re-download them: {download}")
     if ck.total_bytes is not None and total != ck.total_bytes:
-        return fail(f"{ck.shards} shards hold {total:,} bytes, the recipe says exactly {ck.total_bytes:,} "
-                    f"({total - ck.total_bytes:+,})", f"a shard is truncated or from another revision: {download}")
+        return fail(f"{counted(ck.shards, 'shard')}, {total:,} bytes; the recipe says exactly "
+                    f"{ck.total_bytes:,} ({total - ck.total_bytes:+,})",
+                    f"a shard is truncated or from another revision: {download}")
     if ck.approx_bytes is not None and abs(total - ck.approx_bytes) > 0.02 * ck.approx_bytes:
-        return fail(f"{ck.shards} shards hold {total:,} bytes, more than 2% from the published ~{ck.approx_bytes:,}",
-                    f"check the revision and re-download: {download}")
-    size = f"{ck.shards} shards, {total:,} bytes" + (" (exact)" if ck.total_bytes else " (within 2% of published)")
+        return fail(f"{counted(ck.shards, 'shard')}, {total:,} bytes: more than 2% from the published "
+                    f"~{ck.approx_bytes:,}", f"check the revision and re-download: {download}")
+    size = f"{counted(ck.shards, 'shard')}, {total:,} bytes" + (
+        " (exact)" if ck.total_bytes else " (within 2% of published)")
     if ctx.checksum_problem:
         return fail(f"{size}; checksums not verified: {ctx.checksum_problem}",
                     "run preflight on the host that holds the checkpoint")
     if ctx.checksums is None:
         return ok(size + "; sha256 not checked (add --checksums)")
     if ck.sha256 is None:
-        return warn(f"{size}; sha256 computed for {len(ctx.checksums)} shards but the recipe has no manifest "
-                    "to compare with", "pin them: add checkpoint.sha256 (see the JSON output's checksums)")
+        return warn(f"{size}; sha256 computed for {counted(len(ctx.checksums), 'shard')} but the recipe has no "
+                    "manifest to compare with", "pin them: add checkpoint.sha256 (see the JSON output's checksums)")
     bad = [n for n in names if ck.sha256.get(n) != ctx.checksums.get(n)]
     if bad:
         return fail(f"sha256 mismatch for {len(bad)} shard(s): {_listing(bad)}", f"re-download them: {download}")

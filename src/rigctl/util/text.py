@@ -69,6 +69,12 @@ def columns(stream: TextIO | None, default: int) -> int:
     return default
 
 
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and ``word`` as a count reads: ``1 shard``, ``8 shards`` (``plural`` where adding an s is
+    wrong)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def clip(text: str, most: int = 60) -> str:
     """``text`` for a message: its repr, cut to about ``most`` characters (a hostile value can be huge)."""
     return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text):,} characters)"

@@ -61,17 +61,19 @@ def console(out: TextIO, width: int | None = None) -> Any:
 
 
 def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, title: str | None = None,
-          width: int | None = None, below: Sequence[str | None] | None = None, keep: int = 0) -> None:
+          width: int | None = None, below: Sequence[str | None] | None = None, keep: int = 0,
+          minimum: Sequence[int] | None = None) -> None:
     """Rows under headers, at most ``width`` (default ``columns``) wide: rich's table in colour,
     ``plaintable``'s columns otherwise; wrapped, never cut, a backtick span (a command to copy) never
     broken. ``below``: a text for each row (or None) on full lines of its own: under its row in plain
     text, under the table in colour (a rich table cannot span a line across its columns). The first
-    ``keep`` columns are never narrowed (ids). Cells must already be printable (``printable``); nothing
+    ``keep`` columns are never narrowed (ids); ``minimum``: the narrowest each column is made, where its
+    cells are that wide (``plaintable.floors``). Cells must already be printable (``printable``); nothing
     here reads markup."""
     width = width or columns(out)
     if not in_colour(out):
         out.write(plaintable.render(headers, [[_plain(c) for c in row] for row in rows], title=title, width=width,
-                                    below=below, keep=keep))
+                                    below=below, keep=keep, minimum=minimum))
         return
     from rich.table import Table
     from rich.text import Text
@@ -80,7 +82,7 @@ def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *
     natural = [max([len(h), *(len(row[i]) for row in plain)]) for i, h in enumerate(headers)]
     # rich's box and padding take three characters a column, and one more
     widths = plaintable.fit(natural, max(len(headers), width - 3 * len(headers) - 1),
-                            plaintable.floors(headers, plain, keep))
+                            plaintable.floors(headers, plain, keep, minimum))
     grid = Table(title=None if title is None else _text(title), show_lines=False)
     for header, w in zip(headers, widths, strict=True):
         grid.add_column(header, width=w, no_wrap=True)  # wrapped here, as plaintable does: spans stay whole
@@ -106,3 +108,20 @@ def line(out: TextIO, *parts: Cell) -> None:
     from rich.text import Text
 
     console(out).print(Text.assemble(*(_text(p) for p in parts)))
+
+
+def overhead(out: TextIO, count: int) -> int:
+    """What a table of ``count`` columns takes beyond its cells: rich's box and padding in colour (three
+    characters a column, and one more), the gaps between columns otherwise."""
+    return 3 * count + 1 if in_colour(out) else len(plaintable.GAP) * (count - 1)
+
+
+def paragraph(out: TextIO, label: Cell, text: str, *, width: int | None = None) -> None:
+    """``label: text`` as prose wrapped within ``width`` (default ``columns``), its later lines indented
+    under the text; a backtick span (a command to copy) is never broken, so only a span longer than the
+    room makes a line longer."""
+    name = _plain(label)
+    lines = plaintable.hanging(text, width or columns(out), first="", rest=" " * (len(name) + 2))
+    line(out, label, f": {lines[0]}")
+    for rest in lines[1:]:
+        line(out, rest)

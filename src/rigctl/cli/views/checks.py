@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli import plaintable
-from rigctl.cli.views.base import Cell, View, columns, in_colour, line, table
+from rigctl.cli.views.base import Cell, View, columns, line, overhead, paragraph, table
+from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -67,11 +68,33 @@ def _counts(report: PreflightReport) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items())
 
 
+MESSAGE_BESIDE_FIX = 40  # the narrowest message column a fix column may leave (where messages are that long)
+MESSAGE_LEAST = 24  # the narrowest message column at all: narrower, each finding is stacked on lines of its own
+
+
+def _layout(out: TextIO, plain: list[list[str]], width: int) -> str:
+    """How the findings fit ``width``: ``"columns"`` (the fix in a column of its own, wide enough for
+    its longest command, beside a message column of at least ``MESSAGE_BESIDE_FIX``), ``"below"`` (each
+    fix on full lines under its finding, the message column taking the room) or ``"stacked"`` (too
+    narrow even for that: the id and result on a line, message and fix under it)."""
+    head = [max([len(h), *(len(row[i]) for row in plain)]) for i, h in enumerate(("check", "result"))]
+    message = max([len("message"), *(len(row[2]) for row in plain)])
+    fixes = [row[3] for row in plain]
+    fix = max(plaintable.least(fixes), plaintable.READABLE, len("fix")) if any(fixes) else len("fix")
+    if sum(head) + min(message, MESSAGE_BESIDE_FIX) + fix <= width - overhead(out, 4):
+        return "columns"
+    if width - overhead(out, 3) - sum(head) >= min(message, MESSAGE_LEAST):
+        return "below"
+    return "stacked"
+
+
 def preflight(report: PreflightReport, recipe_name: str, *, hint: str | None = None) -> View:
     """The findings as a table (finding messages quote GPU and process names: shown through printable),
-    the GPUs the layout chose, and the verdict with the count of each result. A fix holds the command
-    to copy: it has a column of its own where that column can hold each command whole, else a line
-    under its finding. ``hint``: what to type instead (another scope), under the verdict."""
+    the GPUs the layout chose, and the verdict with the count of each result. The message column gets
+    the room: a fix (it holds the command to copy) has a column of its own only where that column can
+    hold each command whole and still leave the message readable, else it is a line under its finding
+    (``_layout``). ``hint``: what to type instead (another scope), under the verdict. Every line is
+    wrapped within ``columns``; only a command longer than the width overflows it."""
 
     def view(out: TextIO) -> None:
         rows: list[list[Cell]] = [
@@ -83,29 +106,40 @@ def preflight(report: PreflightReport, recipe_name: str, *, hint: str | None = N
         headers = ("check", "result", "message", "fix")
         width = columns(out)
         plain = [[c if isinstance(c, str) else c[0] for c in row] for row in rows]
-        box = 3 * len(headers) + 1 - 2 * (len(headers) - 1) if in_colour(out) else 0  # rich's borders, beyond gaps
-        if plaintable.fits(headers, plain, width - box, keep=2):
-            table(out, headers, rows, title=title, width=width, keep=2)
-        else:  # too narrow for a whole command in a column: each fix on full lines of its own
+        layout = _layout(out, plain, width)
+        if layout == "columns":
+            table(out, headers, rows, title=title, width=width, keep=2, minimum=(0, 0, MESSAGE_BESIDE_FIX, 0))
+        elif layout == "below":
             below = [f"fix: {row[3]}" if row[3] else None for row in plain]
-            table(out, headers[:3], [row[:3] for row in rows], title=title, width=width, below=below, keep=2)
+            table(out, headers[:3], [row[:3] for row in rows], title=title, width=width, below=below, keep=2,
+                  minimum=(0, 0, MESSAGE_LEAST))
+        else:
+            line(out, title)
+            for row, text in zip(rows, plain, strict=True):
+                line(out, row[0], "  ", row[1])
+                for part in plaintable.hanging(text[2], width, first="    ", rest="    "):
+                    line(out, part)
+                if text[3]:
+                    for part in plaintable.hanging(f"fix: {text[3]}", width, first="    ", rest="         "):
+                        line(out, part)
         if report.choice.gpus:
-            line(out, "GPUs: " + ", ".join(f"{g.index} {printable(g.name)} {printable(g.uuid)}"
-                                           for g in report.choice.gpus))
+            paragraph(out, "GPUs", ", ".join(f"{g.index} {printable(g.name)} {printable(g.uuid)}"
+                                             for g in report.choice.gpus), width=width)
         verdict = ("ready", "green") if report.ok else ("not ready", "bold red")
         line(out, verdict, f": {_counts(report)}")
         if hint:
-            line(out, ("hint", "cyan"), f": {printable(hint, LINE_LIMIT)}")
+            paragraph(out, ("hint", "cyan"), printable(hint, LINE_LIMIT), width=width)
 
     return view
 
 
 def preflight_result(report: PreflightReport) -> View:
-    """--quiet: only what failed (with its fix) and the verdict, as plain lines a script can read."""
+    """--quiet: what failed and what warns (each with its fix) and the verdict, as plain lines a script
+    can read: quiet leaves out what passed or was skipped, never a warning."""
 
     def view(out: TextIO) -> None:
         for f in report.findings:
-            if f.severity.failing:
+            if f.severity.failing or f.severity is Severity.WARN:
                 out.write(f"{f.severity.value} {printable(f.id)}: {printable(f.message, LINE_LIMIT)}\n")
                 if f.fix:
                     out.write(f"  fix: {printable(f.fix, LINE_LIMIT)}\n")
@@ -115,8 +149,9 @@ def preflight_result(report: PreflightReport) -> View:
 
 
 def verify(report: VerifyReport) -> View:
-    """The checks as a table (messages quote the server: error bodies, model names), the engine spoken,
-    the soak's figures, and the verdict."""
+    """The checks as a table (messages quote the server: error bodies, model names; TIME is each check's
+    whole run), the engine spoken, the soak's figures (its streams' own span beside the check's time), and
+    the verdict."""
 
     def view(out: TextIO) -> None:
         rows: list[list[Cell]] = [
@@ -133,11 +168,15 @@ def verify(report: VerifyReport) -> View:
                                 LINE_LIMIT))
         soak = report.get("soak")
         if soak is not None and soak.figures.get("completed"):
+            # Two clocks: the TIME column is the whole check (sizing the prefix, the solo baselines, the
+            # concurrent streams, the health polls after); the rates are over the streams' span alone.
             f = soak.figures
-            line(out, f"soak: {f['completed']} completed, {f['failed']} failed in {f['duration_s']}s; "
-                      f"TTFT p50/p99 {f['median_ttft_ms']}/{f['p99_ttft_ms']} ms, ITL p50/p99 {f['median_itl_ms']}/"
-                      f"{f['p99_itl_ms']} ms, E2E p50/p99 {f['median_e2el_ms']}/{f['p99_e2el_ms']} ms, "
-                      f"{f['output_throughput']} output tok/s")
+            paragraph(out, "soak", f"{f['completed']} completed, {f['failed']} failed; the concurrent streams "
+                      f"took {f['duration_s']:.3f} s of the check's {soak.duration_s:.1f} s (the rest: sizing the "
+                      f"prefix, solo baselines, health after); TTFT p50/p99 {f['median_ttft_ms']}/"
+                      f"{f['p99_ttft_ms']} ms, ITL p50/p99 {f['median_itl_ms']}/{f['p99_itl_ms']} ms, E2E p50/p99 "
+                      f"{f['median_e2el_ms']}/{f['p99_e2el_ms']} ms, {f['output_throughput']} output tok/s "
+                      "over the streams")
         if report.ok:
             line(out, "verify: ", ("OK", "green"))
         else:

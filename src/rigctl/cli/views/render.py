@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.output import note
+from rigctl.cli.output import note, warn
 from rigctl.cli.views.base import View
 from rigctl.util.text import LINE_LIMIT, printable
 
@@ -30,8 +30,10 @@ def quadlet(result: QuadletResult, *, written: bool) -> View:
 
         rendered = result.rendered
         for said in result.warnings:  # stdout is the unit; a warning about it goes where warnings go
-            kind = "warning" if said.kind == "warning" else f"note ({said.kind})"
-            note(f"rigctl render: {kind}: {printable(said.message, LINE_LIMIT)}")
+            if said.kind == "warning":  # shown with --quiet too: it is about the unit on stdout
+                warn(f"rigctl render: warning: {printable(said.message, LINE_LIMIT)}")
+            else:
+                note(f"rigctl render: note ({said.kind}): {printable(said.message, LINE_LIMIT)}")
         for entry in result.files:
             where = f"wrote {entry['path']}; " if "path" in entry else ""
             note(f"rigctl render: ### {entry['name']} ({where}installs as {entry['install_path']})")
@@ -64,7 +66,10 @@ def kube(rendered: RenderedKube, files: Sequence[dict[str, Any]], notes: Sequenc
 
     def view(stream: TextIO) -> None:
         for n in notes:
-            note(f"rigctl render: note ({n.kind}): {printable(n.message, LINE_LIMIT)}")
+            if n.kind == "warning":
+                warn(f"rigctl render: warning: {printable(n.message, LINE_LIMIT)}")
+            else:
+                note(f"rigctl render: note ({n.kind}): {printable(n.message, LINE_LIMIT)}")
         if not written:
             stream.write(rendered.yaml_file.text)
             if rendered.service_name is not None:
