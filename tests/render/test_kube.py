@@ -24,6 +24,7 @@ from rigctl.recipe.catalog import bundled_recipes_dir
 from rigctl.recipe.load import load
 from rigctl.render import RenderError, render_units
 from rigctl.render.kube import (
+    DEFAULT_SHM_LIMIT,
     PRODUCT_LABEL,
     RenderedKube,
     gpu_product_label,
@@ -33,6 +34,7 @@ from rigctl.render.kube import (
     render_kube,
     shm_quantity,
 )
+from rigctl.render.kubelint import RULES
 from rigctl.render.units import engine_process
 from rigctl.util.proc import run
 
@@ -231,7 +233,7 @@ def test_no_products_no_selection_and_a_note() -> None:
 def test_gpu_count_port_and_probes() -> None:
     recipe = load("glm53-flash").recipe
     container = _engine(render_kube(recipe))
-    assert container["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 2}
     assert container["ports"] == [{"name": "http", "containerPort": 8001, "protocol": "TCP"}]
     startup, ready, live = container["startupProbe"], container["readinessProbe"], container["livenessProbe"]
     assert startup["httpGet"] == {"path": "/health", "port": "http"}
@@ -255,7 +257,8 @@ def test_shm_from_the_recipe_and_host_ipc_note() -> None:
     assert {"name": "shm", "mountPath": "/dev/shm"} in _engine(qwen)["volumeMounts"]
     glm = render_kube(load("glm53-flash").recipe)  # ipc host, two GPUs, no shm_size
     volumes = {v["name"]: v for v in _deployment(glm)["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["shm"]["emptyDir"] == {"medium": "Memory"}
+    assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": DEFAULT_SHM_LIMIT}  # bounded all the same
+    assert any(n.kind == "assumed" and DEFAULT_SHM_LIMIT in n.message for n in glm.notes)
     assert any(n.kind == "adapted" and "hostIPC" in n.message for n in glm.notes)
     single = render_kube(recipe_with("qwen3-8b-vllm", container__shm_size=None))  # one GPU, nothing asked
     assert "shm" not in {v["name"] for v in _deployment(single)["spec"]["template"]["spec"]["volumes"]}
@@ -427,7 +430,9 @@ def test_cli_json_is_one_object_with_manifests_lint_and_notes() -> None:
     data = json.loads(result.stdout)
     assert data["command"] == "render" and data["ok"] is True and data["target"] == "kube"
     assert [d["kind"] for d in data["manifests"]] == ["Deployment", "Service", "Job"]
-    assert [r["rule"] for r in data["lint"]] == ["gpu-count", "shm", "probe-budget", "image-pinned", "resource-names"]
+    rules = [r["rule"] for r in data["lint"]]
+    assert rules[:5] == ["gpu-count", "shm", "probe-budget", "image-pinned", "resource-names"]  # additive
+    assert rules == list(RULES)
     assert all(r["ok"] for r in data["lint"])
     assert data["files"][0]["name"] == "rigctl-glm53-flash.yaml"
     assert list(yaml.safe_load_all(data["files"][0]["text"])) == data["manifests"]
