@@ -253,6 +253,39 @@ def test_doubling_every_dollar_survives_the_expansion(value: str) -> None:
     assert expansion_problem(dollars(value), value) is None
 
 
+# --- for real: Go's readers, where Go and the libraries are installed ---------------------------------------
+
+GO_PATH = Path("/usr/share/gocode")  # Debian's golang-*-dev packages
+GO_LIBRARIES = ("gopkg.in/yaml.v2", "gopkg.in/yaml.v3", "sigs.k8s.io/yaml")
+
+
+def test_kubernetes_own_yaml_reader_gets_every_value(tmp_path: Path, need: Any) -> None:
+    """sigs.k8s.io/yaml (what kubectl and the API server read manifests with) into typed string fields:
+    every arg and env value, once expanded, is the recipe's; yaml.v2 and yaml.v3 see only strings."""
+    go = shutil.which("go")
+    need(go is not None and all((GO_PATH / "src" / lib).is_dir() for lib in GO_LIBRARIES),
+         "Go and its YAML libraries are not installed (golang-go golang-gopkg-yaml.v2-dev golang-gopkg-yaml.v3-dev "
+         "golang-k8s-sigs-yaml-dev)")
+    assert go is not None
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GO_PATH), "GOFLAGS": ""}
+    binary = tmp_path / "go-yaml-read"
+    built = subprocess.run([go, "build", "-o", str(binary), str(Path(__file__).parent / "go_yaml" / "main.go")],
+                           env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert built.returncode == 0, built.stderr
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(RENDERS["kube"].yaml_file.text)
+    done = subprocess.run([str(binary), str(manifest)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    read = json.loads(done.stdout)
+    assert "k8s" in read, read
+    mapping = lambda name: DEFINED.get(name, f"$({name})")  # noqa: E731
+    args = [expand(a, mapping) for a in read["k8s"]["args"]]
+    assert args == engine_process(_recipe()).args and args[-len(CORPUS):] == CORPUS
+    env_read = {e["name"]: expand(e["value"], mapping) for e in read["k8s"]["env"]}
+    assert {k: env_read[k] for k in ENV} == ENV
+    assert set(read["v2_arg_types"]) == {"string"} and set(read["v3_arg_types"]) == {"string"}
+
+
 # --- for real: podman kube play on the testbed -------------------------------------------------------------
 
 PRINT = ("import json, os, sys; status = dict(l.split(':', 1) for l in open('/proc/self/status')); "
