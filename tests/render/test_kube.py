@@ -24,6 +24,7 @@ from rigctl.recipe.catalog import bundled_recipes_dir
 from rigctl.recipe.load import load
 from rigctl.render import RenderError, render_units
 from rigctl.render.kube import (
+    DEFAULT_SHM_LIMIT,
     PRODUCT_LABEL,
     RenderedKube,
     gpu_product_label,
@@ -33,6 +34,7 @@ from rigctl.render.kube import (
     render_kube,
     shm_quantity,
 )
+from rigctl.render.kubelint import RULES
 from rigctl.render.units import engine_process
 from rigctl.util.proc import run
 
@@ -81,11 +83,11 @@ def test_bundled_recipe_validates_against_kubernetes_schemas(name: str, target: 
 @pytest.mark.parametrize("name", BUNDLED)
 def test_every_option_validates_too(name: str) -> None:
     rendered = render_kube(load(name).recipe, verify_image=PINNED, model_pvc="models-glm",
-                           node_products=["NVIDIA-H200"])
+                           node_products=["NVIDIA-H200"], namespace="llm-serving")
     assert _validate(rendered.manifests) == ["Deployment", "Service", "Job"]
-    for podman in ((4, 3), (5, 3), (5, 4)):
+    for podman in ((4, 3), (4, 7), (5, 3), (5, 4)):
         kube_play = render_kube(load(name).recipe, target="podman-kube", podman_version=podman,
-                                quadlet_version=(5, 4), model_pvc="models-glm")
+                                quadlet_version=(5, 4), model_pvc="models-glm", namespace="llm")
         assert _validate(kube_play.manifests) == ["Deployment", "Service"]
 
 
@@ -231,7 +233,7 @@ def test_no_products_no_selection_and_a_note() -> None:
 def test_gpu_count_port_and_probes() -> None:
     recipe = load("glm53-flash").recipe
     container = _engine(render_kube(recipe))
-    assert container["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 2}
     assert container["ports"] == [{"name": "http", "containerPort": 8001, "protocol": "TCP"}]
     startup, ready, live = container["startupProbe"], container["readinessProbe"], container["livenessProbe"]
     assert startup["httpGet"] == {"path": "/health", "port": "http"}
@@ -255,7 +257,8 @@ def test_shm_from_the_recipe_and_host_ipc_note() -> None:
     assert {"name": "shm", "mountPath": "/dev/shm"} in _engine(qwen)["volumeMounts"]
     glm = render_kube(load("glm53-flash").recipe)  # ipc host, two GPUs, no shm_size
     volumes = {v["name"]: v for v in _deployment(glm)["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["shm"]["emptyDir"] == {"medium": "Memory"}
+    assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": DEFAULT_SHM_LIMIT}  # bounded all the same
+    assert any(n.kind == "assumed" and DEFAULT_SHM_LIMIT in n.message for n in glm.notes)
     assert any(n.kind == "adapted" and "hostIPC" in n.message for n in glm.notes)
     single = render_kube(recipe_with("qwen3-8b-vllm", container__shm_size=None))  # one GPU, nothing asked
     assert "shm" not in {v["name"] for v in _deployment(single)["spec"]["template"]["spec"]["volumes"]}
@@ -312,6 +315,84 @@ def test_job_retries_outlast_the_warmup(warmup: int) -> None:
     retries = job_backoff_limit(warmup)
     waits = [min(10 * 2**i, 360) for i in range(retries)]
     assert sum(waits[:-2]) >= warmup  # two spare retries once the engine is warm
+
+
+# --- a shared cluster: requests, securityContext, toleration, namespace, bounded /dev/shm ------------------
+
+
+def test_requests_cover_what_the_engine_loads() -> None:
+    recipe = load("glm53-flash").recipe
+    rendered = render_kube(recipe)
+    requests = _engine(rendered)["resources"]["requests"]
+    loaded = recipe.checkpoint.total_bytes or recipe.checkpoint.approx_bytes or 0
+    assert loaded > 170 * 2**30  # the "171 GB load"
+    assert requests["cpu"] == "4"  # 2 + one per GPU worker
+    gib = int(requests["memory"].removesuffix("Gi"))
+    # the checkpoint + 10%, 4 GiB, 2 GiB per GPU, and the 16Gi /dev/shm, rounded up to a GiB
+    assert gib == -(-(int(loaded * 1.1) + (4 + 2 * 2 + 16) * 2**30) // 2**30)
+    basis = _deployment(rendered)["metadata"]["annotations"]["rigctl/requests"]
+    assert basis.startswith(f"memory {requests['memory']}: checkpoint 171.8 GiB") and "/dev/shm 16Gi" in basis
+
+
+def test_a_draft_model_counts_in_the_memory_request() -> None:
+    draft = load("glm53-flash-k3-dflash2").recipe
+    plain = recipe_with("glm53-flash-k3-dflash2", speculative={"method": "none"})
+    more = int(_engine(render_kube(draft))["resources"]["requests"]["memory"].removesuffix("Gi"))
+    less = int(_engine(render_kube(plain))["resources"]["requests"]["memory"].removesuffix("Gi"))
+    assert more > less
+    assert "checkpoint and draft" in _deployment(render_kube(draft))["metadata"]["annotations"]["rigctl/requests"]
+
+
+@pytest.mark.parametrize("target", ["kube", "podman-kube"])
+def test_every_container_has_a_security_context(target: str) -> None:
+    rendered = render_kube(load("glm53-flash").recipe, target=target,
+                           verify_image=PINNED if target == "kube" else None)
+    containers = [c for d in rendered.manifests if d["kind"] in ("Deployment", "Job")
+                  for c in d["spec"]["template"]["spec"]["containers"]]
+    assert len(containers) == (2 if target == "kube" else 1)
+    for container in containers:
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                                "readOnlyRootFilesystem": False,
+                                                "seccompProfile": {"type": "RuntimeDefault"}}
+    why = _deployment(rendered)["metadata"]["annotations"]["rigctl/security-context"]
+    assert why.startswith("readOnlyRootFilesystem false: ")
+
+
+def test_the_verify_job_requests_a_little() -> None:
+    job = next(d for d in render_kube(load("glm53-flash").recipe, verify_image=PINNED).manifests if d["kind"] == "Job")
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "500m", "memory": "512Mi"}}
+
+
+def test_gpu_pods_tolerate_the_gpu_taint_and_others_do_not() -> None:
+    pod = _deployment(render_kube(load("glm53-flash").recipe))["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    cpu_only = recipe_with("qwen3-8b-vllm", gpus={"count": 0}, container__shm_size=None)
+    assert "tolerations" not in _deployment(render_kube(cpu_only))["spec"]["template"]["spec"]
+    podman = _deployment(render_kube(load("glm53-flash").recipe, target="podman-kube"))
+    assert "tolerations" not in podman["spec"]["template"]["spec"]  # no scheduler on one box
+
+
+@pytest.mark.parametrize("target", ["kube", "podman-kube"])
+def test_namespace_on_every_object(target: str) -> None:
+    rendered = render_kube(load("glm53-flash").recipe, target=target, namespace="llm-serving",
+                           verify_image=PINNED if target == "kube" else None)
+    assert {d["metadata"]["namespace"] for d in rendered.manifests} == {"llm-serving"}
+    assert rendered.namespace == "llm-serving"
+    assert next(r for r in rendered.lint if r.rule == "namespace").detail.endswith("llm-serving")
+    plain = render_kube(load("glm53-flash").recipe)
+    assert all("namespace" not in d["metadata"] for d in plain.manifests)
+    assert any(n.kind == "assumed" and "--namespace" in n.message for n in plain.notes)
+
+
+@pytest.mark.parametrize("namespace", ["LLM", "llm_serving", "-llm", "llm-", "", "a" * 64, "llm.serving"])
+def test_namespace_must_be_a_dns_1123_label(namespace: str) -> None:
+    with pytest.raises(UsageError, match="DNS-1123"):
+        render_kube(load("glm53-flash").recipe, namespace=namespace)
+
+
+def test_namespace_may_start_with_a_digit() -> None:  # a DNS-1123 label, unlike a Service name
+    assert render_kube(load("glm53-flash").recipe, namespace="9-" + "a" * 61).namespace == "9-" + "a" * 61
 
 
 def test_object_names_are_dns_labels() -> None:
@@ -427,7 +508,9 @@ def test_cli_json_is_one_object_with_manifests_lint_and_notes() -> None:
     data = json.loads(result.stdout)
     assert data["command"] == "render" and data["ok"] is True and data["target"] == "kube"
     assert [d["kind"] for d in data["manifests"]] == ["Deployment", "Service", "Job"]
-    assert [r["rule"] for r in data["lint"]] == ["gpu-count", "shm", "probe-budget", "image-pinned", "resource-names"]
+    rules = [r["rule"] for r in data["lint"]]
+    assert rules[:5] == ["gpu-count", "shm", "probe-budget", "image-pinned", "resource-names"]  # additive
+    assert rules == list(RULES)
     assert all(r["ok"] for r in data["lint"])
     assert data["files"][0]["name"] == "rigctl-glm53-flash.yaml"
     assert list(yaml.safe_load_all(data["files"][0]["text"])) == data["manifests"]
@@ -446,7 +529,23 @@ def test_cli_podman_kube_out_writes_the_yaml_and_the_unit(tmp_path: Path) -> Non
     assert [d["kind"] for d in documents] == ["Deployment", "Service"]
 
 
+def test_cli_namespace(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["render", "glm53-flash", "--target", "kube", "--namespace", "llm", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["namespace"] == "llm"
+    assert {d["metadata"]["namespace"] for d in data["manifests"]} == {"llm"}
+    result = runner.invoke(app, ["render", "qwen3-8b-vllm", "--target", "podman-kube", "--namespace", "llm",
+                                 "--podman-version", "5.4", "--gpus", "0"])
+    assert result.exit_code == 0, result.output
+    assert [d["metadata"]["namespace"] for d in yaml.safe_load_all(result.stdout)] == ["llm", "llm"]
+    result = runner.invoke(app, ["render", "glm53-flash", "--target", "kube", "--json"])
+    assert "namespace" not in json.loads(result.stdout)  # additive: only when asked
+
+
 @pytest.mark.parametrize("args", [
+    ["--namespace", "llm"],  # a kube option on the quadlet target
+    ["--target", "kube", "--namespace", "Bad_Name"],
     ["--target", "helm"],
     ["--target", "kube", "--gpus", "0,1"],
     ["--target", "kube", "--podman-version", "5.4"],

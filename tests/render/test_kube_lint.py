@@ -12,7 +12,7 @@ import pytest
 
 from rigctl.recipe.catalog import bundled_recipes_dir
 from rigctl.recipe.load import load
-from rigctl.render.kube import render_kube
+from rigctl.render.kube import lint_expectations, render_kube
 from rigctl.render.kubelint import (
     RULES,
     KubeLintError,
@@ -29,11 +29,12 @@ Docs = list[dict[str, Any]]
 
 
 def _glm(target: str = "kube", **kwargs: Any) -> tuple[Docs, LintExpectations]:
-    """glm53-flash's manifests (two GPUs, a one-hour warmup) and what the recipe fixes."""
+    """glm53-flash's manifests (two GPUs, a one-hour warmup, in namespace llm) and what the recipe fixes."""
     recipe = load("glm53-flash").recipe
-    rendered = render_kube(recipe, target=target, verify_image=PINNED if target == "kube" else None, **kwargs)
-    expect = LintExpectations(world=2, warmup_budget_s=recipe.service.warmup_budget_s,
-                              cdi_names=target == "podman-kube")
+    rendered = render_kube(recipe, target=target, verify_image=PINNED if target == "kube" else None,
+                           namespace="llm", **kwargs)
+    expect = lint_expectations(recipe, target, namespace="llm")  # type: ignore[arg-type]
+    assert (expect.world, expect.cdi_names) == (2, target == "podman-kube")
     return copy.deepcopy(rendered.manifests), expect
 
 
@@ -105,6 +106,69 @@ def _unprefixed(docs: Docs) -> None:
     _engine(docs)["resources"]["limits"]["gpu"] = 1
 
 
+def _unbounded_shm(docs: Docs) -> None:
+    shm = next(v for v in docs[0]["spec"]["template"]["spec"]["volumes"] if v["name"] == "shm")
+    del shm["emptyDir"]["sizeLimit"]
+
+
+def _no_requests(docs: Docs) -> None:
+    del _engine(docs)["resources"]["requests"]
+
+
+def _no_memory_request(docs: Docs) -> None:
+    del _engine(docs)["resources"]["requests"]["memory"]
+
+
+def _small_memory_request(docs: Docs) -> None:
+    _engine(docs)["resources"]["requests"]["memory"] = "8Gi"  # glm53-flash loads 172 GiB
+
+
+def _job_without_requests(docs: Docs) -> None:
+    del docs[2]["spec"]["template"]["spec"]["containers"][0]["resources"]
+
+
+def _no_security_context(docs: Docs) -> None:
+    del _engine(docs)["securityContext"]
+
+
+def _escalation(docs: Docs) -> None:
+    _engine(docs)["securityContext"]["allowPrivilegeEscalation"] = True
+
+
+def _capabilities_kept(docs: Docs) -> None:
+    _engine(docs)["securityContext"]["capabilities"] = {"drop": ["NET_RAW"]}
+
+
+def _capability_added(docs: Docs) -> None:
+    _engine(docs)["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
+
+
+def _root_filesystem_unsaid(docs: Docs) -> None:
+    del _engine(docs)["securityContext"]["readOnlyRootFilesystem"]
+
+
+def _job_unconfined(docs: Docs) -> None:
+    del docs[2]["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+
+
+def _no_toleration(docs: Docs) -> None:
+    del docs[0]["spec"]["template"]["spec"]["tolerations"]
+
+
+def _toleration_for_another_taint(docs: Docs) -> None:
+    docs[0]["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}]
+
+
+def _service_elsewhere(docs: Docs) -> None:
+    docs[1]["metadata"]["namespace"] = "other"
+
+
+def _no_namespace(docs: Docs) -> None:
+    for doc in docs:
+        del doc["metadata"]["namespace"]
+
+
 BREAKS: list[tuple[str, Callable[[Docs], None]]] = [
     ("gpu-count", _fewer_gpus),
     ("gpu-count", _no_gpus),
@@ -118,6 +182,21 @@ BREAKS: list[tuple[str, Callable[[Docs], None]]] = [
     ("image-pinned", _job_by_tag),
     ("resource-names", _cdi_all),
     ("resource-names", _unprefixed),
+    ("shm", _unbounded_shm),
+    ("requests", _no_requests),
+    ("requests", _no_memory_request),
+    ("requests", _small_memory_request),
+    ("requests", _job_without_requests),
+    ("security-context", _no_security_context),
+    ("security-context", _escalation),
+    ("security-context", _capabilities_kept),
+    ("security-context", _capability_added),
+    ("security-context", _root_filesystem_unsaid),
+    ("security-context", _job_unconfined),
+    ("gpu-toleration", _no_toleration),
+    ("gpu-toleration", _toleration_for_another_taint),
+    ("namespace", _service_elsewhere),
+    ("namespace", _no_namespace),
 ]
 
 
@@ -176,3 +255,29 @@ def test_gpu_count_not_compared_where_no_gpus_can_pass() -> None:
 ])
 def test_resource_name_rule(name: str, cdi: bool, ok: bool) -> None:
     assert (resource_name_problem(name, cdi_names=cdi) is None) is ok
+
+
+def test_podman_kube_needs_no_requests_nor_toleration() -> None:
+    """One box has no scheduler: the podman-kube manifests carry neither, and pass."""
+    docs, expect = _glm("podman-kube", gpu_ids=["GPU-a", "GPU-b"])
+    assert "requests" not in _engine(docs)["resources"] and "tolerations" not in docs[0]["spec"]["template"]["spec"]
+    assert _result(docs, expect, "requests").ok and _result(docs, expect, "gpu-toleration").ok
+    assert not _result(docs, LintExpectations(world=2, warmup_budget_s=3600), "requests").ok  # a cluster's would not
+
+
+def test_an_invalid_namespace_fails() -> None:
+    docs, _ = _glm()
+    for doc in docs:
+        doc["metadata"]["namespace"] = "Not_A_Label"
+    assert "DNS-1123" in _result(docs, LintExpectations(world=2, warmup_budget_s=3600), "namespace").detail
+
+
+def test_the_lint_reads_the_yaml_it_is_given() -> None:
+    """yaml-faithful runs on the printed text: a plain 1e6 there fails it."""
+    rendered = render_kube(load("qwen3-8b-vllm").recipe)
+    expect = lint_expectations(load("qwen3-8b-vllm").recipe, "kube")
+    text = rendered.yaml_file.text
+    assert '- "0.90"\n' in text
+    results = lint(rendered.manifests, expect, text.replace('- "0.90"\n', "- 0.90\n"))
+    result = next(r for r in results if r.rule == "yaml-faithful")
+    assert not result.ok and "0.90" in result.detail

@@ -17,8 +17,8 @@ def render_cmd(
     out: opt.OutDirOpt = None, podman_version: opt.PodmanVersionOpt = None, inventory: opt.InventoryOpt = None,
     quadlet_version: opt.QuadletVersionOpt = None, gpus: opt.GpusOpt = None, scope: opt.ScopeOpt = None,
     target: opt.TargetOpt = "quadlet", model_pvc: opt.ModelPvcOpt = None, verify_job: opt.VerifyJobOpt = None,
-    node_product: opt.NodeProductOpt = None, sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None,
-    as_json: opt.JsonOpt = False,
+    node_product: opt.NodeProductOpt = None, namespace: opt.NamespaceOpt = None, sets: opt.SetOpt = None,
+    overlays: opt.OverlayOpt = None, as_json: opt.JsonOpt = False,
 ) -> None:
     """Render RECIPE into the podman quadlet unit (.container) that `up` would install here, for this host's
     podman and quadlet generator (or an --inventory's, or --podman-version), or (--target) into Kubernetes
@@ -37,7 +37,7 @@ def render_cmd(
             raise UsageError(f"--scope {scope!r}: expected system or user")
         manager = Scope(scope) if scope else default_scope()
         kube_only = [o for o, v in (("--model-pvc", model_pvc), ("--verify-job", verify_job),
-                                    ("--node-product", node_product)) if v]
+                                    ("--node-product", node_product), ("--namespace", namespace)) if v]
         if target == "quadlet" and kube_only:
             raise UsageError(f"{', '.join(kube_only)}: for --target kube (or podman-kube), not quadlet units")
         box_only = [o for o, v in (("--gpus", gpus), ("--inventory", inventory), ("--podman-version", podman_version),
@@ -49,14 +49,14 @@ def render_cmd(
         loaded = load_recipe(recipe, overlays, sets)
         if target == "kube":
             kube = render_manifests(loaded.recipe, None, model_pvc=model_pvc, verify_job=verify_job,
-                                    node_product=node_product, out=out)
+                                    node_product=node_product, namespace=namespace, out=out)
             return Outcome("render", True, kube, view=views.kube(kube.rendered, kube.files, kube.notes,
                                                                  written=kube.written))
         placement, podman = placement_for(loaded.recipe, selection, inventory, podman_version,
                                           quadlet_version=quadlet_version, scope=manager)
         if target == "podman-kube":
             kube = render_manifests(loaded.recipe, placement, podman=podman, scope=manager, model_pvc=model_pvc,
-                                    verify_job=verify_job, out=out)
+                                    verify_job=verify_job, namespace=namespace, out=out)
             return Outcome("render", True, kube, view=views.kube(kube.rendered, kube.files, kube.notes,
                                                                  written=kube.written))
         units = render_quadlet(loaded.recipe, placement, podman, scope=manager, out=out)

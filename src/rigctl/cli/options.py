@@ -147,6 +147,12 @@ VerifyJobOpt = Annotated[
     typer.Option("--verify-job", metavar="IMAGE", help="kube: add a Job that runs `rigctl verify` from IMAGE (pinned) "
                  "against the Service."),
 ]
+NamespaceOpt = Annotated[
+    str | None,
+    typer.Option("--namespace", metavar="NAME",
+                 help="kube, podman-kube: put every object in this namespace (a DNS-1123 label; default: "
+                      "kubectl's current one)."),
+]
 NodeProductOpt = Annotated[
     list[str] | None,
     typer.Option("--node-product", metavar="LABEL",

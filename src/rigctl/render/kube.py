@@ -16,6 +16,16 @@ Why the two flavours differ (facts in shared/reference/kube.md, and seen with po
 - Restarts: under systemd, an exit with status 0 (how vLLM's API server ends when its engine core dies)
   must end the pod so that ``Restart=always`` starts it again; podman's default restart policy (Always)
   would restart it in place, out of systemd's sight. podman-kube pods run ``restartPolicy: OnFailure``.
+- ``$``: Kubernetes expands ``$(NAME)`` and reads ``$$`` as ``$`` in command, args and env values; podman
+  kube play does so in command and args from 4.7 (containers/podman#19630) and nowhere before (seen with
+  4.3.1: ``$$`` and ``$(HOME)`` reach the container as written). Each ``$`` is doubled where the runtime
+  expands, so the engine gets the recipe's value.
+- Scheduling (Kubernetes only; one box has no scheduler): cpu and memory requests, the toleration for the
+  ``nvidia.com/gpu:NoSchedule`` taint GPU nodes carry, GPU product selection.
+
+Strings are written plain only where every YAML reader (YAML 1.1 and 1.2, Go's yaml.v2 and yaml.v3, which
+Kubernetes and podman read with) takes them for the same string, double-quoted everywhere else: ``1e6`` or
+``0o17`` written plain reach a container as ``1e+06`` and ``15``.
 """
 
 from __future__ import annotations
@@ -31,10 +41,22 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 
 from rigctl.errors import UsageError
+from rigctl.recipe.model import SpecDraft
 from rigctl.render import escape
 from rigctl.render.escape import RenderError
 from rigctl.render.install import Scope
-from rigctl.render.kubelint import GPU_RESOURCE, SHM_PATH, LintExpectations, LintResult, lint, require_clean
+from rigctl.render.kubelint import (
+    DNS_LABEL_1123,
+    EXPANDED_FIELDS,
+    GPU_RESOURCE,
+    SHM_PATH,
+    LintExpectations,
+    LintResult,
+    lint,
+    memory_bytes,
+    plain_is_string,
+    require_clean,
+)
 from rigctl.render.units import (
     HEALTH_INTERVAL,
     HEALTH_RETRIES,
@@ -58,6 +80,7 @@ TARGETS: tuple[Target, ...] = ("kube", "podman-kube")
 # podman kube play, by version (see the module docstring)
 KUBE_CDI: Version = (5, 4)  # a CDI device name as a resource key (containers/podman#25010)
 KUBE_PROBES: Version = (4, 4)  # startupProbe honoured, exec commands kept as argv (containers/podman#16794)
+KUBE_EXPANDS: Version = (4, 7)  # $(NAME) and $$ expanded in command and args (containers/podman#19630)
 
 CONTAINER = "engine"
 PORT_NAME = "http"
@@ -75,6 +98,34 @@ VERIFY_BUDGET_S = 1800
 # Kubernetes retries a failed Job pod after 10 s, doubling up to 6 minutes.
 JOB_BACKOFF_FIRST_S = 10
 JOB_BACKOFF_CAP_S = 360
+# /dev/shm where the recipe gives no size (host IPC, or several GPUs): NCCL's buffers between a few GPUs
+# take well under this; the emptyDir counts against the pod's memory, so it is bounded.
+DEFAULT_SHM_LIMIT = "16Gi"
+# The engine's requests. Memory: what it loads (checkpoint and draft model: their pages sit in the node's
+# memory while the engine reads them) plus a tenth, a base for the server (Python, tokenizer, CUDA runtime),
+# some per GPU worker (its CUDA context and pinned buffers), and the /dev/shm limit. CPU: the API server and
+# the engine core, plus one per GPU worker.
+MEMORY_MARGIN = 0.10
+MEMORY_BASE = 4 << 30
+MEMORY_PER_GPU = 2 << 30
+CPU_BASE = 2
+VERIFY_REQUESTS = {"cpu": "500m", "memory": "512Mi"}
+# Every container: no privilege escalation, no capability, the runtime's default seccomp profile. The root
+# filesystem stays writable: vLLM, SGLang and TabbyAPI write caches (torch.compile, Triton, FlashInfer and
+# Hugging Face) under HOME and /tmp inside the image, and where HOME is differs from image to image.
+READ_ONLY_ROOT_WHY = (
+    "readOnlyRootFilesystem false: the engines write caches (torch.compile, Triton, FlashInfer, Hugging Face) "
+    "under HOME and /tmp inside the image, and rigctl cannot know where HOME is in every image"
+)
+
+
+def security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": False,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -94,6 +145,7 @@ class RenderedKube:
     files: list[UnitFile]  # the manifests' YAML first, then the .kube unit (podman-kube)
     notes: list[Note] = field(default_factory=list)
     lint: list[LintResult] = field(default_factory=list)
+    namespace: str | None = None  # --namespace: every object's
 
     @property
     def yaml_file(self) -> UnitFile:
@@ -219,22 +271,72 @@ def _volumes(recipe: Recipe, target: Target, model_pvc: str | None, notes: list[
             "container.ipc host has no pod equivalent short of hostIPC: true, a security exception the Baseline "
             "Pod Security Standard disallows: /dev/shm is a memory-backed emptyDir instead"
         )))
-    if container.shm_size is not None or recipe.gpus.count > 1 or container.ipc == "host":
-        empty_dir: dict[str, Any] = {"medium": "Memory"}
-        if container.shm_size is not None:
-            empty_dir["sizeLimit"] = shm_quantity(container.shm_size)
-        else:
+    limit = shm_limit(recipe)
+    if limit is not None:
+        if container.shm_size is None:
             notes.append(Note("assumed", (
-                "no container.shm_size: the /dev/shm emptyDir has no sizeLimit and counts against the pod's "
-                "memory; set container.ipc private and container.shm_size to bound it"
+                f"no container.shm_size: the /dev/shm emptyDir is limited to {DEFAULT_SHM_LIMIT} (it counts against "
+                "the pod's memory); set container.ipc private and container.shm_size to choose"
             )))
-        volumes.append({"name": "shm", "emptyDir": empty_dir})
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": limit}})
         mounts.append({"name": "shm", "mountPath": SHM_PATH})
     return volumes, mounts
 
 
-def _env(recipe: Recipe, process: EngineProcess, target: Target, notes: list[Note]) -> list[Any]:
-    env: list[Any] = [{"name": name, "value": value} for name, value in process.env]
+def shm_limit(recipe: Recipe) -> str | None:
+    """The /dev/shm emptyDir's sizeLimit, or None where the pod needs none (one GPU, no size asked)."""
+    container = recipe.container
+    if container.shm_size is not None:
+        return shm_quantity(container.shm_size)
+    if recipe.gpus.count > 1 or container.ipc == "host":
+        return DEFAULT_SHM_LIMIT
+    return None
+
+
+def loaded_bytes(recipe: Recipe) -> int:
+    """What the engine reads into memory: the checkpoint and any draft model."""
+    checkpoint = recipe.checkpoint
+    total = checkpoint.total_bytes or checkpoint.approx_bytes or 0
+    if isinstance(recipe.speculative, SpecDraft):
+        total += recipe.speculative.draft.total_bytes
+    return total
+
+
+def engine_requests(recipe: Recipe) -> tuple[dict[str, str], str]:
+    """(the engine's cpu and memory requests, how they were derived, for the Deployment's annotation)."""
+    gpus = recipe.gpus.count
+    loaded = loaded_bytes(recipe)
+    shm = shm_limit(recipe)
+    shm_bytes = memory_bytes(shm) or 0
+    total = math.ceil(loaded * (1 + MEMORY_MARGIN)) + MEMORY_BASE + MEMORY_PER_GPU * gpus + shm_bytes
+    memory = f"{math.ceil(total / (1 << 30))}Gi"
+    cpu = str(CPU_BASE + gpus)
+    basis = (
+        f"memory {memory}: checkpoint{' and draft' if isinstance(recipe.speculative, SpecDraft) else ''} "
+        f"{loaded / (1 << 30):.1f} GiB + {MEMORY_MARGIN:.0%} + {MEMORY_BASE >> 30} GiB + {MEMORY_PER_GPU >> 30} GiB "
+        f"x {gpus} GPU worker(s) + /dev/shm {shm or '0'}; cpu {cpu}: {CPU_BASE} + 1 per GPU worker"
+    )
+    return {"cpu": cpu, "memory": memory}, basis
+
+
+def expanded_fields(target: Target, podman: Version) -> tuple[str, ...]:
+    """Where the runtime expands $(NAME) and $$: Kubernetes in command, args and env values; podman kube
+    play in command and args from 4.7, nowhere before."""
+    if target == "kube":
+        return EXPANDED_FIELDS
+    return ("command", "args") if podman >= KUBE_EXPANDS else ()
+
+
+def dollars(value: str) -> str:
+    """A value the runtime expands, written so that it reaches the container as it is: every $ doubled
+    ($$ is a literal $, so no $(NAME) is left to expand)."""
+    return value.replace("$", "$$")
+
+
+def _env(recipe: Recipe, process: EngineProcess, target: Target, expanded: tuple[str, ...],
+         notes: list[Note]) -> list[Any]:
+    env: list[Any] = [{"name": name, "value": dollars(value) if "env" in expanded else value}
+                      for name, value in process.env]
     for secret in recipe.container.secrets:
         if len(secret.name) > 253 or not _DNS_SUBDOMAIN.fullmatch(secret.name):
             raise RenderError(
@@ -318,29 +420,45 @@ def _engine_container(recipe: Recipe, target: Target, podman: Version, *, gpu_id
                       mounts: list[Any], notes: list[Note]) -> dict[str, Any]:
     process = engine_process(recipe)
     notes.extend(Note("info", n) for n in process.notes)
+    expanded = expanded_fields(target, podman)
     container: dict[str, Any] = {"name": CONTAINER, "image": recipe.image}
     if process.entrypoint is not None:
-        container["command"] = list(process.entrypoint)
+        container["command"] = [dollars(w) if "command" in expanded else w for w in process.entrypoint]
     if process.args:
-        container["args"] = list(process.args)
-    env = _env(recipe, process, target, notes)
+        container["args"] = [dollars(w) if "args" in expanded else w for w in process.args]
+    env = _env(recipe, process, target, expanded, notes)
     if env:
         container["env"] = env
     port: dict[str, Any] = {"name": PORT_NAME, "containerPort": recipe.engine.port, "protocol": "TCP"}
     if target == "podman-kube":
         port.update(hostPort=recipe.publish.port, hostIP=recipe.publish.address)
     container["ports"] = [port]
+    resources: dict[str, Any] = {}
+    if target == "kube":
+        resources["requests"] = engine_requests(recipe)[0]
     limits = _gpu_limits(recipe, target, podman, gpu_ids, notes)
     if limits:
-        container["resources"] = {"limits": limits}
+        resources["limits"] = limits
+    if resources:
+        container["resources"] = resources
     container.update(_probes(recipe, target, podman, notes))
+    container["securityContext"] = security_context()
     if mounts:
         container["volumeMounts"] = mounts
     return container
 
 
+def _metadata(name: str, namespace: str | None, **more: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    metadata.update(more)
+    return metadata
+
+
 def _deployment(recipe: Recipe, name: str, target: Target, podman: Version, *, gpu_ids: Sequence[str] | None,
-                products: Sequence[str] | None, model_pvc: str | None, notes: list[Note]) -> dict[str, Any]:
+                products: Sequence[str] | None, model_pvc: str | None, namespace: str | None,
+                notes: list[Note]) -> dict[str, Any]:
     labels = _labels(recipe, name, "engine")
     volumes, mounts = _volumes(recipe, target, model_pvc, notes)
     pod: dict[str, Any] = {}
@@ -348,22 +466,24 @@ def _deployment(recipe: Recipe, name: str, target: Target, podman: Version, *, g
         pod["restartPolicy"] = "OnFailure"
     if target == "kube" and recipe.gpus.count > 0:  # one box has no scheduler: podman ignores it
         pod.update(_node_selection(node_product_values(recipe, products, notes)))
+        # GPU nodes are commonly tainted so that only pods asking for GPUs land there
+        pod["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     pod["terminationGracePeriodSeconds"] = recipe.service.stop_timeout_s
     pod["containers"] = [_engine_container(recipe, target, podman, gpu_ids=gpu_ids, mounts=mounts, notes=notes)]
     if volumes:
         pod["volumes"] = volumes
+    annotations = {
+        "rigctl/recipe": recipe.name,
+        "rigctl/recipe-digest": recipe_digest(recipe),
+        "rigctl/image-digest": recipe.image_digest,
+    }
+    if target == "kube":
+        annotations["rigctl/requests"] = engine_requests(recipe)[1]
+    annotations["rigctl/security-context"] = READ_ONLY_ROOT_WHY
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": {
-                "rigctl/recipe": recipe.name,
-                "rigctl/recipe-digest": recipe_digest(recipe),
-                "rigctl/image-digest": recipe.image_digest,
-            },
-        },
+        "metadata": _metadata(name, namespace, labels=labels, annotations=annotations),
         "spec": {
             "replicas": 1,
             # a rolling update starts the new pod first: it needs spare GPUs and sits Pending on a full box
@@ -376,12 +496,12 @@ def _deployment(recipe: Recipe, name: str, target: Target, podman: Version, *, g
     }
 
 
-def _service(recipe: Recipe, name: str) -> dict[str, Any]:
+def _service(recipe: Recipe, name: str, namespace: str | None) -> dict[str, Any]:
     labels = _labels(recipe, name, "engine")
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": _metadata(name, namespace, labels=labels),
         "spec": {
             "type": "ClusterIP",
             "selector": {k: labels[k] for k in (
@@ -402,7 +522,7 @@ def job_backoff_limit(warmup_s: int) -> int:
     return retries + 2
 
 
-def _verify_job(recipe: Recipe, name: str, image: str, notes: list[Note]) -> dict[str, Any]:
+def _verify_job(recipe: Recipe, name: str, image: str, namespace: str | None, notes: list[Note]) -> dict[str, Any]:
     labels = _labels(recipe, name, "verify")
     job_name = f"{name[:56].rstrip('-')}-verify"
     url = f"http://{name}:{recipe.engine.port}/v1"
@@ -413,7 +533,7 @@ def _verify_job(recipe: Recipe, name: str, image: str, notes: list[Note]) -> dic
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": job_name, "labels": labels},
+        "metadata": _metadata(job_name, namespace, labels=labels),
         "spec": {
             "backoffLimit": job_backoff_limit(recipe.service.warmup_budget_s),
             "activeDeadlineSeconds": recipe.service.warmup_budget_s + PROGRESS_MARGIN_S + VERIFY_BUDGET_S,
@@ -425,8 +545,10 @@ def _verify_job(recipe: Recipe, name: str, image: str, notes: list[Note]) -> dic
                         "name": "verify",
                         "image": image,
                         "command": ["rigctl"],
-                        "args": ["verify", recipe.name, "--url", url, "--model", recipe.served_name,
-                                 "--checks", VERIFY_CHECKS, "--json"],
+                        "args": [dollars(a) for a in ("verify", recipe.name, "--url", url, "--model",
+                                                      recipe.served_name, "--checks", VERIFY_CHECKS, "--json")],
+                        "resources": {"requests": dict(VERIFY_REQUESTS)},
+                        "securityContext": security_context(),
                     }],
                 },
             },
@@ -437,6 +559,14 @@ def _verify_job(recipe: Recipe, name: str, image: str, notes: list[Note]) -> dic
 class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True  # a dict used twice (labels) is written out twice, not as an &anchor
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # plain only where every reader sees this string (kubelint.plain_is_string); double quotes elsewhere
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=None if plain_is_string(value) else '"')
+
+
+_Dumper.add_representer(str, _represent_str)
 
 
 def manifests_yaml(documents: Sequence[dict[str, Any]], header: Sequence[str]) -> str:
@@ -496,6 +626,26 @@ def _check_versions(podman: Version, quadlet: Version | None, notes: list[Note])
     return quadlet
 
 
+def lint_expectations(recipe: Recipe, target: Target, podman: Version = DEFAULT_PODMAN,
+                      namespace: str | None = None) -> LintExpectations:
+    """What ``recipe`` fixes for the lint of its manifests for ``target``."""
+    gpus = recipe.gpus
+    process = engine_process(recipe)
+    return LintExpectations(
+        world=gpus.tensor_parallel * gpus.pipeline_parallel * gpus.data_parallel if gpus.count else 0,
+        warmup_budget_s=recipe.service.warmup_budget_s,
+        cdi_names=target == "podman-kube",
+        gpus_passed=target == "kube" or podman >= KUBE_CDI,
+        cluster=target == "kube",
+        memory_bytes=loaded_bytes(recipe),
+        namespace=namespace,
+        expanded=expanded_fields(target, podman),
+        engine_command=tuple(process.entrypoint) if process.entrypoint is not None else (),
+        engine_args=tuple(process.args),
+        engine_env=tuple(process.env),
+    )
+
+
 def render_kube(
     recipe: Recipe,
     *,
@@ -506,13 +656,17 @@ def render_kube(
     node_products: Sequence[str] | None = None,
     model_pvc: str | None = None,
     verify_image: str | None = None,
+    namespace: str | None = None,
     scope: Scope = Scope.SYSTEM,
 ) -> RenderedKube:
     """Manifests for ``recipe``: a Deployment and a ClusterIP Service (and a verify Job with
-    ``verify_image``), linted. podman-kube also gets a ``.kube`` unit, and reads ``podman_version``,
-    ``quadlet_version``, ``gpu_ids`` (CDI names, as for the quadlet unit) and ``scope``."""
+    ``verify_image``), in ``namespace`` when given, linted. podman-kube also gets a ``.kube`` unit, and reads
+    ``podman_version``, ``quadlet_version``, ``gpu_ids`` (CDI names, as for the quadlet unit) and ``scope``."""
     if target not in TARGETS:
         raise UsageError(f"target {target!r}: expected one of {', '.join(TARGETS)}")
+    if namespace is not None and (len(namespace) > 63 or not DNS_LABEL_1123.fullmatch(namespace)):
+        raise UsageError(f"--namespace {namespace!r}: not a namespace name (a DNS-1123 label: lowercase letters, "
+                         "digits and '-', starting and ending with a letter or digit, at most 63)")
     notes: list[Note] = []
     quadlet: Version | None = None
     if target == "podman-kube":
@@ -528,43 +682,40 @@ def render_kube(
     name = object_name(recipe)
     if name != recipe.container_name:
         notes.append(Note("adapted", f"objects are named {name}: {recipe.container_name} is not a DNS label"))
+    if namespace is None and target == "kube":
+        notes.append(Note("assumed", "no --namespace: the objects go to the namespace of kubectl's context"))
     documents = [
         _deployment(recipe, name, target, podman_version, gpu_ids=gpu_ids, products=node_products,
-                    model_pvc=model_pvc, notes=notes),
-        _service(recipe, name),
+                    model_pvc=model_pvc, namespace=namespace, notes=notes),
+        _service(recipe, name, namespace),
     ]
     if verify_image is not None:
-        documents.append(_verify_job(recipe, name, verify_image, notes))
+        documents.append(_verify_job(recipe, name, verify_image, namespace, notes))
     if recipe.container.extra_podman_args:
         notes.append(Note("warning", "container.extra_podman_args are podman flags: the manifests do not carry them"))
-
-    gpus = recipe.gpus
-    results = lint(documents, LintExpectations(
-        world=gpus.tensor_parallel * gpus.pipeline_parallel * gpus.data_parallel if gpus.count else 0,
-        warmup_budget_s=recipe.service.warmup_budget_s,
-        cdi_names=target == "podman-kube",
-        gpus_passed=target == "kube" or podman_version >= KUBE_CDI,
-    ))
-    require_clean(results)
 
     if target == "kube":
         yaml_name = f"{name}.yaml"
         header = [f"{yaml_name}: Kubernetes manifests rendered by rigctl from recipe {recipe.name}.",
                   f"Do not edit: change the recipe and run `rigctl render {recipe.name} --target kube`."]
-        files = [UnitFile(yaml_name, manifests_yaml(documents, header))]
-        return RenderedKube(recipe.name, target, None, None, scope, documents, files, notes, results)
-
-    notes.append(Note("info", (
-        f"the Service is for Kubernetes (podman ignores it); here the engine listens on "
-        f"{recipe.publish.address}:{recipe.publish.port}"
-    )))
-    yaml_name = f"{name}.podman.yaml"
-    header = [f"{yaml_name}: manifests for `podman kube play` (podman {fmt(podman_version)}), rendered by rigctl",
-              f"from recipe {recipe.name}. Do not edit: change the recipe and run",
-              f"`rigctl render {recipe.name} --target podman-kube`. Not for Kubernetes: see --target kube."]
-    files = [UnitFile(yaml_name, manifests_yaml(documents, header))]
+    else:
+        notes.append(Note("info", (
+            f"the Service is for Kubernetes (podman ignores it); here the engine listens on "
+            f"{recipe.publish.address}:{recipe.publish.port}"
+        )))
+        yaml_name = f"{name}.podman.yaml"
+        header = [f"{yaml_name}: manifests for `podman kube play` (podman {fmt(podman_version)}), rendered by rigctl",
+                  f"from recipe {recipe.name}. Do not edit: change the recipe and run",
+                  f"`rigctl render {recipe.name} --target podman-kube`. Not for Kubernetes: see --target kube."]
+    text = manifests_yaml(documents, header)
+    results = lint(documents, lint_expectations(recipe, target, podman_version, namespace), text)
+    require_clean(results)
+    files = [UnitFile(yaml_name, text)]
+    if target == "kube":
+        return RenderedKube(recipe.name, target, None, None, scope, documents, files, notes, results, namespace)
     if quadlet is not None:
         unit_name = f"{name}.kube"
         unit = _kube_unit(recipe, unit_name, yaml_name, podman=podman_version, quadlet=quadlet, scope=scope)
         files.append(UnitFile(unit_name, unit))
-    return RenderedKube(recipe.name, target, podman_version, quadlet, scope, documents, files, notes, results)
+    return RenderedKube(recipe.name, target, podman_version, quadlet, scope, documents, files, notes, results,
+                        namespace)

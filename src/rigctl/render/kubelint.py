@@ -5,20 +5,33 @@ while the engine shards over two, a startup probe that gives up during warmup (t
 model never comes up on Kubernetes), an image by tag, and ``nvidia.com/gpu=all`` (a podman CDI name, which the
 API server refuses). Each rule here looks at the manifests alone, against the few numbers the recipe fixes.
 The renderer lints everything it renders; a failing rule is an error that names the rule.
+
+Two rules look at what a reader makes of the manifests rather than at the manifests' meaning: the printed
+YAML must read back as the very documents rendered, to PyYAML (YAML 1.1) and to a YAML 1.2 reader
+(ruamel.yaml, where it is installed), and every plain (unquoted) string must be one that no YAML reader
+takes for a number, boolean, null or date: Go's yaml.v2 and yaml.v3 (what Kubernetes and podman read
+with) take ``1e6``, ``0o17``, ``+0o7``, ``1_000`` and ``0x1F`` for numbers where PyYAML sees strings.
+And Kubernetes expands ``$(NAME)`` and turns ``$$`` into ``$`` in a container's command, args and env
+values (podman kube play from 4.7 in command and args): what the engine gets after that expansion must be
+the recipe's value.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
 from rigctl.recipe.model import IMAGE_RE
 
-RULES = ("gpu-count", "shm", "probe-budget", "image-pinned", "resource-names")
+RULES = ("gpu-count", "shm", "probe-budget", "image-pinned", "resource-names", "yaml-faithful", "expansion",
+         "requests", "security-context", "gpu-toleration", "namespace")
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_PATH = "/dev/shm"
@@ -33,6 +46,22 @@ _CDI_NAME = re.compile(
     r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?"
     r"=[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?"
 )
+# A plain scalar every YAML reader takes for a string: YAML 1.1 and 1.2 (core and JSON schema), PyYAML,
+# ruamel.yaml, Go's yaml.v2 and yaml.v3. It starts with a letter or '/' (after at most two '-'), so it is
+# no number in any spelling (digits, '+', '.', '.inf', '0x', '1_000', '1:20', dates), and holds no
+# character that means something in YAML (space, '#', ',', '[', quotes ...), nor ends with ':'. The words
+# below are booleans or null in some reader, whatever their case.
+_PLAIN_SAFE = re.compile(r"(?:--?)?[A-Za-z/][A-Za-z0-9_./@=+:-]*(?<!:)")
+_NOT_STRINGS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
+# Kubernetes quantities (the forms rigctl writes and the common ones): memory in bytes with a binary or
+# decimal suffix, cpu in cores or millicores.
+_MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+_CPU = re.compile(r"[0-9]+(\.[0-9]+)?m?")
+_MEMORY_UNIT = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+                "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+# A DNS-1123 label: what a namespace name must be.
+DNS_LABEL_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+EXPANDED_FIELDS = ("command", "args", "env")
 
 
 @dataclass(frozen=True)
@@ -45,6 +74,17 @@ class LintExpectations:
     warmup_budget_s: int
     cdi_names: bool = False
     gpus_passed: bool = True
+    # a cluster's scheduler places the pods (Kubernetes): cpu and memory requests and the GPU toleration
+    # matter; False for podman kube play on one box
+    cluster: bool = True
+    memory_bytes: int = 0  # the least memory request for the engine: what it loads (the checkpoint)
+    namespace: str | None = None  # every object must be in this namespace (None: any one, the same for all)
+    # where the runtime expands $(NAME) and $$ (Kubernetes: all three; podman >= 4.7: command and args)
+    expanded: tuple[str, ...] = EXPANDED_FIELDS
+    # what the engine must receive after that expansion (None: not compared)
+    engine_command: tuple[str, ...] | None = None
+    engine_args: tuple[str, ...] | None = None
+    engine_env: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,14 +101,21 @@ class KubeLintError(RigctlError):
     code = "lint-failed"
 
 
-def lint(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> list[LintResult]:
-    """One result per rule, in RULES order."""
+def lint(documents: Sequence[Mapping[str, Any]], expect: LintExpectations, text: str | None = None) -> list[LintResult]:
+    """One result per rule, in RULES order. ``text``: the YAML printed for ``documents`` (yaml-faithful
+    checks it reads back as them)."""
     return [
         _gpu_count(documents, expect),
         _shm(documents, expect),
         _probe_budget(documents, expect),
         _image_pinned(documents),
         _resource_names(documents, expect),
+        _yaml_faithful(documents, text),
+        _expansion(documents, expect),
+        _requests(documents, expect),
+        _security_context(documents),
+        _gpu_toleration(documents, expect),
+        _namespace(documents, expect),
     ]
 
 
@@ -183,7 +230,26 @@ def _memory_shm(spec: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
     )
 
 
+def _unbounded_shm(spec: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
+    """A memory-backed emptyDir at /dev/shm without sizeLimit: it may take the node's memory."""
+    names = {m.get("name") for m in map(_mapping, _list(container.get("volumeMounts")))
+             if m.get("mountPath") == SHM_PATH}
+    return any(
+        v.get("name") in names and _mapping(v.get("emptyDir")).get("medium") == "Memory"
+        and memory_bytes(_mapping(v.get("emptyDir")).get("sizeLimit")) is None
+        for v in map(_mapping, _list(spec.get("volumes")))
+    )
+
+
 def _shm(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+    for deployment in _deployments(documents):
+        spec = _pod_spec(deployment)
+        for container in _containers(spec):
+            if _unbounded_shm(spec, container):
+                return LintResult("shm", False, (
+                    f"container {container.get('name', '?')}: the memory-backed emptyDir at {SHM_PATH} has no "
+                    "sizeLimit (a quantity): it can fill the node's memory"
+                ))
     if expect.world <= 1:
         return LintResult("shm", True, "one GPU or none: the default /dev/shm will do")
     for deployment in _deployments(documents):
@@ -194,7 +260,7 @@ def _shm(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> Li
                     f"container {container.get('name', '?')} shards over {expect.world} GPUs but has no "
                     f"memory-backed emptyDir at {SHM_PATH}: NCCL falls over on the container's default 64 MiB"
                 ))
-    return LintResult("shm", True, f"{SHM_PATH} is a memory-backed emptyDir")
+    return LintResult("shm", True, f"{SHM_PATH} is a memory-backed emptyDir with a sizeLimit")
 
 
 def _probe_seconds(probe: Mapping[str, Any]) -> int:
@@ -273,3 +339,306 @@ def _resource_names(documents: Sequence[Mapping[str, Any]], expect: LintExpectat
             if problem is not None:
                 return LintResult("resource-names", False, f"{where}: {problem}")
     return LintResult("resource-names", True, "every resource name is valid for the target")
+
+
+# --- what readers make of the text -------------------------------------------------------------------
+
+
+def plain_is_string(value: str) -> bool:
+    """Whether ``value`` may be written as a plain (unquoted) YAML scalar: every reader takes it for this
+    same string. Anything else must be quoted."""
+    return _PLAIN_SAFE.fullmatch(value) is not None and value.lower() not in _NOT_STRINGS
+
+
+def _load_pyyaml(text: str) -> list[Any]:
+    return list(yaml.load_all(text, Loader=yaml.SafeLoader))
+
+
+def _ruamel(version: tuple[int, int] | None) -> Callable[[str], list[Any]] | None:
+    try:
+        from ruamel.yaml import YAML  # noqa: PLC0415 - optional: a development dependency, used where present
+    except ImportError:  # pragma: no cover - installed with the development dependencies
+        return None
+
+    def load(text: str) -> list[Any]:
+        reader = YAML(typ="safe", pure=True)
+        if version is not None:
+            reader.version = version
+        with warnings.catch_warnings():  # YAML 1.1 floats without a dot: read anyway, the value is what counts
+            warnings.simplefilter("ignore")
+            return list(reader.load_all(text))
+
+    return load
+
+
+def yaml_readers() -> list[tuple[str, Callable[[str], list[Any]]]]:
+    """(name, load-all) for every reader the read-back check uses here: PyYAML always, ruamel.yaml's YAML 1.2
+    and YAML 1.1 readers where ruamel.yaml is installed."""
+    readers: list[tuple[str, Callable[[str], list[Any]]]] = [("PyYAML (YAML 1.1)", _load_pyyaml)]
+    for name, version in (("ruamel.yaml (YAML 1.2)", None), ("ruamel.yaml (YAML 1.1)", (1, 1))):
+        load = _ruamel(version)
+        if load is not None:
+            readers.append((name, load))
+    return readers
+
+
+def _difference(want: object, got: object, path: str) -> str | None:
+    """Where ``got`` differs from ``want``, types included (1 is not True, '1' is not 1), or None."""
+    if isinstance(want, Mapping):
+        if not isinstance(got, Mapping) or list(got) != list(want):
+            return f"{path or '/'}: keys {list(got) if isinstance(got, Mapping) else got!r}, not {list(want)}"
+        for key, value in want.items():
+            found = _difference(value, got[key], f"{path}/{key}")
+            if found:
+                return found
+        return None
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return f"{path}: {got!r}, not {want!r}"
+        for index, (a, b) in enumerate(zip(want, got, strict=True)):
+            found = _difference(a, b, f"{path}/{index}")
+            if found:
+                return found
+        return None
+    if type(want) is not type(got) or want != got:
+        return f"{path}: {got!r} ({type(got).__name__}), not {want!r} ({type(want).__name__})"
+    return None
+
+
+def _plain_strings(node: yaml.Node) -> Iterator[yaml.ScalarNode]:
+    if isinstance(node, yaml.ScalarNode):
+        if node.style is None and node.tag == "tag:yaml.org,2002:str":
+            yield node
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _plain_strings(item)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield from _plain_strings(key)
+            yield from _plain_strings(value)
+
+
+def yaml_problem(text: str, documents: Sequence[Any]) -> str | None:
+    """Why ``text`` does not carry ``documents`` to every reader, or None: a plain string some reader takes
+    for something else, or a reader that reads other values back."""
+    try:
+        for root in yaml.compose_all(text, Loader=yaml.SafeLoader):
+            for node in _plain_strings(root) if root is not None else ():
+                if not plain_is_string(node.value):
+                    return (f"line {node.start_mark.line + 1}: the plain scalar {node.value!r} is a string to PyYAML, "
+                            "not surely to every YAML reader (YAML 1.2 and Go's yaml.v2 and yaml.v3 read numbers, "
+                            "booleans, null and dates in more spellings): it must be quoted")
+    except yaml.YAMLError as error:
+        return f"not YAML: {error}"
+    for name, load in yaml_readers():
+        try:
+            loaded = load(text)
+        except Exception as error:  # any reader's failure is the finding
+            return f"{name} cannot read it: {error}"
+        found = _difference(list(documents), loaded, "")
+        if found:
+            return f"{name} reads {found}"
+    return None
+
+
+def _yaml_faithful(documents: Sequence[Mapping[str, Any]], text: str | None) -> LintResult:
+    if text is None:
+        return LintResult("yaml-faithful", True, "not checked: no YAML text given")
+    problem = yaml_problem(text, documents)
+    if problem is not None:
+        return LintResult("yaml-faithful", False, problem)
+    readers = ", ".join(name for name, _ in yaml_readers())
+    return LintResult("yaml-faithful", True, f"every value reads back unchanged ({readers}); plain strings are "
+                                             "strings to every YAML reader")
+
+
+# --- $(NAME) and $$ ------------------------------------------------------------------------------------
+
+
+def expand(value: str, mapping: Callable[[str], str]) -> str:
+    """Kubernetes' expansion of a command, args or env value (third_party/forked/golang/expansion, which
+    podman >= 4.7 also runs): ``$$`` is ``$``, ``$(NAME)`` is ``mapping(NAME)``, any other ``$`` stays.
+    Byte for byte as the Go code, which copies the byte after a lone ``$`` as a character of its own."""
+    data = value.encode()
+    out = bytearray()
+    checkpoint = cursor = 0
+    while cursor < len(data):
+        if data[cursor] == 0x24 and cursor + 1 < len(data):  # '$' with something after it
+            out += data[checkpoint:cursor]
+            rest = data[cursor + 1 :]
+            advance = 1
+            if rest[0] == 0x24:
+                out += b"$"
+            elif rest[0] == 0x28:  # '('
+                close = rest.find(b")", 1)
+                if close == -1:
+                    out += b"$("
+                else:
+                    out += mapping(rest[1:close].decode(errors="surrogateescape")).encode(errors="surrogateescape")
+                    advance = close + 1
+            else:
+                out += b"$" + chr(rest[0]).encode()
+            cursor += advance
+            checkpoint = cursor + 1
+        cursor += 1
+    out += data[checkpoint:]
+    return out.decode(errors="surrogateescape")
+
+
+def expansion_problem(value: str, want: str) -> str | None:
+    """Why ``value`` does not reach the container as ``want`` once expanded, or None. Every ``$(NAME)`` counts
+    as a reference: the container's env and the Service variables Kubernetes injects may define it."""
+    references: list[str] = []
+
+    def mapping(name: str) -> str:
+        references.append(name)
+        return f"$({name})"
+
+    got = expand(value, mapping)
+    if references:
+        return f"{value!r} refers to $({references[0]}), which Kubernetes expands: write a literal $ as $$"
+    if got != want:
+        return f"{value!r} becomes {got!r}, not {want!r}"
+    return None
+
+
+def _engine_container(documents: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    for deployment in _deployments(documents):
+        for container in _containers(_pod_spec(deployment)):
+            return container
+    return None
+
+
+def _expansion(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+    wanted = (expect.engine_command, expect.engine_args, expect.engine_env)
+    if all(w is None for w in wanted):
+        return LintResult("expansion", True, "not compared: no engine values given")
+    container = _engine_container(documents)
+    if container is None:
+        return LintResult("expansion", False, "no engine container found")
+
+    def decoded(field: str, value: str, want: str) -> str | None:
+        if field in expect.expanded:
+            return expansion_problem(value, want)
+        return None if value == want else f"{value!r}, not {want!r}"
+
+    for field, want_list in (("command", expect.engine_command), ("args", expect.engine_args)):
+        if want_list is None:
+            continue
+        got = [str(v) for v in _list(container.get(field))]
+        if len(got) != len(want_list):
+            return LintResult("expansion", False, f"{field}: {len(got)} words, not {len(want_list)}")
+        for index, (value, want) in enumerate(zip(got, want_list, strict=True)):
+            problem = decoded(field, value, want)
+            if problem:
+                return LintResult("expansion", False, f"{field}[{index}]: {problem}")
+    if expect.engine_env is not None:
+        got_env = [(str(e.get("name")), str(e.get("value"))) for e in map(_mapping, _list(container.get("env")))
+                   if "value" in e]
+        if [n for n, _ in got_env] != [n for n, _ in expect.engine_env]:
+            return LintResult("expansion", False, f"env names {[n for n, _ in got_env]}, not "
+                                                  f"{[n for n, _ in expect.engine_env]}")
+        for (name, value), (_, want) in zip(got_env, expect.engine_env, strict=True):
+            problem = decoded("env", value, want)
+            if problem:
+                return LintResult("expansion", False, f"env {name}: {problem}")
+    where = ", ".join(expect.expanded) or "nothing"
+    return LintResult("expansion", True, f"the engine gets the recipe's command, args and env ($(NAME) and $$ "
+                                         f"expanded in: {where})")
+
+
+# --- a shared cluster ----------------------------------------------------------------------------------
+
+
+def memory_bytes(quantity: object) -> int | None:
+    """A memory quantity's bytes (``184Gi``, ``512Mi``, ``1000``), or None where it is none."""
+    if isinstance(quantity, bool):
+        return None
+    if isinstance(quantity, int):
+        return quantity
+    match = _MEMORY.fullmatch(quantity) if isinstance(quantity, str) else None
+    return int(match.group(1)) * _MEMORY_UNIT[match.group(2)] if match else None
+
+
+def _requests(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+    if not expect.cluster:
+        return LintResult("requests", True, "not required: podman kube play places nothing")
+    engine = _engine_container(documents)
+    for where, container in _all_containers(documents):
+        requests = _mapping(_mapping(container.get("resources")).get("requests"))
+        cpu, memory = requests.get("cpu"), memory_bytes(requests.get("memory"))
+        if not (isinstance(cpu, str) and _CPU.fullmatch(cpu)) and _whole(cpu) is None:
+            return LintResult("requests", False, f"{where}: no cpu request: the scheduler would place it on a "
+                                                 "full node")
+        if memory is None:
+            return LintResult("requests", False, f"{where}: no memory request: the scheduler would place it "
+                                                 "where its load does not fit")
+        if container is engine and memory < expect.memory_bytes:
+            return LintResult("requests", False, (
+                f"{where}: the memory request ({requests.get('memory')}) is below the {expect.memory_bytes} bytes "
+                "the engine loads"
+            ))
+    return LintResult("requests", True, "every container requests cpu and memory; the engine at least what it loads")
+
+
+def _security_problem(context: Mapping[str, Any]) -> str | None:
+    if context.get("allowPrivilegeEscalation") is not False:
+        return "allowPrivilegeEscalation is not false"
+    if context.get("privileged") is True:
+        return "it is privileged"
+    capabilities = _mapping(context.get("capabilities"))
+    if "ALL" not in _list(capabilities.get("drop")):
+        return "capabilities do not drop ALL"
+    if _list(capabilities.get("add")):
+        return f"capabilities add {_list(capabilities.get('add'))}"
+    if not isinstance(context.get("readOnlyRootFilesystem"), bool):
+        return "readOnlyRootFilesystem is not said (true or false)"
+    return None
+
+
+def _security_context(documents: Sequence[Mapping[str, Any]]) -> LintResult:
+    for where, container in _all_containers(documents):
+        problem = _security_problem(_mapping(container.get("securityContext")))
+        if problem is not None:
+            return LintResult("security-context", False, f"{where}: securityContext: {problem}")
+    return LintResult("security-context", True, "no container escalates privileges or keeps a capability")
+
+
+def _tolerates_gpu_taint(toleration: Mapping[str, Any]) -> bool:
+    if toleration.get("effect") not in (None, "", "NoSchedule"):
+        return False
+    if toleration.get("key") in (None, "") and toleration.get("operator") == "Exists":
+        return True  # tolerates every taint
+    return toleration.get("key") == GPU_RESOURCE and toleration.get("operator") == "Exists"
+
+
+def _gpu_toleration(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+    if not expect.cluster or expect.world == 0:
+        return LintResult("gpu-toleration", True, "not needed: no GPU node to schedule onto")
+    for deployment in _deployments(documents):
+        tolerations = map(_mapping, _list(_pod_spec(deployment).get("tolerations")))
+        if not any(_tolerates_gpu_taint(t) for t in tolerations):
+            return LintResult("gpu-toleration", False, (
+                f"the pod does not tolerate the {GPU_RESOURCE}:NoSchedule taint GPU nodes usually carry "
+                f"(key {GPU_RESOURCE}, operator Exists): it would never be scheduled there"
+            ))
+    return LintResult("gpu-toleration", True, f"the pod tolerates {GPU_RESOURCE}:NoSchedule")
+
+
+def _namespace(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+    found = {f"{d.get('kind', '?')}/{_mapping(d.get('metadata')).get('name', '?')}":
+             _mapping(d.get("metadata")).get("namespace") for d in documents if isinstance(d, Mapping)}
+    if len(set(found.values())) > 1:
+        return LintResult("namespace", False, f"the objects are in different namespaces ({found}): the Service and "
+                                              "the Job reach the engine only within one")
+    bad = [ns for ns in found.values() if ns is not None and not (
+        isinstance(ns, str) and len(ns) <= 63 and DNS_LABEL_1123.fullmatch(ns))]
+    if bad:
+        return LintResult("namespace", False, f"namespace {bad[0]!r} is not a DNS-1123 label (lowercase letters, "
+                                              "digits and '-', at most 63)")
+    if expect.namespace is not None:
+        wrong = [w for w, ns in found.items() if ns != expect.namespace]
+        if wrong:
+            return LintResult("namespace", False, f"{', '.join(wrong)}: not in namespace {expect.namespace}")
+        return LintResult("namespace", True, f"every object is in namespace {expect.namespace}")
+    return LintResult("namespace", True, "every object is in the same namespace")

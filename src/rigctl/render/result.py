@@ -173,6 +173,8 @@ class KubeResult:
     def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: render's JSON since v1 (versions as "X.Y")
         r = self.rendered
         payload: dict[str, Any] = {"recipe": r.recipe, "target": r.target}
+        if r.namespace is not None:
+            payload["namespace"] = r.namespace
         if r.podman_version is not None:
             payload["podman_version"] = fmt(r.podman_version)
         if r.quadlet_version is not None:
@@ -191,7 +193,8 @@ class KubeResult:
 
 def render_manifests(
     recipe: Recipe, placement: Placement | None, *, podman: PodmanTarget | None = None, scope: Scope = Scope.SYSTEM,
-    model_pvc: str | None, verify_job: str | None, node_product: Sequence[str] | None = None, out: Path | None,
+    model_pvc: str | None, verify_job: str | None, node_product: Sequence[str] | None = None,
+    namespace: str | None = None, out: Path | None,
 ) -> KubeResult:
     """--target kube (``placement`` None: the cluster's scheduler and device plugin place it) or
     podman-kube (this box's GPUs, a .kube unit that runs the manifests under systemd, for ``podman``)."""
@@ -201,7 +204,7 @@ def render_manifests(
         recipe, target=target, podman_version=(podman.podman if podman else None) or DEFAULT_PODMAN,
         quadlet_version=podman.quadlet if podman else None,
         gpu_ids=placement.ids if placement is not None else None, node_products=node_product or None,
-        model_pvc=model_pvc, verify_image=verify_job, scope=scope,
+        model_pvc=model_pvc, verify_image=verify_job, namespace=namespace, scope=scope,
     )
     written = {p.name: p for p in write_files(rendered.files, out)} if out is not None else {}
     install = rendered.scope if rendered.target == "podman-kube" else None  # the .kube reads its YAML beside it
