@@ -27,6 +27,17 @@ trap 'bash .ci/testbed.sh down || true' EXIT
 [ -f .testbed/env ] && . .testbed/env
 bash .ci/sshd-hosts.sh      # openssh for the loopback fleet hosts (no system sshd is started)
 bash .ci/interop-env.sh     # a separate venv with transformers serve + a tiny local model (interop tests)
+# Kubernetes' own YAML readers (sigs.k8s.io/yaml, yaml.v2/v3) for the manifest faithfulness test: Debian's
+# packages, since the Go module proxy is not reachable
+go_pkgs=(golang-go golang-gopkg-yaml.v2-dev golang-gopkg-yaml.v3-dev golang-github-ghodss-yaml-dev golang-k8s-sigs-yaml-dev)
+missing_go=()
+for pkg in "${go_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing_go+=("$pkg")
+done
+if ((${#missing_go[@]})); then
+  log "apt-get install ${missing_go[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends "${missing_go[@]}" >/dev/null
+fi
 
 log "ruff"
 uv run --frozen ruff check src tests benchmarks tools
