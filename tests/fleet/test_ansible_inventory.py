@@ -245,7 +245,9 @@ def test_ssh_arguments_that_are_options_become_options(tmp_path: Path) -> None:
     (box,) = load_inventory(_write(tmp_path, "inventory.ini", text)).hosts
     assert box.ssh_options == {"Compression": "yes", "ControlPersist": "60s", "ServerAliveInterval": "7",
                                "ProxyJump": "jump1,jump2", "ProxyCommand": "ssh -W %h:%p gw"}
-    argv = OpenSsh(tmp_path).argv(box, "true")
+    with pytest.raises(InvalidInputError, match="ProxyCommand runs a command on this machine"):
+        OpenSsh(tmp_path).argv(box, "true")  # an inventory is code: only with --allow-ssh-commands
+    argv = OpenSsh(tmp_path, allow_commands=True).argv(box, "true")
     assert "ServerAliveInterval=7" in argv
     assert argv[-3:] == ["--", "box", "true"]
 

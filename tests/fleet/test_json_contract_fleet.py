@@ -52,7 +52,7 @@ COUNTS_KEYS = frozenset({"hosts", "ok", "unreachable"})
 HOST_KEYS = frozenset({"name", "destination", "ok", "reachable", "via", "rigctl_version", "elapsed_s", "error",
                        "summary", "findings", "data"})
 VIA = frozenset({"ssh", "rigctl"})
-STATUS_DATA_KEYS = frozenset({"hostname", "containers", "units", "gpus", "podman_error"})
+STATUS_DATA_KEYS = frozenset({"hostname", "containers", "units", "unit_rows", "gpus", "podman_error"})
 CONTAINER_KEYS = frozenset({"name", "image", "state", "status", "managed", "recipe"})
 GPU_ROW_KEYS = frozenset({"index", "name", "memory_used_mib", "memory_total_mib"})
 SSH_DOCTOR_DATA_KEYS = frozenset({"units", "driver_version", "skipped"})

@@ -60,6 +60,7 @@ class RootOptions:
     """What the root's options said, for the one run (``root`` sets it every time)."""
 
     hosts: str | None = None  # --hosts FILE before the command
+    allow_ssh_commands: bool = False  # --allow-ssh-commands before the command (with --host)
 
 
 ROOT = RootOptions()
@@ -112,7 +113,7 @@ def _strip_host_options(argv: list[str]) -> list[str]:
     for word in words:
         if word in {"--host", "--hosts"}:
             next(words, None)
-        elif not word.startswith(("--host=", "--hosts=")):
+        elif word != "--allow-ssh-commands" and not word.startswith(("--host=", "--hosts=")):
             out.append(word)
             if not word.startswith("-"):  # the command: the rest is its own
                 out += words
@@ -120,8 +121,9 @@ def _strip_host_options(argv: list[str]) -> list[str]:
 
 
 @app.callback()
-def root(
-    host: opt.HostOpt = None, hosts_file: opt.RootHostsOpt = None, quiet: opt.QuietOpt = False,
+def root(  # noqa: PLR0917 - typer passes the root's options by position
+    host: opt.HostOpt = None, hosts_file: opt.RootHostsOpt = None,
+    allow_ssh_commands: opt.RootAllowSshCommandsOpt = False, quiet: opt.QuietOpt = False,
     verbose: opt.VerboseOpt = False, version: opt.VersionOpt = False,
 ) -> None:
     """Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification."""
@@ -137,6 +139,7 @@ def root(
     if notice:
         sys.stderr.write(notice + "\n")
     ROOT.hosts = hosts_file
+    ROOT.allow_ssh_commands = allow_ssh_commands
     if host is None:
         return
     argv = _strip_host_options(sys.argv[1:])
@@ -151,11 +154,12 @@ def root(
         from rigctl.fleet.inventory import load_inventory
         from rigctl.fleet.remote import RemoteAnswerError, run_remote_rigctl, stream_remote_rigctl
 
-        target = load_inventory(hosts_file).get(host)
+        target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow_ssh_commands)
         if not as_json:  # the remote text comes through as it is printed, control sequences made visible
-            code = stream_remote_rigctl(target, argv, out=_write_to(sys.stdout), err=_write_to(sys.stderr))
+            code = stream_remote_rigctl(target, argv, out=_write_to(sys.stdout), err=_write_to(sys.stderr),
+                                        allow_ssh_commands=allow_ssh_commands)
             return Outcome(command, code == ExitCode.OK, exit_code=code)
-        remote = run_remote_rigctl(target, argv)
+        remote = run_remote_rigctl(target, argv, allow_ssh_commands=allow_ssh_commands)
         if remote.problem is not None:
             raise RemoteAnswerError(remote.failure(target, " ".join(argv)),
                                     fix=f"run it on {host} by hand to see what it prints; check `rigctl:` "

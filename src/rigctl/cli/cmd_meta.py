@@ -6,7 +6,7 @@ import platform
 from typing import Any
 
 from rigctl.cli import options as opt
-from rigctl.cli.base import app, finish
+from rigctl.cli.base import ROOT, app, finish
 from rigctl.cli.output import Outcome
 from rigctl.util.text import VERSION
 
@@ -37,8 +37,9 @@ def version_on_host(hosts_file: str | None, host: str, as_json: bool) -> None:
         from rigctl.fleet.inventory import load_inventory
         from rigctl.fleet.remote import RemoteAnswerError, remote_version, run_remote_rigctl
 
-        target = load_inventory(hosts_file).get(host)
-        answer = run_remote_rigctl(target, ["version"])
+        allow = ROOT.allow_ssh_commands  # --allow-ssh-commands before the command
+        target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow)
+        answer = run_remote_rigctl(target, ["version"], allow_ssh_commands=allow)
         if answer.problem is not None or answer.document is None:
             raise RemoteAnswerError(answer.failure(target, "version"))
         said = remote_version(answer.document)

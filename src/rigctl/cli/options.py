@@ -32,6 +32,11 @@ RootHostsOpt = Annotated[
     typer.Option("--hosts", metavar="FILE", help="Host inventory for --host and the fleet commands (default "
                                                  "$XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
 ]
+RootAllowSshCommandsOpt = Annotated[
+    bool,
+    typer.Option("--allow-ssh-commands",
+                 help="With --host: let the inventory's ssh options run local commands (ProxyCommand...)."),
+]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print only the result and errors: no notes, no progress.")
 ]
@@ -213,6 +218,12 @@ LimitOpt = Annotated[
     typer.Option("--limit", metavar="PATTERN",
                  help="Hosts or groups as Ansible's --limit: a,b (or a:b), !x to leave out, &x to intersect, "
                       "@FILE, * globs."),
+]
+AllowSshCommandsOpt = Annotated[
+    bool,
+    typer.Option("--allow-ssh-commands",
+                 help="Trust the inventory as code: let its ssh options run commands here (ProxyCommand, "
+                      "LocalCommand, KnownHostsCommand...). Refused without it; ProxyJump needs no flag."),
 ]
 ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, max=256, help="Hosts contacted at once.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed per host.")]

@@ -118,7 +118,9 @@ class Outcome:
 
 
 def to_json(data: Any) -> str:
-    return json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n"
+    """rigctl's JSON: always strict JSON. A NaN or infinity (which Python's json would write as the
+    non-JSON ``NaN``/``Infinity``) is an error here, never output; remote answers refuse them on entry."""
+    return json.dumps(jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 def for_rich(value: object, limit: int | None = CELL_LIMIT) -> str:

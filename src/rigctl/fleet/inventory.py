@@ -35,6 +35,7 @@ from rigctl.invocation import current
 from rigctl.recipe.catalog import load_yaml
 from rigctl.recipe.problems import Origin, format_validation_error
 from rigctl.util.safefs import RECIPE_LIMIT, read_text
+from rigctl.util.text import clip
 
 HOST_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 # A tag is a group of hosts; Ansible group names may start with '_'.
@@ -65,11 +66,55 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A ProxyJump hop: [ssh://][user@]host[:port], a destination like ``ssh:``; ssh builds a command line
+# from it, so no shell syntax and no leading '-'.
+_JUMP_HOP = re.compile(r"^(?:ssh://)?(?:[A-Za-z0-9_.%+-]+@)?[A-Za-z0-9_.\[\]:%+-]+$")
+
+
 def no_option_jump(options: dict[str, str]) -> dict[str, str]:
     """A ProxyJump hop is a destination too: ssh must never read one as an option."""
     for key, value in options.items():
-        if key.lower() == "proxyjump" and any(hop.strip().startswith("-") for hop in value.split(",")):
-            raise ValueError(f"{key}: a jump host may not start with '-'")
+        if key.lower() != "proxyjump" or value.strip().lower() == "none":
+            continue
+        for hop in value.split(","):
+            if hop.strip().startswith("-"):
+                raise ValueError(f"{key}: a jump host may not start with '-'")
+            if not _JUMP_HOP.match(hop.strip()):
+                raise ValueError(f"{key}: {hop.strip()[:60]!r} is not a jump host ([user@]host[:port])")
+    return options
+
+
+# ssh options with which the local ssh runs a program (or loads a library) on THIS machine: an inventory
+# that sets one is code, run as the operator. Refused unless the operator says so (--allow-ssh-commands);
+# the inventory file cannot say so itself. Names are matched as ssh matches them: in any case.
+COMMAND_OPTIONS = {name.lower(): name for name in (
+    "ProxyCommand", "LocalCommand", "PermitLocalCommand", "KnownHostsCommand", "XAuthLocation",
+    "PKCS11Provider", "SecurityKeyProvider",
+)}
+# ssh_config structure, not options: `Match exec` runs a command, `Include` reads another config (which
+# may hold any of the above). ssh refuses them in -o as well; rigctl refuses them always.
+CONFIG_DIRECTIVES = {"match": "Match", "include": "Include", "host": "Host"}
+ALLOW_SSH_COMMANDS = "--allow-ssh-commands"
+
+
+def command_options(host: Host) -> list[str]:
+    """The ssh options of ``host`` that run a command on this machine, as written (``ProxyCommand``)."""
+    return [key for key in host.ssh_options if key.lower() in COMMAND_OPTIONS]
+
+
+def ssh_command_problems(path: str, hosts: Iterable[Host]) -> list[str]:
+    """One problem per host and option that would run a local command, naming the opt-in."""
+    return [f"{path}: host {host.name}: ssh option {key} runs a command on this machine "
+            f"({key}={clip(host.ssh_options[key], 80)}); an inventory that does so is code, run as you: "
+            f"refused without {ALLOW_SSH_COMMANDS}"
+            for host in hosts for key in command_options(host)]
+
+
+def _no_config_directive(options: dict[str, str]) -> dict[str, str]:
+    for key in options:
+        if key.lower() in CONFIG_DIRECTIVES:
+            raise ValueError(f"{key}: ssh_config's {CONFIG_DIRECTIVES[key.lower()]} is not an option "
+                             "(it would bring in other configuration or run a command); not allowed here")
     return options
 
 
@@ -81,6 +126,7 @@ class Defaults(_Strict):
     rigctl: Word = Field(default="rigctl", description="rigctl's name or path on the host: one word, run as is")
 
     _jump = field_validator("ssh_options")(no_option_jump)
+    _directive = field_validator("ssh_options")(_no_config_directive)
 
 
 def port_in_destination(destination: str) -> str | None:
@@ -114,6 +160,7 @@ class Host(_Strict):
     rigctl: Word | None = None  # one word, never shell syntax: `sudo rigctl` is a program named so
 
     _jump = field_validator("ssh_options")(no_option_jump)
+    _directive = field_validator("ssh_options")(_no_config_directive)
 
     @field_validator("ssh", mode="before")
     @classmethod
@@ -176,8 +223,11 @@ class Inventory:
     ignored: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # warnings about the file as a whole
 
-    def select(self, *, tags: Iterable[str] = (), names: Iterable[str] = (), limit: str | None = None) -> list[Host]:
-        """The hosts that pass every filter given: all the tags, one of the names, the --limit pattern."""
+    def select(self, *, tags: Iterable[str] = (), names: Iterable[str] = (), limit: str | None = None,
+               allow_ssh_commands: bool = False) -> list[Host]:
+        """The hosts that pass every filter given: all the tags, one of the names, the --limit pattern.
+        A chosen host whose ssh options run a local command (``COMMAND_OPTIONS``) is an error unless
+        ``allow_ssh_commands`` (the operator's --allow-ssh-commands)."""
         wanted_tags, wanted_names = set(tags), set(names)
         unknown = wanted_names - {h.name for h in self.hosts}
         if unknown:
@@ -197,10 +247,14 @@ class Inventory:
             also = [f"--tag {t}" for t in sorted(wanted_tags)] + [f"--only {n}" for n in sorted(wanted_names)]
             raise UsageError(f"--limit {limit!r} selects no host" + (f" with {' '.join(also)}" if also else ""))
         self._refuse(chosen)
+        problems = [] if allow_ssh_commands else ssh_command_problems(self.path, chosen)
+        if problems:
+            raise InvalidInputError(problems, fix=f"remove the option from the inventory (ProxyJump is allowed), "
+                                                  f"or pass {ALLOW_SSH_COMMANDS} if you trust this file as code")
         return chosen
 
-    def get(self, name: str) -> Host:
-        return self.select(names=[name])[0]
+    def get(self, name: str, *, allow_ssh_commands: bool = False) -> Host:
+        return self.select(names=[name], allow_ssh_commands=allow_ssh_commands)[0]
 
     def _refuse(self, chosen: Sequence[Host]) -> None:
         refused = [h.name for h in chosen if self.refused.get(h.name)]

@@ -32,37 +32,41 @@ def split_pattern(pattern: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _read_parts(path: str) -> list[str]:
-    """The parts an ``@FILE`` holds: one a line; blank lines and ``#`` comments are skipped."""
+def _read_parts(path: str) -> list[tuple[str, str]]:
+    """The parts an ``@FILE`` holds, each with where it is (``@FILE line N``): one a line; blank lines
+    and ``#`` comments are skipped. An error about a part names its line, never quotes it: the file may
+    be any file the operator can read (``@/etc/shadow``), and its content is not ours to print."""
     try:
         text = read_text(path, limit=LIMIT_FILE_LIMIT)
     except InvalidInputError as exc:
         raise UsageError(f"--limit @{path}: {reason_of(exc)}") from None
-    parts = [line.strip() for line in text.split("\n")]
-    return [p for p in parts if p and not p.startswith("#")]
+    parts = [(line.strip(), f"@{path} line {n}") for n, line in enumerate(text.split("\n"), start=1)]
+    return [(p, where) for p, where in parts if p and not p.startswith("#")]
 
 
-def _ordered(parts: Sequence[str]) -> list[str]:
-    plain = [p for p in parts if p[0] not in "!&"]
-    return (plain or ["all"]) + [p for p in parts if p[0] == "&"] + [p for p in parts if p[0] == "!"]
+def _ordered(parts: Sequence[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    plain = [p for p in parts if p[0][0] not in "!&"]
+    return (plain or [("all", None)]) + [p for p in parts if p[0][0] == "&"] + [p for p in parts if p[0][0] == "!"]
 
 
-def _check(part: str, body: str) -> None:
+def _check(part: str, body: str, label: str) -> None:
     if body.startswith("~"):
-        raise UsageError(f"--limit {part!r}: regular expressions are not supported", fix="use names and * globs")
+        raise UsageError(f"--limit {label}: regular expressions are not supported", fix="use names and * globs")
     if "[" in body or "]" in body:
-        raise UsageError(f"--limit {part!r}: subscripts and ranges are not supported",
+        raise UsageError(f"--limit {label}: subscripts and ranges are not supported",
                          fix="name the hosts, or use a * glob")
     if not _NAME.match(body):
-        raise UsageError(f"--limit {part!r}: not a host or group name")
+        raise UsageError(f"--limit {label}: not a host or group name")
 
 
-def _unknown(part: str, body: str, hosts: Sequence[str], groups: Collection[str]) -> UsageError:
+def _unknown(label: str, body: str, hosts: Sequence[str], groups: Collection[str], *,
+             from_file: bool) -> UsageError:
     names = [*groups, *hosts]
     close = difflib.get_close_matches(body, names, n=5, cutoff=0.6)
     hint = f"; close: {', '.join(close)}" if close else ""
     shown = ", ".join(sorted(groups)[:20]) or "none"
-    return UsageError(f"--limit {part!r}: no host or group matches {body!r}{hint}",
+    what = "" if from_file else f" {body!r}"  # a line of a file is named, not quoted (nor hinted at)
+    return UsageError(f"--limit {label}: no host or group matches{what}{'' if from_file else hint}",
                       fix=f"groups: {shown}; hosts: {', '.join(hosts[:20])}{' ...' if len(hosts) > 20 else ''}")
 
 
@@ -91,19 +95,20 @@ def _matches(body: str, *, plain: bool, members: Mapping[str, Sequence[str]],
 def choose(pattern: str, members: Mapping[str, Sequence[str]], groups: Collection[str]) -> set[str]:
     """The names of the hosts ``pattern`` selects. ``members``: each host's groups (its tags), in
     inventory order; ``groups``: every group name, groups without hosts too."""
-    parts: list[str] = []
+    parts: list[tuple[str, str | None]] = []  # (part, where a file holds it; None: typed on the command line)
     for part in split_pattern(pattern):
-        parts += _read_parts(part[1:]) if part.startswith("@") else [part]
+        parts += _read_parts(part[1:]) if part.startswith("@") else [(part, None)]
     if not parts:
         raise UsageError(f"--limit {pattern!r}: names no host or group")
     known_groups = set(groups) - set(SPECIAL_GROUPS)
     chosen: set[str] = set()
-    for part in _ordered(parts):
+    for part, where in _ordered(parts):
         body = part[1:] if part[0] in "!&" else part
-        _check(part, body)
+        label = where or repr(part)
+        _check(part, body, label)
         found = _matches(body, plain=part[0] not in "!&", members=members, groups=known_groups)
         if found is None:
-            raise _unknown(part, body, list(members), known_groups)
+            raise _unknown(label, body, list(members), known_groups, from_file=where is not None)
         if part[0] == "!":
             chosen -= found
         elif part[0] == "&":

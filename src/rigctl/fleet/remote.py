@@ -21,6 +21,8 @@ and ``shown`` makes terminal control sequences in remote text visible before a p
 from __future__ import annotations
 
 import json
+import math
+import posixpath
 import re
 import secrets
 import shlex
@@ -115,18 +117,48 @@ def _unreachable(result: HostResult, done: Completed) -> HostResult:
 
 # --- remote text shown to a person ---------------------------------------------------------------------
 
+# Besides what ``printable`` escapes (C0, DEL, C1, the bidi overrides and marks): every other format
+# character (Unicode's Cf: zero-width space and joiners, word joiner, invisible operators, BOM, the bidi
+# isolates, interlinear annotation, tag characters) and the line and paragraph separators. They are
+# invisible, or break a line where a reader sees none, so remote text shows them as escapes too.
+_INVISIBLE = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+FIELD_LIMIT = 1000  # one remote value on one line of a text view (a message, a path, an error)
+
+
+def _escape_invisible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _visible(text: str) -> str:
+    return _INVISIBLE.sub(_escape_invisible, printable(text, None))
+
+
 def shown(text: str) -> str:
-    """``text`` (from another host) safe to print on this terminal: every control character shown
-    escaped (ESC -> ``\\x1b``) by the shared ``cli.output.printable``, except the newlines and tabs
-    that lay out several lines of text."""
+    """``text`` (from another host) safe to print on this terminal: every control and format character
+    shown escaped (ESC -> ``\\x1b``, U+200B -> ``\\u200b``), except the newlines and tabs that lay out
+    several lines of text (for the output of a remote command streamed as it is)."""
     lines = text.replace("\r\n", "\n").split("\n")
-    return "\n".join("\t".join(printable(part, None) for part in line.split("\t")) for line in lines)
+    return "\n".join("\t".join(_visible(part) for part in line.split("\t")) for line in lines)
+
+
+def one_line(value: object, limit: int = FIELD_LIMIT) -> str:
+    """A remote value for a text view: one line whatever it holds (a newline is shown as ``\\x0a``, so
+    it can never start a line of its own, such as a forged ``== host`` block), every control and format
+    character escaped, cut to ``limit`` characters."""
+    text = str(value)
+    text = _visible(text[: limit + 1])  # cut first: bounded work
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def _tail(text: str, limit: int = 300) -> str:
-    """The end of some remote text, for an error message (control characters made visible)."""
+    """The end of some remote text, for an error message: one line, control characters made visible."""
     text = text.strip()
-    return shown(text if len(text) <= limit else "..." + text[-limit:])
+    return one_line(text if len(text) <= limit else "..." + text[-limit:], limit + 40)
 
 
 # --- remote rigctl (also the `rigctl --host NAME <command>` mechanism) -------------------------------
@@ -151,17 +183,63 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # Python would accept NaN/Infinity; our JSON output could not
 
 
+# What a remote answer may hold, checked as it is decoded and before anything of ours walks it (asdict,
+# jsonable, json.dumps and the views all recurse): far more than any real rigctl answer, far less than
+# what makes them fail. An answer past one is that host's failure.
+ANSWER_DEPTH = 48  # arrays and objects inside each other
+ANSWER_VALUES = 400_000  # values in all
+INT_DIGITS = 19  # |n| < 10**19: every count, size, pid or timestamp rigctl reports
+
+
+def _parse_int(text: str) -> int:
+    if len(text) > INT_DIGITS + 1 or len(text.lstrip("-")) > INT_DIGITS:
+        raise ValueError(f"a number of {len(text):,} digits is out of range")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: Python reads inf, which no strict JSON can carry on
+        raise ValueError(f"{text[:40]} is out of range (not a finite number)")
+    return value
+
+
+def answer_problem(value: Any, *, depth: int = ANSWER_DEPTH) -> str | None:
+    """Why ``value`` (decoded JSON, or a result made of it) is past the bounds, or None. Iterative: it
+    never recurses itself, whatever it is given."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    count = 0
+    while stack:
+        item, level = stack.pop()
+        count += 1
+        if count > ANSWER_VALUES:
+            return f"it holds more than {ANSWER_VALUES:,} values"
+        if isinstance(item, dict | list | tuple):
+            if level > depth:
+                return f"it is nested more than {depth} deep"
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "it holds a number that is not finite"
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 10**INT_DIGITS:
+            return "it holds a number out of range"
+    return None
+
+
 def _one_value(text: str) -> tuple[Any, str | None]:
-    """``text`` as exactly one JSON value, or why it is not one."""
+    """``text`` as exactly one JSON value within the bounds above, or why it is not one."""
     body = text.strip()
     if not body:
         return None, "it printed nothing on stdout"
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_parse_int, parse_float=_parse_float)
     try:
-        value, end = json.JSONDecoder(parse_constant=_refuse_constant).raw_decode(body)
+        value, end = decoder.raw_decode(body)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so is a 5000-digit number
         return None, f"its output is not JSON ({str(exc)[:120] or type(exc).__name__})"
     if body[end:].strip():
         return None, "its output is more than one JSON value (or JSON followed by other text)"
+    problem = answer_problem(value)
+    if problem is not None:
+        return None, f"its answer is past what rigctl accepts: {problem}"
     return value, None
 
 
@@ -276,14 +354,17 @@ def _check_reached(host: Host, rc: int, stderr: str) -> None:
             fix="install rigctl there, or set `rigctl:` for the host in the inventory")
 
 
+REMOTE_TIMEOUT = 600.0  # `rigctl --host NAME COMMAND`, in JSON and in text: the remote command's deadline
+
+
 def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport | None = None,
-                      timeout: float = 600.0) -> RemoteRigctl:
+                      timeout: float = REMOTE_TIMEOUT, allow_ssh_commands: bool = False) -> RemoteRigctl:
     """Run ``rigctl ARGV --json`` on ``host`` and return its exit status and JSON document, judged by
     ``parse_answer`` (``problem`` says what is wrong with an answer that cannot be used).
 
     Raises HostUnreachableError when the host cannot be reached, RemoteRigctlMissingError when rigctl is not
     installed there; a remote command that ran and failed is a normal result (its rc and document say how)."""
-    ssh = transport or OpenSsh.default()
+    ssh = transport or OpenSsh.default(allow_commands=allow_ssh_commands)
     words = [*argv] if "--json" in argv else [*argv, "--json"]
     done = ssh.run(host, remote_command([_program(host), *words]), timeout=timeout)
     _check_reached(host, done.rc, done.stderr)
@@ -292,15 +373,17 @@ def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport |
 
 
 def stream_remote_rigctl(host: Host, argv: Sequence[str], *, out: Callable[[str], None],
-                         err: Callable[[str], None], transport: OpenSsh | None = None) -> ExitCode:
+                         err: Callable[[str], None], transport: OpenSsh | None = None,
+                         timeout: float = REMOTE_TIMEOUT, allow_ssh_commands: bool = False) -> ExitCode:
     """``rigctl ARGV`` on ``host`` in text mode: its stdout and stderr handed to ``out``/``err`` as they
-    come, control sequences made visible (``shown``); returns its exit status. Raises HostUnreachableError
-    when the host cannot be reached, RemoteRigctlMissingError when rigctl is missing there, RemoteAnswerError
-    for an exit status rigctl never uses."""
-    ssh = transport or OpenSsh.default()
+    come, control sequences made visible (``shown``); returns its exit status. The remote gets no stdin
+    (never this terminal's) and ``timeout`` seconds, as in JSON mode. Raises HostUnreachableError when
+    the host cannot be reached or the deadline passed, RemoteRigctlMissingError when rigctl is missing
+    there, RemoteAnswerError for an exit status rigctl never uses."""
+    ssh = transport or OpenSsh.default(allow_commands=allow_ssh_commands)
     rc = stream(ssh.argv(host, remote_command([_program(host), *argv])),
-                out=lambda text: out(shown(text)), err=lambda text: err(shown(text)))
-    _check_reached(host, rc, "(see ssh's message above)")
+                out=lambda text: out(shown(text)), err=lambda text: err(shown(text)), timeout=timeout)
+    _check_reached(host, rc, f"timed out after {timeout:g}s" if rc == TIMED_OUT else "(see ssh's message above)")
     if rc not in _EXIT_CODES:
         raise RemoteAnswerError(f"the remote `rigctl {_command_word(argv)}` on {host.name} exited {rc}, "
                                 "which is not a rigctl exit code")
@@ -373,38 +456,73 @@ def _containers(section: str) -> tuple[list[dict[str, Any]], str | None]:
     return rows, None
 
 
+STATUS_ROWS = 2000  # containers, units or GPUs per host taken from a status answer; more is that host's failure
+
+
+def _unit_rows(section: str) -> list[dict[str, Any]]:
+    """``systemctl list-units --plain --no-legend`` lines (``user `` before the user manager's) as rows."""
+    rows = []
+    for line in section.split("\n"):
+        words = line.split(None, 5) if line.startswith("user ") else ["system", *line.split(None, 4)]
+        if len(words) < 5 or not words[1].endswith(".service"):
+            continue  # a message of systemctl's, not a unit
+        scope, unit, load, active, sub = words[:5]
+        rows.append({"unit": unit, "scope": scope, "load": load, "active": active, "sub": sub,
+                     "description": words[5] if len(words) > 5 else "", "rigctl": False})
+    return rows
+
+
 def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
     result = HostResult(host.name, _destination(host))
     boundary = "@@rigctl-" + secrets.token_hex(6)
     done = ssh.run(host, _status_script(boundary), timeout=timeout)
     if unreachable(done):
         return _unreachable(result, done)
+    cut = output_cut(done)
+    if cut is not None:  # what is missing could be any host's failure: not an ok with fewer rows
+        result.error = f"status: {cut}"
+        return result
     sections = _sections(done.stdout, boundary)
     if "end" not in sections:
-        result.error = f"status script did not finish (exit {done.rc}): {done.stderr.strip()[-300:]}"
+        result.error = f"status script did not finish (exit {done.rc}): {_tail(done.stderr)}"
         return result
     containers, podman_error = _containers(sections.get("podman", ""))
-    units = [ln.split(None, 4) for ln in sections.get("units", "").splitlines() if ln.strip()]
-    gpus = [[c.strip() for c in ln.split(",")] for ln in sections.get("gpus", "").splitlines() if ln.count(",") >= 3]
+    units = _unit_rows(sections.get("units", ""))
+    gpus = [[c.strip() for c in ln.split(",")] for ln in sections.get("gpus", "").split("\n") if ln.count(",") >= 3]
+    if max(len(containers), len(units), len(gpus)) > STATUS_ROWS:
+        result.error = f"status: the host listed more than {STATUS_ROWS} containers, units or GPUs"
+        return result
+    ours = {c["name"] for c in containers if c["managed"]}
+    for row in units:  # a rigctl service is <container>.service (deploy.state), or says rigctl
+        row["rigctl"] = row["unit"].removesuffix(".service") in ours or "rigctl" in row["unit"].lower() \
+            or row["description"].lower().startswith("rigctl")
     result.data = {
         "hostname": sections.get("host", "").strip(),
         "containers": containers,
-        "units": [" ".join(u) for u in units],
+        # the unit lines as before (the JSON contract keeps a key's meaning), and each as a row
+        "units": [" ".join(ln.split(None, 4)) for ln in sections.get("units", "").split("\n") if ln.strip()],
+        "unit_rows": units,
         "gpus": [{"index": g[0], "name": g[1], "memory_used_mib": g[2], "memory_total_mib": g[3]} for g in gpus],
         "podman_error": podman_error,
     }
     running = [c for c in containers if c["state"] == "running"]
+    down = [u for u in units if u["active"] == "failed" or (u["rigctl"] and u["active"] != "active")]
     result.summary.append(
-        f"{result.data['hostname']}: {len(running)}/{len(containers)} container(s) running"
+        f"{one_line(result.data['hostname'], 100)}: {len(running)}/{len(containers)} container(s) running"
         + (f"; {podman_error}" if podman_error else "")
         + (f"; {len(gpus)} GPU(s)" if gpus else "")
+        + (f"; {len(down)} serving unit(s) not running" if down else "")
     )
     for c in containers:
         mark = " (rigctl)" if c["managed"] else ""
         result.summary.append(f"  {c['state']:<9} {c['name']}{mark}  {c['image']}  {c['status']}")
+    for u in units:
+        if u["rigctl"] or u in down:
+            mark = "FAIL" if u in down else "ok  "
+            result.summary.append(f"  {mark} {u['scope']} {u['unit']}: {u['active']} ({u['sub']})")
     for g in result.data["gpus"]:
         result.summary.append(f"  gpu {g['index']} {g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB")
-    result.ok = podman_error is None or podman_error == "podman is not installed"
+    result.ok = (podman_error is None or podman_error == "podman is not installed") and not down
     return result
 
 
@@ -463,6 +581,9 @@ def _snapshot_roots(sections: dict[str, str], files: Iterable[str] = ()) -> list
                          config=meta.get("config") or None, data=meta.get("data") or None, other_uids=others)
 
 
+SNAPSHOT_FILES = 5000  # unit files and drop-ins a host without rigctl ships at most (and rigctl takes)
+
+
 def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
     b = boundary
     doctor = [program, "doctor", *(["--fix"] if fix else []), "--json"]
@@ -493,21 +614,35 @@ def _doctor_script(boundary: str, program: str, *, fix: bool = False) -> str:
         f"echo '{b} meta data'; printf '%s\\n' \"${{XDG_DATA_HOME:-}}\"",
         "nl=$(printf '*\\n*')",
         "{ " + _walk_roots(find) + "; "
-        "} | while IFS= read -r f; do "
+        "} | { n=0; while IFS= read -r f; do "
         f"{link}; "
         f"case \"$f\" in *.service) grep -q -i -E {shlex.quote(hint)} -- \"$f\" 2>/dev/null || continue;; esac; "
-        f"{ship}; done",
+        f"n=$((n+1)); if [ \"$n\" -gt {SNAPSHOT_FILES} ]; then echo '{b} too many'; break; fi; "
+        f"{ship}; done; }}",
         f"for f in {DRIVER_VERSION_FILE} {cdi}; do [ -f \"$f\" ] && {{ {ship}; }}; done",
         f"echo '{b} end'",
     ])
 
 
+def _plain_path(path: str) -> bool:
+    """Whether a shipped path is absolute and spelled as it normalises: no ``..`` nor ``.`` in it, so it
+    is under the root it names (a path that leaves its root is refused, never audited or patched)."""
+    return path.startswith("/") and posixpath.normpath(path) == path and not path.startswith("//")
+
+
+PATH_REFUSED = "its path leaves its directory ('..' or '.' in it): refused, neither audited nor patched"
+
+
 def _snapshot_files(sections: dict[str, str]) -> tuple[dict[str, str], list[Skipped]]:
-    """The files a snapshot shipped back, and those it did not read: too large (the script sends one byte
-    more than the limit of any file that has more) or a link."""
+    """The files a snapshot shipped back, and those it did not take: too large (the script sends one byte
+    more than the limit of any file that has more), a link, or a path that is not plain (PATH_REFUSED:
+    a host's failure)."""
     files: dict[str, str] = {}
     skipped: list[Skipped] = []
     for key, body in sections.items():
+        if key.startswith(("file ", "link ")) and not _plain_path(_one_slash(key[len("file ") :])):
+            skipped.append(Skipped(_one_slash(key[len("file ") :]), PATH_REFUSED))
+            continue
         if key.startswith("file "):
             path = _one_slash(key[len("file ") :])
             # the script adds a newline after each file; splitting on lines already dropped it
@@ -580,7 +715,7 @@ class _RemoteFix(BaseModel):
     applied: list[Any]
     patches: list[Any]
     error: str | None = None
-    remaining: list[Any] = Field(default_factory=list)
+    remaining: list[Any] | None = None  # missing: malformed (what is left after --fix is not known)
 
 
 class _RemoteDoctor(BaseModel):
@@ -632,20 +767,36 @@ def _checked(host: Host, model: type[BaseModel], what: str, raw: list[Any]) -> t
     return [item for ok, item in checked if ok], [item for ok, item in checked if not ok]
 
 
+PATCH_LINES = 400  # lines of one remote patch shown in the text view (the JSON keeps it whole)
+
+
+def _patch_lines(patch: str) -> list[str]:
+    """A remote patch for the text view: split on newlines only (systemd's and diff's line rule, not
+    ``str.splitlines``, which also breaks at \\x0b, \\x1c, U+2028...), each line one line, at most
+    PATCH_LINES of them."""
+    lines = patch.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    shown_lines = ["  " + one_line(ln) for ln in lines[:PATCH_LINES]]
+    if len(lines) > PATCH_LINES:
+        shown_lines.append(f"  ... {len(lines) - PATCH_LINES} more line(s) (all of it in --json)")
+    return shown_lines
+
+
 def fix_lines(fix: dict[str, Any]) -> list[str]:
-    """What ``doctor --fix`` did on a host (``HostResult.data["fix"]``), as lines for the text view
-    (remote text: the view shows them through ``shown``)."""
+    """What ``doctor --fix`` did on a host (``HostResult.data["fix"]``), as lines for the text view, each
+    remote value on one line, escaped and capped (``one_line``)."""
     lines: list[str] = []
     if fix.get("error"):
-        lines.append(f"--fix changed nothing: {fix['error']}")
+        lines.append(f"--fix changed nothing: {one_line(fix['error'])}")
     for applied in fix["applied"]:
-        lines.append(f"fixed {applied['unit']} ({', '.join(applied['fixed'])}); "
-                     f"backup: {', '.join(applied['backups'])}")
-        lines += ["  " + ln for ln in applied["patch"].splitlines()]
+        lines.append(f"fixed {one_line(applied['unit'])} ({one_line(', '.join(applied['fixed']))}); "
+                     f"backup: {one_line(', '.join(applied['backups']))}")
+        lines += _patch_lines(applied["patch"])
     for patch in fix["patches"]:
-        lines.append(f"left untouched: {patch['unit']} ({patch.get('why') or 'not applied'}); "
-                     f"proposed patch ({', '.join(patch['fixed'])}):")
-        lines += ["  " + ln for ln in patch["patch"].splitlines()]
+        lines.append(f"left untouched: {one_line(patch['unit'])} ({one_line(patch.get('why') or 'not applied')}); "
+                     f"proposed patch ({one_line(', '.join(patch['fixed']))}):")
+        lines += _patch_lines(patch["patch"])
     if fix["applied"]:
         lines.append("apply with: systemctl [--user] daemon-reload && systemctl [--user] restart <unit>")
     remaining = fix.get("remaining")
@@ -662,6 +813,11 @@ def _remote_fix(host: Host, fix: _RemoteFix | None) -> tuple[dict[str, Any] | No
         return None, [_malformed(host, "doctor --fix report", ["fix: missing: the host did not say what it changed"])]
     applied, bad_applied = _checked(host, _RemoteApplied, "applied", fix.applied)
     patches, bad_patches = _checked(host, _RemotePatch, "patches", fix.patches)
+    if fix.remaining is None:
+        missing = _malformed(host, "doctor --fix report", ["fix.remaining: missing: the host did not say what "
+                                                           "failing findings remain"])
+        return ({"applied": applied, "patches": patches, "error": fix.error, "remaining": [missing]},
+                [*bad_applied, *bad_patches, missing])
     remaining, bad_remaining = _checked(host, _RemoteFinding, "remaining", fix.remaining)
     # a malformed remaining finding fails among the remaining ones too: what is left is not known
     return ({"applied": applied, "patches": patches, "error": fix.error, "remaining": remaining + bad_remaining},
@@ -735,16 +891,25 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
         if "end" not in sections:
             result.error = f"doctor snapshot did not finish (exit {done.rc}): {_tail(done.stderr)}"
             return result
+        if "too many" in sections or sum(1 for k in sections if k.startswith("file ")) > SNAPSHOT_FILES:
+            result.error = (f"doctor: the host has more than {SNAPSHOT_FILES} unit files and drop-ins to ship; "
+                            "not audited (install rigctl there: its own doctor reads them)")
+            return result
         files, skipped = _snapshot_files(sections)
+        refused = [s.path for s in skipped if s.reason == PATH_REFUSED]
         driver_text = files.pop(DRIVER_VERSION_FILE, "")
         cdi = {p: files.pop(p) for p in sorted(files) if p.startswith(tuple(d + "/" for d in CDI_DIRS))}
         units = serving_units(collect(files, _snapshot_roots(sections, files)))
         facts = snapshot_facts(driver_text, cdi)
         found = audit(units, facts)
         result.findings = [f.model_dump(mode="json") for f in found]
+        if refused:
+            result.findings.append(_malformed(host, "snapshot", [
+                f"{len(refused)} path(s) that leave their directory (with '..' or '.'), refused: "
+                + ", ".join(one_line(r, 200) for r in refused[:3])]))
         result.data = {"units": [u.path for u in units], "driver_version": facts.driver_version,
                        "skipped": [asdict(s) for s in skipped]}
-        result.ok = not any(f.fails for f in found)
+        result.ok = not any(f.fails for f in found) and not refused
         if fix:
             result.data["fix"] = _no_remote_fix(host, units, facts)
         if _meta(sections).get("uid") == "0":
@@ -781,26 +946,33 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
     if remote.problem is not None or remote.document is None:
         result.error = remote.failure(host, label)
         return result
-    result.ok = remote.ok
     note_version(result, remote.document)
     error = remote.document.get("error")
     if isinstance(error, dict):
-        result.error = str(error.get("message"))
+        result.error = one_line(error.get("message"))
+    failing = 0
     for key in ("findings", "checks"):
         items = remote.document.get(key)
         if isinstance(items, list):
             for item in items:
                 if isinstance(item, dict) and item.get("severity") in ("fail", "warn"):
                     mark = str(item["severity"]).upper()
-                    result.summary.append(f"{mark} {item.get('id')}: {item.get('message', '')}")
+                    failing += mark == "FAIL"
+                    what = f"{one_line(item.get('id'), 200)}: {one_line(item.get('message', ''))}"
+                    result.summary.append(f"{mark} {what}")
     steps = remote.document.get("steps")
     if isinstance(steps, list):
         for step in steps:
             if isinstance(step, dict):
-                mark = "ok  " if step.get("ok") else "FAIL"
-                result.summary.append(f"{mark} {step.get('step')}: {step.get('message', '')}")
+                mark = "ok  " if step.get("ok") is True else "FAIL"  # a swap's history: not its verdict
+                result.summary.append(f"{mark} {one_line(step.get('step'), 200)}: {one_line(step.get('message', ''))}")
+    # rigctl decides from what the answer lists: an ok:true over failing checks is not believed
+    result.ok = remote.ok and failing == 0 and not isinstance(error, dict)
+    if remote.ok and not result.ok:
+        result.summary.append(f"FAIL {host.name} answered ok but lists {failing} failing check(s)"
+                              + (" and an error" if isinstance(error, dict) else "") + ": counted as failed")
     outcome = remote.document.get("outcome")
-    verdict = str(outcome) if isinstance(outcome, str) else ("ok" if result.ok else "FAILED")
+    verdict = one_line(outcome, 100) if isinstance(outcome, str) else ("ok" if result.ok else "FAILED")
     result.summary.insert(0, f"{label}: {verdict} (exit {remote.rc})")
     return result
 
@@ -808,8 +980,25 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
 # --- the runner --------------------------------------------------------------------------------------
 
 
+RESULT_DEPTH = ANSWER_DEPTH + 8  # a host's result: its answer, and the few levels HostResult adds around it
+
+
+def _reportable(result: HostResult) -> HostResult:
+    """``result``, or when it is past what can be reported (too deep or large, a number JSON cannot carry;
+    checked without recursing) a failure of that host saying so: never the loss of the others' results."""
+    try:
+        problem = answer_problem(asdict(result), depth=RESULT_DEPTH)
+    except RecursionError:
+        problem = f"it is nested more than {RESULT_DEPTH} deep"
+    if problem is None:
+        return result
+    return HostResult(result.name, result.destination, reachable=result.reachable, via=result.via,
+                      error=f"{result.name}'s result cannot be reported: {problem}")
+
+
 def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeout: float = 60.0,
-              extra: Sequence[str] = (), transport: Transport | None = None, fix: bool = False) -> FleetResult:
+              extra: Sequence[str] = (), transport: Transport | None = None, fix: bool = False,
+              allow_ssh_commands: bool = False) -> FleetResult:
     if command not in COMMANDS:
         raise UsageError(f"unknown fleet command {command!r}; one of {', '.join(COMMANDS)}")
     if fix and command != "doctor":
@@ -817,7 +1006,7 @@ def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeou
     needed = _ARGS_NEEDED.get(command, ())
     if len(extra) < len(needed):
         raise UsageError(f"fleet {command} needs {' '.join(needed)}")
-    ssh = transport or OpenSsh.default()
+    ssh = transport or OpenSsh.default(allow_commands=allow_ssh_commands)
     job: Callable[[Host], HostResult]
     if command == "status":
         def job(h: Host) -> HostResult:
@@ -834,7 +1023,8 @@ def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeou
         try:
             result = job(host)
         except Exception as exc:  # one host's surprise must not hide the others; report it on that host
-            result = HostResult(host.name, _destination(host), error=f"{type(exc).__name__}: {exc}")
+            result = HostResult(host.name, _destination(host), error=f"{type(exc).__name__}: {one_line(exc, 300)}")
+        result = _reportable(result)
         result.elapsed_s = round(time.monotonic() - start, 3)  # as the JSON shows it
         return result
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from rigctl.errors import RigctlError
-from rigctl.fleet.inventory import Host
+from rigctl.errors import InvalidInputError, RigctlError
+from rigctl.fleet.inventory import ALLOW_SSH_COMMANDS, Host, ssh_command_problems
 from rigctl.invocation import current, expand_user
 from rigctl.util.proc import Completed, run
 from rigctl.util.safefs import MiB, format_size
@@ -74,6 +74,14 @@ class OpenSsh:
     control_persist: str = "120s"
     binary: str = "ssh"
     extra_options: tuple[tuple[str, str], ...] = ()
+    allow_commands: bool = False  # the operator's --allow-ssh-commands: options that run local programs pass
+
+    def check(self, host: Host) -> None:
+        """Refuse a host whose ssh options would run a program here, unless ``allow_commands`` (the last
+        guard: Inventory.select refuses such a host first, with every problem listed)."""
+        problems = [] if self.allow_commands else ssh_command_problems("the inventory", [host])
+        if problems:
+            raise InvalidInputError(problems, fix=f"pass {ALLOW_SSH_COMMANDS} if you trust the inventory as code")
 
     @staticmethod
     def default(**kwargs: object) -> OpenSsh:
@@ -91,9 +99,10 @@ class OpenSsh:
             "ControlPersist": self.control_persist,
             "LogLevel": "ERROR",
         }
+        self.check(host)
         options.update(dict(self.extra_options))
         options.update(host.ssh_options)
-        argv = [self.binary, "-T"]
+        argv = [self.binary, "-T", "-n"]  # -n: never the local stdin (the remote reads /dev/null)
         for key, value in options.items():
             argv += ["-o", f"{key}={value}"]
         if host.port:
@@ -158,11 +167,15 @@ def capture(argv: Sequence[str], *, timeout: float, limit: int = OUTPUT_LIMIT) -
     return Captured(args, proc.returncode, out, err, cut=not finished)
 
 
-def stream(argv: Sequence[str], *, out: Callable[[str], None], err: Callable[[str], None]) -> int:
-    """Run ``argv`` (stdin inherited) and hand its stdout and stderr over as they come, as text (bytes that
-    are not UTF-8 become U+FFFD); return its exit status. For output a person watches, so no limit."""
+def stream(argv: Sequence[str], *, out: Callable[[str], None], err: Callable[[str], None],
+           timeout: float | None = None) -> int:
+    """Run ``argv`` (stdin closed: the local terminal is never the remote's) and hand its stdout and stderr
+    over as they come, as text (bytes that are not UTF-8 become U+FFFD); return its exit status, or
+    TIMED_OUT when ``timeout`` seconds passed first (it is killed then). For output a person watches, so
+    no size limit."""
     try:
-        proc = subprocess.Popen(tuple(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(tuple(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
     except FileNotFoundError as exc:
         err(f"{argv[0]}: not found ({exc.strerror})\n")
         return NOT_FOUND
@@ -175,8 +188,8 @@ def stream(argv: Sequence[str], *, out: Callable[[str], None], err: Callable[[st
             sinks[which](text)
         return True
 
-    _pump(proc, hand_over, deadline=None)
-    return proc.returncode
+    finished = _pump(proc, hand_over, deadline=None if timeout is None else time.monotonic() + timeout)
+    return TIMED_OUT if finished is None else proc.returncode
 
 
 def _pump(proc: subprocess.Popen[bytes], take: Callable[[int, bytes], bool], *, deadline: float | None) -> bool | None:

@@ -248,7 +248,22 @@ def _together(unit_root: Root, root: Root) -> bool:
     return root.realm in (unit_root.realm, "")
 
 
-def _dropin_order(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Sequence[Root],
+ConfIndex = Mapping[str, Sequence[tuple[str, str]]]  # drop-in directory name: [(file path, the directory above)]
+
+
+def conf_index(tree: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+    """The ``*.conf`` files of a snapshot by the name of the directory that holds them, made once per
+    ``collect``: each unit then looks only at the files of its own drop-in directories' names, instead
+    of every file again (which made a snapshot's work grow with the square of its files)."""
+    index: dict[str, list[tuple[str, str]]] = {}
+    for path in tree:
+        p = PurePosixPath(path)
+        if p.suffix == ".conf":
+            index.setdefault(p.parent.name, []).append((path, str(p.parent.parent)))
+    return index
+
+
+def _dropin_order(index: ConfIndex, roots: Sequence[Root], all_roots: Sequence[Root],
                   dirnames: Sequence[str], *, by_root: bool) -> list[str]:
     """The ``*.conf`` files in ``dirnames`` (most specific first) of the directories ``roots`` search,
     in the order their reader looks: quadlet directory by directory (a root, then its subdirectories),
@@ -256,21 +271,19 @@ def _dropin_order(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Seq
     for the unit's own and its cut names (a cut name in a higher root wins over the unit's own in a lower
     one: systemd 252 logs the latter "Skipping overridden"), then ``service.d`` root by root."""
     found: list[tuple[tuple[int | tuple[str, ...], ...], str]] = []
-    for path in tree:
-        p = PurePosixPath(path)
-        if p.suffix != ".conf" or p.parent.name not in dirnames:
-            continue
-        where = str(p.parent.parent)
-        index = next((i for i, root in enumerate(roots) if searched(where, root, all_roots)), None)
-        if index is not None:
-            specific = dirnames.index(p.parent.name)
-            parts = PurePosixPath(where).parts
-            type_level = int(p.parent.name == "service.d")
-            found.append(((index, parts, specific) if by_root else (type_level, index, specific, parts), path))
+    for dirname in dict.fromkeys(dirnames):
+        specific = dirnames.index(dirname)
+        for path, where in index.get(dirname, ()):
+            index_of = next((i for i, root in enumerate(roots) if searched(where, root, all_roots)), None)
+            if index_of is not None:
+                parts = PurePosixPath(where).parts
+                type_level = int(dirname == "service.d")
+                key = (index_of, parts, specific) if by_root else (type_level, index_of, specific, parts)
+                found.append((key, path))
     return [path for _, path in sorted(found)]
 
 
-def _dropins(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Sequence[Root],
+def _dropins(tree: Mapping[str, str], index: ConfIndex, roots: Sequence[Root], all_roots: Sequence[Root],
              dirnames: Sequence[str]) -> tuple[DropIn, ...]:
     """The drop-ins of a unit whose drop-in directories are ``dirnames`` (type-level first, as
     ``dropin_dirs`` names them): quadlet's, then systemd's; of each, the first file of every name, all
@@ -279,18 +292,24 @@ def _dropins(tree: Mapping[str, str], roots: Sequence[Root], all_roots: Sequence
     for systemd in (False, True):
         group = [d for d in reversed(dirnames) if (d == "service.d" or d.endswith(".service.d")) is systemd]
         first: dict[str, str] = {}
-        for path in _dropin_order(tree, roots, all_roots, group, by_root=not systemd):
+        for path in _dropin_order(index, roots, all_roots, group, by_root=not systemd):
             first.setdefault(PurePosixPath(path).name, path)
         chosen += [first[name] for name in sorted(first)]
     return tuple(DropIn(path, tree[path]) for path in chosen)
 
 
 def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
-    """The units of ``tree`` (a snapshot of ``roots``), each with the drop-ins that apply to it."""
+    """The units of ``tree`` (a snapshot of ``roots``), each with the drop-ins that apply to it. Near
+    linear in the files: sorted once, drop-ins looked up by their directory's name (``conf_index``)."""
     units: list[UnitFile] = []
     seen: set[tuple[str, str, str]] = set()  # (scope, whose units see each other, file name)
+    paths = sorted(p for p in tree if p.endswith((".container", ".service")) or any(r.kind == "path" for r in roots))
+    index = conf_index(tree)
     for root in roots:
-        for path in sorted(tree):
+        top = root.path.rstrip("/")
+        for path in paths:
+            if path != root.path and not path.startswith(top + "/"):
+                continue  # cheap: not below this root at all
             if not _unit_in_root(path, root, roots):
                 continue
             text = tree[path]
@@ -304,7 +323,8 @@ def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
                 continue
             seen.add(key)
             together = sorted((r for r in roots if _together(root, r)), key=lambda r: r.rank)
-            units.append(UnitFile(path, text, _dropins(tree, together, roots, dropin_dirs(path, text)), root.scope))
+            units.append(UnitFile(path, text, _dropins(tree, index, together, roots, dropin_dirs(path, text)),
+                                  root.scope))
     return units
 
 

@@ -21,21 +21,28 @@ if TYPE_CHECKING:
 MARK: dict[Severity, str] = {Severity.FAIL: "FAIL", Severity.WARN: "WARN", Severity.INFO: "info"}
 
 
-def _findings(out: TextIO, findings: Sequence[UnitFinding], indent: str = "") -> None:
-    from rigctl.fleet.remote import shown
+def _findings(out: TextIO, findings: Sequence[UnitFinding], indent: str = "", *, source: str | None = None) -> None:
+    """Findings grouped by unit. ``source``: the host whose answer they are (fleet): each of their values
+    on one line of its own, escaped and capped, and its advice labelled as that host's (``fix (from
+    h2):``), never printed as rigctl's own."""
+    from rigctl.fleet.remote import one_line, shown
 
+    def line(text: object) -> str:
+        return shown(str(text)) if source is None else one_line(text)
+
+    fix_label = "fix" if source is None else f"fix (from {source})"
     by_unit: dict[str, list[UnitFinding]] = {}
     for f in findings:
         by_unit.setdefault(f.unit, []).append(f)
     for unit, items in by_unit.items():
-        out.write(shown(f"{indent}{unit}\n"))
+        out.write(f"{indent}{line(unit)}\n")
         for f in items:
             where = ""
             if f.line:
-                where = f"  ({'' if f.where in (None, unit) else str(f.where) + ':'}line {f.line})"
-            out.write(shown(f"{indent}  {MARK.get(f.severity, f.severity.value)} {f.id}{where}\n"))
-            out.write(shown(f"{indent}       {f.message}\n"))
-            out.write(shown(f"{indent}       fix: {f.fix}\n"))
+                where = f"  ({'' if f.where in (None, unit) else line(f.where) + ':'}line {f.line})"
+            out.write(f"{indent}  {MARK.get(f.severity, f.severity.value)} {line(f.id)}{where}\n")
+            out.write(f"{indent}       {line(f.message)}\n")
+            out.write(f"{indent}       {fix_label}: {line(f.fix)}\n")
 
 
 def doctor(report: DoctorReport) -> View:
@@ -88,25 +95,26 @@ def inventory_notes(command: str, about: dict[str, Any]) -> None:
 def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:
     def view(out: TextIO) -> None:
         from rigctl.doctor.model import UnitFinding
-        from rigctl.fleet.remote import fix_lines, shown  # every line below may hold what a host answered
+        from rigctl.fleet.remote import fix_lines, one_line  # every line below may hold what a host answered
 
         for inventory_line in inventory_lines(about) if about else []:
-            out.write(shown(f"{'  ' if inventory_line.startswith('warning:') else ''}{inventory_line}\n"))
+            out.write(f"{'  ' if inventory_line.startswith('warning:') else ''}{one_line(inventory_line)}\n")
         out.write(f"rigctl fleet {result.command}: {len(result.hosts)} host(s), "
                   f"{sum(1 for h in result.hosts if h.ok)} ok, {result.elapsed_s:.1f}s\n")
         for host in result.hosts:
             state = "ok" if host.ok else ("UNREACHABLE" if not host.reachable else "FAIL")
             out.write(f"\n== {host.name} ({host.destination}) {state} via {host.via} in {host.elapsed_s:.1f}s\n")
             if host.error:
-                out.write(shown(f"   {host.error}\n"))
+                out.write(f"   {one_line(host.error)}\n")
             for summary in host.summary:
-                out.write(shown(f"   {summary}\n"))
+                out.write(f"   {one_line(summary)}\n")
             if host.findings:  # checked one by one when the host answered (fleet.remote._findings)
-                _findings(out, [UnitFinding.model_validate(f) for f in host.findings], indent="   ")
+                found = [UnitFinding.model_validate(f) for f in host.findings]
+                _findings(out, found, indent="   ", source=host.name)
             fix = host.data.get("fix") if result.command == "doctor" else None
             if isinstance(fix, dict):  # after the findings, as `rigctl doctor --fix` shows them
                 out.write(f"   --fix on {host.name}:\n")
-                for fix_line in fix_lines(fix):
-                    out.write(shown(f"     {fix_line}\n"))
+                for fix_line in fix_lines(fix):  # each already one line, escaped and capped
+                    out.write(f"     {fix_line}\n")
 
     return view
