@@ -158,6 +158,7 @@ def test_up_dry_run_on_a_captured_inventory(env: dict[str, str], h200_podman_44:
         "recipe", "scope", "dry_run", "would_install", "findings", "gpus", "layout", "podman_version",
         "quadlet_version", "unit_dir", "service", "files", "render_notes", "render_error", "notes", "endpoint",
         "scope_hint",  # #15
+        "base_url",  # what `endpoint` means in every other answer (the dry run's own keeps its /v1)
     }, "up --dry-run")
     assert doc["dry_run"] is True and doc["would_install"] is False
     check_words([doc["scope"]], {"system", "user"}, "up --dry-run.scope")

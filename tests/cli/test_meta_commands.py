@@ -282,6 +282,46 @@ def test_new_json_out_and_refusals(home: dict[str, str], tmp_path: Path) -> None
     assert missing.returncode == ExitCode.INVALID_INPUT and "no such recipe" in missing.stderr
 
 
+def test_new_out_never_replaces_a_schema_file_it_was_not_asked_to_write(home: dict[str, str], tmp_path: Path) -> None:
+    """--out DIR/FILE writes FILE; a DIR/recipe.schema.json that is not rigctl's schema is the user's, kept and
+    said on stderr. Rigctl's own schema of another version is refreshed; a missing one is written."""
+    ours = rigctl("schema", "recipe").stdout
+    cases: dict[str, tuple[str | None, bool]] = {  # what sits there -> whether rigctl writes its schema
+        "unrelated": ('{"type": "object", "description": "my own schema"}\n', False),
+        "not-json": ("hand notes, not JSON\n", False),
+        "deep": ("[" * 100_000 + "]" * 100_000, False),  # past the JSON parser's depth: still not ours
+        "older": (json.dumps({**json.loads(ours), "properties": {}}) + "\n", True),
+        "same": (ours, True),
+        "absent": (None, True),
+    }
+    for case, (there, written) in cases.items():
+        out = tmp_path / case / "mine.yaml"
+        out.parent.mkdir()
+        schema = out.parent / "recipe.schema.json"
+        if there is not None:
+            schema.write_text(there)
+        done = rigctl("new", "mine", "--from", "qwen3-8b-vllm", "--out", str(out), "--json", env=home)
+        doc = as_json(done, "new", True)
+        assert yaml.safe_load(out.read_text())["name"] == "mine", case
+        if written:
+            assert schema.read_text() == ours and "left" not in done.stderr, case
+        else:
+            assert schema.read_text() == there, case  # byte for byte the user's
+        assert doc["schema_written"] is written, case
+        if not written:
+            assert f"left {schema} alone" in done.stderr and "not a rigctl recipe schema" in done.stderr, case
+            assert doc["schema_problem"], case
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    victim = tmp_path / "victim.json"
+    victim.write_text("keep\n")
+    (linked / "recipe.schema.json").symlink_to(victim)
+    done = rigctl("new", "mine", "--from", "qwen3-8b-vllm", "--out", str(linked / "mine.yaml"), env=home)
+    assert done.returncode == 0, done.stderr
+    assert (linked / "recipe.schema.json").is_symlink() and victim.read_text() == "keep\n"
+    assert "alone" in done.stderr and "schema " + str(linked) not in done.stdout
+
+
 # --- checks and explain ----------------------------------------------------------------------------------------
 
 

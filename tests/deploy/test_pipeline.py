@@ -75,7 +75,9 @@ def test_every_user_of_the_endpoint_agrees(tmp_path: Path, address: str, base: s
     assert endpoint_for(recipe).base_url == base  # verify's default URL
     assert UpResult.begin(recipe, Scope.USER, Dirs(tmp_path, tmp_path)).endpoint == base  # up, its record, swap
     facts = HostFacts(gpu=GpuInventory(available=False))
-    assert make_plan(recipe, facts, scope=Scope.USER).to_dict()["endpoint"] == f"{base}/v1"  # the dry run
+    dry = make_plan(recipe, facts, scope=Scope.USER).to_dict()
+    assert dry["endpoint"] == f"{base}/v1"  # the dry run's endpoint: the OpenAI base URL, as it always was
+    assert dry["base_url"] == base  # and what `endpoint` means everywhere else
 
 
 # --- the facts: one gather, the same paths, for every command ----------------------------------------

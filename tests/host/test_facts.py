@@ -21,6 +21,7 @@ from rigctl.host.gather import facts_from_json
 from rigctl.host.licenses import accept, read_acceptances
 from rigctl.host.nvml import probe_gpus
 from rigctl.host.probes import probe_cdi, probe_path, probe_podman, probe_ports, probe_systemd
+from rigctl.util.text import VERSION, envelope
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"
 
@@ -67,6 +68,25 @@ def test_inventory_replay_of_the_real_h200_capture() -> None:
     busy = load_inventory(FIXTURES / "h200-busy.json")
     (proc,) = busy.gpu.devices[0].processes
     assert proc.name == "python3" and proc.used_memory_bytes
+
+
+def test_the_inventory_envelope_is_accepted_as_written_and_nothing_more() -> None:
+    """`rigctl inventory --json` writes command, ok and version around the facts (util.text.envelope): all
+    three are set aside; the same keys outside an envelope, or a version no rigctl writes, are refused."""
+    facts = gather_facts([], nvml=box("pro6000-single"), podman_sockets=[])
+    written = json.loads(json.dumps(envelope("inventory", True, facts.model_dump(mode="json"))))
+    assert list(written)[-1] == "version" and written["version"] == VERSION
+    assert facts_from_json(written, "x.json") == facts
+    old = {k: v for k, v in written.items() if k != "version"}  # a capture made before `version` was added
+    assert facts_from_json(old, "x.json") == facts
+    bare = facts.model_dump(mode="json")  # the document alone, as a program may write it
+    assert facts_from_json(bare, "x.json") == facts
+    with pytest.raises(InvalidInputError, match="version: unknown key"):
+        facts_from_json({**bare, "version": VERSION}, "x.json")  # no envelope: no envelope keys
+    with pytest.raises(InvalidInputError, match="colour: unknown key"):
+        facts_from_json({**written, "colour": "blue"}, "x.json")
+    with pytest.raises(InvalidInputError, match="is not the version of a rigctl"):
+        facts_from_json({**written, "version": {"major": 1}}, "x.json")
 
 
 def test_inventory_schema_is_checked(tmp_path: Path) -> None:

@@ -71,12 +71,24 @@ def test_text_table_and_usage_errors(state: dict[str, str]) -> None:
 
 
 def test_inventory_here_replays(tmp_path: Path, state: dict[str, str]) -> None:
+    """The README's round trip on a fresh capture, envelope and all (it gained `version`, which the loader
+    refused: exit 3, `version: unknown key`); and with it, a key no capture holds is still refused."""
     done = rigctl("inventory", "--json", env=state)
     assert done.returncode == 0
     path = tmp_path / "inv.json"
     path.write_text(done.stdout)
+    captured = json.loads(done.stdout)
+    assert captured["command"] == "inventory" and "version" in captured
     again = rigctl("preflight", "qwen3-8b-vllm", "--inventory", str(path), "--json", env=state)
-    assert json.loads(again.stdout)["command"] == "preflight"
+    replayed = json.loads(again.stdout)
+    assert again.returncode in (0, 1), again.stderr  # ready or not on this box: judged, not refused
+    assert replayed["command"] == "preflight" and "error" not in replayed and replayed["findings"]
+    text = rigctl("preflight", "qwen3-8b-vllm", "--inventory", str(path), env=state)
+    assert text.returncode in (0, 1) and "unknown key" not in text.stderr, text.stderr
+
+    path.write_text(json.dumps({**captured, "colour": "blue"}))
+    refused = rigctl("preflight", "qwen3-8b-vllm", "--inventory", str(path), env=state)
+    assert refused.returncode == 3 and "colour: unknown key" in refused.stderr, refused.stderr
 
 
 def test_checksums_against_a_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -741,3 +741,100 @@ def test_deploy_readiness_probe_still_reads_a_well_behaved_engine() -> None:
     finally:
         probe.close()
     assert ready.ready_for(MODEL), ready.detail
+
+
+# --- engine JSON that json.loads alone cannot take: nesting, endless digits, non-finite numbers -------------
+
+DEEP = "[" * 100_000 + "]" * 100_000  # json.loads: RecursionError from the C scanner
+HUGE = "9" * 300  # an int() Python takes, printed whole
+ENDLESS = "9" * 5000  # past Python's 4,300-digit int limit: ValueError
+
+
+def raw_json(text: str, status: int = 200, ctype: str = "application/json") -> Route:
+    def route(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        data = text.encode()
+        head(h, status, ctype, content_length=str(len(data)))
+        h.wfile.write(data)
+    return route
+
+
+def raw_stream(*events: str) -> Route:
+    def route(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        data = "".join(f"data: {e}\n\n" for e in events).encode() + b"data: [DONE]\n\n"
+        head(h, ctype="text/event-stream", content_length=str(len(data)))
+        h.wfile.write(data)
+    return route
+
+
+def plain_findings(report: VerifyReport) -> None:
+    """No check ended in an exception, none names one, and the report is strict JSON with short figures."""
+    assert "error" not in status(report).values(), report.to_dict()
+    text = json.dumps(report.to_dict(), allow_nan=False)  # no NaN, no Infinity reached the report
+    for word in ("RecursionError", "ValueError", "TypeError", "KeyError", "Exceeds the limit"):
+        assert word not in text, (word, text[:2000])
+    assert HUGE not in text and ENDLESS[:400] not in text
+
+
+def test_deeply_nested_tokenize_answer_fails_the_needle_check_plainly() -> None:
+    """vLLM's /tokenize answering 100,000 levels of nesting: the needle check fails with a sentence (it used to
+    end in a raw RecursionError, reported as the check's error)."""
+    with serve({"/tokenize": raw_json('{"count": ' + DEEP + "}")}) as url:
+        report = verify(url, ("models", "needle"))
+    plain_findings(report)
+    assert status(report) == {"models": "pass", "needle": "fail"}
+    assert "POST /tokenize: the answer is JSON nested deeper than 64 levels" in message(report, "needle")
+
+
+def test_a_300_digit_n_ctx_is_not_believed_and_printed_short() -> None:
+    props = '{"default_generation_settings": {"n_ctx": ' + HUGE + '}, "total_slots": ' + HUGE + "}"
+    with serve({"/props": raw_json(props)}) as url:
+        report = run_checks(Endpoint(url, MODEL), Expectations(request_timeout_s=TIMEOUT_S), ("models", "needle"))
+    plain_findings(report)
+    assert status(report) == {"models": "fail", "needle": "skip"}
+    said = message(report, "models")
+    assert "n_ctx per slot over 10^12" in said and "not believed" in said and len(said) < 200, said
+
+
+@pytest.mark.parametrize(("routes", "failing"), [
+    ({"/v1/models": raw_json('{"data": ' + DEEP + "}")}, "models"),
+    ({"/v1/models": raw_json(DEEP, status=404)}, "models"),  # an error body is read for its message
+    ({"/v1/completions": raw_json('{"choices": ' + DEEP + "}"),
+      "/v1/chat/completions": raw_json('{"choices": ' + DEEP + "}")}, "smoke"),
+    ({"/v1/completions": raw_json(DEEP, status=500)}, "smoke"),
+    ({"/v1/completions": by_stream(raw_stream('{"choices": ' + DEEP + "}"), completion)}, "soak"),
+    ({"/props": raw_json('{"default_generation_settings": {}}'), "/slots": raw_json(DEEP)}, "models"),
+    ({"/props": raw_json('{"default_generation_settings": {"n_ctx": 4096}}'),
+      "/tokenize": raw_json('{"tokens": ' + DEEP + "}")}, "needle"),
+    ({"/v1/completions": by_stream(raw_stream(
+        '{"choices": [{"index": 0, "text": " Paris.", "finish_reason": ' + DEEP[:200] + '}], "usage": '
+        '{"prompt_tokens": ' + ENDLESS + ', "completion_tokens": 1e999}}'), raw_json(
+        '{"choices": [{"index": 0, "text": " Paris.", "finish_reason": -' + ENDLESS + '}], "usage": '
+        '{"prompt_tokens": ' + HUGE + ', "completion_tokens": NaN}}'))}, None),
+], ids=["models-deep", "models-error-deep", "completion-deep", "completion-error-deep", "stream-chunk-deep",
+        "slots-deep", "llamacpp-tokenize-deep", "usage-digits"])
+def test_hostile_engine_json_is_a_plain_finding(routes: dict[str, Route], failing: str | None) -> None:
+    """Wherever verify reads engine JSON, an answer json.loads cannot take (or would take into figures no report
+    should hold) is a failed check with a plain message, or no figure at all; never an exception."""
+    with serve(routes) as url:
+        report = verify(url, ("models", "smoke", "determinism", "needle", "soak"))
+    plain_findings(report)
+    if failing is not None:
+        assert status(report)[failing] == "fail", report.to_dict()
+
+
+def test_deploy_readiness_probe_reads_hostile_model_lists_plainly() -> None:
+    from rigctl.adapters.probe import HttpProbe
+
+    probe = HttpProbe(timeout=TIMEOUT_S)
+    try:
+        listed = '{"data": [{"id": "' + MODEL + '", "max_model_len": ' + ENDLESS + "}]}"
+        for body in ('{"data": ' + DEEP + "}", listed):
+            with serve({"/v1/models": raw_json(body)}) as url:
+                ready = probe.check(url, "/health", MODEL)
+            assert "Error" not in ready.detail and len(ready.detail) <= 300, ready.detail
+            if body is listed:
+                assert ready.ready_for(MODEL) and ready.max_model_len is None
+            else:
+                assert not ready.ready_for(MODEL) and "nested deeper than 64 levels" in ready.detail
+    finally:
+        probe.close()

@@ -3,7 +3,6 @@ warmup ends, so health alone or models alone is not readiness; both must agree."
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,7 +50,7 @@ class HttpProbe:
     def check(self, base_url: str, health_path: str, served_name: str) -> Readiness:
         import httpx  # noqa: PLC0415 - loaded by __init__ already
 
-        from rigctl.verify.client import as_count  # noqa: PLC0415 - likewise
+        from rigctl.verify.enginejson import EngineJSONError, as_count, parse  # noqa: PLC0415 - likewise
 
         try:
             status, _ = self._get(base_url + health_path)
@@ -61,18 +60,23 @@ class HttpProbe:
             return Readiness(status, [], None, f"{health_path} answered {status}")
         try:
             status, body = self._get(base_url + "/v1/models")
-            data = json.loads(body).get("data", []) if status == 200 else []
-            if not isinstance(data, list):
-                raise ValueError("data is not a list")
-        except (httpx.HTTPError, ValueError, AttributeError, RecursionError) as exc:
+        except (httpx.HTTPError, ValueError) as exc:
             return Readiness(200, [], None, f"/v1/models: {type(exc).__name__}: {exc}"[:300])
-        ids = [str(m.get("id")) for m in data if isinstance(m, dict)]
+        try:
+            document = parse(body, "the answer") if status == 200 else {}
+        except EngineJSONError as exc:  # a plain sentence: nested too deep, not JSON
+            return Readiness(200, [], None, f"/v1/models: {exc}"[:300])
+        data = document.get("data", []) if isinstance(document, dict) else None
+        if not isinstance(data, list):
+            return Readiness(200, [], None, '/v1/models: not an OpenAI model list (no "data" list)')
+        ids = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
         max_len = next(
             (as_count(m["max_model_len"]) for m in data
              if isinstance(m, dict) and m.get("id") == served_name and isinstance(m.get("max_model_len"), int)),
             None,
         )
-        return Readiness(200, ids, max_len, "ready" if served_name in ids else f"models: {ids}")
+        shown = ids[:20] + ([f"... {len(ids) - 20} more"] if len(ids) > 20 else [])
+        return Readiness(200, ids, max_len, "ready" if served_name in ids else f"models: {shown}"[:300])
 
     def close(self) -> None:
         self._client.close()

@@ -80,13 +80,18 @@ def new_cmd(
     name: opt.NewNameArg, source: opt.NewFromOpt, out: opt.NewOutOpt = None, as_json: opt.JsonOpt = False,
 ) -> None:
     """Write a new user recipe to start from: a copy of RECIPE named NAME, with the schema comment on top,
-    into $XDG_CONFIG_HOME/rigctl/recipes (never over an existing file)."""
+    into $XDG_CONFIG_HOME/rigctl/recipes (never over an existing file). The recipe schema goes beside it,
+    unless a file of that name that is not rigctl's schema is there: that is left alone, and said."""
 
     def produce() -> Outcome:
+        from rigctl.cli.output import note, printable
         from rigctl.cli.views.meta import new
         from rigctl.recipe.scaffold import new_recipe
 
         made = new_recipe(name, source, out=out)
+        if not made.schema_written:
+            note(f"rigctl new: left {printable(made.schema)} alone: {printable(made.schema_problem or '')}; "
+                 "`rigctl schema recipe --out FILE` writes the schema where you choose")
         return Outcome("new", True, made.to_dict(), view=new(made))
 
     finish("new", as_json, produce)

@@ -26,6 +26,7 @@ from rigctl.preflight.runner import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
 from rigctl.render.units import Note, RenderedUnits, render_units
+from rigctl.util.publish import openai_url
 
 
 @dataclass
@@ -87,7 +88,10 @@ class Plan:
             "render_notes": notes_dict(self.rendered.notes if self.rendered else []),
             "render_error": self.render_error,
             "notes": self.notes,
-            "endpoint": f"{self.recipe.base_url}/v1",
+            # `endpoint` is the base URL everywhere else (up, status, swap, the record); the dry run's has always
+            # been the OpenAI base URL and stays so: `base_url` is the one meaning, here too
+            "endpoint": openai_url(self.recipe.base_url),
+            "base_url": self.recipe.base_url,
         }
 
 

@@ -8,7 +8,6 @@ parsed by the one parser (``rigctl.host.unitfile``) and judged rigctl's by the o
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,6 +25,7 @@ from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import MergedUnit, UnitParseError, parse
 from rigctl.host.unitsnapshot import scope_units
 from rigctl.places import Dirs, Scope
+from rigctl.util.publish import endpoint_of
 
 
 @dataclass
@@ -93,14 +93,12 @@ def unit_keys(item: Managed) -> MergedUnit:
     return MergedUnit.of(main, dropins)
 
 
-_PUBLISH = re.compile(r"(?:(\[[0-9a-fA-F:]+\]|[0-9.]+):)?(\d+):\d+")
-
-
 def _endpoint(keys: MergedUnit) -> str | None:
-    """From the first ``PublishPort=`` that names a host port."""
+    """From the first ``PublishPort=`` that names a host port, as a client here reaches it (``util.publish``:
+    a port published on every address is reached over loopback, an IPv6 address bracketed)."""
     for word in keys.words("Container", "PublishPort"):
-        if m := _PUBLISH.match(word):
-            return f"http://{(m.group(1) or '127.0.0.1')}:{m.group(2)}"
+        if (url := endpoint_of(word)) is not None:
+            return url
     return None
 
 

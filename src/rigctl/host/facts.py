@@ -377,6 +377,26 @@ class LicenseAcceptance(_Fact):
 # --- the document ----------------------------------------------------------------------------------
 
 
+# What `rigctl inventory --json` writes around the facts (``util.text.envelope``): ``command``, ``ok`` and the
+# ``version`` of the rigctl that wrote it. The facts' own ``rigctl`` key is the envelope's too.
+ENVELOPE_COMMAND = "inventory"
+
+
+def facts_body(data: dict[str, object]) -> tuple[dict[str, object], str | None]:
+    """The facts document inside ``data``: the document itself, or the `inventory --json` envelope with its
+    head keys set aside. With it, the problem of a head key the envelope never holds so (a ``version`` that is
+    not a short text), or None. Every other key is the model's to accept."""
+    body = dict(data)
+    if body.get("command") != ENVELOPE_COMMAND:
+        return body, None
+    del body["command"]
+    body.pop("ok", None)
+    version = body.pop("version", "")
+    if not isinstance(version, str) or len(version) > NAME_MAX:
+        return body, f"version: {version!r:.80} is not the version of a rigctl"
+    return body, None
+
+
 class HostFacts(_Fact):
     rigctl: Literal["1"] = "1"  # FACTS_SCHEMA
     hostname: Name = ""

@@ -27,6 +27,7 @@ from rigctl.host.facts import (
     Ports,
     Shm,
     Systemd,
+    facts_body,
 )
 from rigctl.host.licenses import read_acceptances
 from rigctl.host.nvml import probe_gpus
@@ -136,10 +137,9 @@ def facts_from_json(data: Any, source: str) -> HostFacts:
     """A HostFacts document, or the ``rigctl inventory --json`` envelope around one."""
     if not isinstance(data, dict):
         raise InvalidInputError([f"{source}: not an inventory (the top level must be a JSON object)"])
-    body = dict(data)
-    if body.get("command") == "inventory":
-        body.pop("command", None)
-        body.pop("ok", None)
+    body, problem = facts_body(data)  # the `inventory --json` envelope's head (command, ok, version) set aside
+    if problem is not None:
+        raise InvalidInputError([f"{source}: {problem}"], fix=CAPTURE_FIX)
     version = body.get("rigctl")
     if version != FACTS_SCHEMA:
         shown = clip(version) if isinstance(version, str) else f"{version!r:.80}"

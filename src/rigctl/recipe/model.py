@@ -399,18 +399,11 @@ _SIZE = r"^[1-9][0-9]*[bkmgBKMG]?$"
 
 
 def http_url(address: str, port: int) -> str:
-    """``http://HOST:PORT`` for a server published on ``address``: an unspecified address (``0.0.0.0``,
-    ``::``) is reached over the loopback of its family, an IPv6 address is bracketed, a name is kept."""
-    import ipaddress  # noqa: PLC0415 - only for a URL; the recipe model loads on every command
+    """``http://HOST:PORT`` for a server published on ``address``: ``util.publish.client_url``, the one rule
+    (an unspecified address is reached over the loopback of its family, an IPv6 address is bracketed)."""
+    from rigctl.util.publish import client_url  # noqa: PLC0415 - only for a URL; the model loads on every command
 
-    host = address or "127.0.0.1"
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return f"http://{host}:{port}"  # a host name
-    if ip.is_unspecified:
-        ip = ipaddress.ip_address("::1" if ip.version == 6 else "127.0.0.1")
-    return f"http://[{ip}]:{port}" if ip.version == 6 else f"http://{ip}:{port}"
+    return client_url(address, port)
 
 
 class Publish(Strict):

@@ -3,7 +3,9 @@
 The copy is the source file's own text (its comments and layout are the best guide to editing it) with
 ``name:`` set to NAME and the schema comment on top, so an editor checks it while it is edited. It is
 validated before it is written, written only where nothing is (never over a file or through a link),
-and the recipe's JSON Schema is refreshed beside it. It goes into the user recipe directory (where
+and the recipe's JSON Schema is written beside it: where no file of that name is, or over rigctl's own
+schema (an older one is refreshed); any other file of that name (a link, a FIFO, a file that is not a
+rigctl recipe schema) is left alone, and the result says so. It goes into the user recipe directory (where
 ``rigctl show NAME`` and ``rigctl validate NAME`` find it) unless ``--out`` says where.
 """
 
@@ -26,7 +28,7 @@ from rigctl.recipe.catalog import (
 )
 from rigctl.recipe.load import validate_data
 from rigctl.recipe.names import recipe_name_problem
-from rigctl.recipe.schema import SCHEMA_FILE, modeline, schema_text
+from rigctl.recipe.schema import SCHEMA_FILE, modeline, recipe_schema, schema_text
 from rigctl.util.safefs import RECIPE_LIMIT, SafeDir, read_text
 
 MODELINE_PREFIX = "# yaml-language-server:"
@@ -39,10 +41,12 @@ class NewRecipe:
     schema: str  # the JSON Schema beside it
     source: str  # the recipe it was made from
     notes: list[str] = field(default_factory=list)  # what to look at before deploying it
+    schema_written: bool = True  # False: a file that is not rigctl's schema sat there and was left alone
+    schema_problem: str | None = None  # why it was left alone
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "path": self.path, "schema": self.schema, "from": self.source,
-                "notes": self.notes}
+                "notes": self.notes, "schema_written": self.schema_written, "schema_problem": self.schema_problem}
 
 
 def new_recipe(name: str, source_name: str, *, out: Path | None = None) -> NewRecipe:
@@ -63,14 +67,41 @@ def new_recipe(name: str, source_name: str, *, out: Path | None = None) -> NewRe
     directory = SafeDir.open(target.parent, create=out is None)
     with directory:
         directory.write_new(target.name, text.encode())
-        schema = schema_text()
+        problem = _write_schema(directory)
+    return NewRecipe(name, str(target), str(target.parent / SCHEMA_FILE), str(source.path), notes,
+                     schema_written=problem is None, schema_problem=problem)
+
+
+def _write_schema(directory: SafeDir) -> str | None:
+    """Put the recipe schema in ``directory`` unless a file that is not rigctl's schema is there; None when
+    the schema is there now, else why the file there was left alone."""
+    schema = schema_text()
+    try:
+        current = directory.read_text(SCHEMA_FILE, limit=RECIPE_LIMIT)
+    except InvalidInputError as exc:  # a link, a FIFO, a file too big or not text: not ours to replace
+        return f"it is not a rigctl recipe schema ({exc.problems[0] if exc.problems else 'unreadable'})"
+    if current is None:
         try:
-            current = directory.read_text(SCHEMA_FILE, limit=RECIPE_LIMIT)
-        except InvalidInputError:  # a link or a FIFO sits there: replaced (never followed) below
-            current = None
-        if current != schema:
-            directory.write_atomic(SCHEMA_FILE, schema.encode())
-    return NewRecipe(name, str(target), str(target.parent / SCHEMA_FILE), str(source.path), notes)
+            directory.write_new(SCHEMA_FILE, schema.encode())  # something that appeared meanwhile is kept
+        except InvalidInputError as exc:
+            return f"something else appeared there ({exc.problems[0] if exc.problems else 'refused'})"
+        return None
+    if current == schema:
+        return None
+    if not is_rigctl_schema(current, recipe_schema()):
+        return "it is not a rigctl recipe schema"
+    directory.write_atomic(SCHEMA_FILE, schema.encode())  # rigctl's own, of another version: refreshed
+    return None
+
+
+def is_rigctl_schema(text: str, ours: dict[str, object]) -> bool:
+    """Whether ``text`` is a recipe schema some rigctl wrote, of any version: the dialect and title of
+    ``ours`` (this rigctl's)."""
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+        return False
+    return isinstance(document, dict) and all(document.get(k) == ours.get(k) for k in ("$schema", "title"))
 
 
 def recipe_text(text: str, name: str, source: str) -> str:

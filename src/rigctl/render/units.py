@@ -27,6 +27,7 @@ from rigctl.render.versions import (
     has_key,
 )
 from rigctl.util import safefs
+from rigctl.util.publish import spell_publish
 
 __all__ = [  # where units install is render.install's; re-exported for the renderer's callers
     "SYSTEM_UNIT_DIR", "USER_UNIT_SUBDIR", "EngineProcess", "Note", "RenderedUnits", "Scope", "UnitFile",
@@ -198,9 +199,8 @@ def _volume(host: str, container: str, read_only: bool, relabel: bool) -> str:
 
 
 def _publish(recipe: Recipe) -> str:
-    publish = recipe.publish
-    address = f"[{publish.address}]" if ":" in publish.address else publish.address
-    return f"{address}:{publish.port}:{recipe.engine.port}"
+    """The unit's PublishPort= (``util.publish``: an IPv6 address bracketed, as podman reads it)."""
+    return spell_publish(recipe.publish.address, recipe.publish.port, recipe.engine.port)
 
 
 def http_probe_code(port: int, path: str) -> str:

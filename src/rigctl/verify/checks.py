@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from rigctl.severity import Severity
-from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, as_count
+from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request
+from rigctl.verify.enginejson import as_count, figure_text
 from rigctl.verify.prompts import ESTIMATE_MARGIN, make_needles, needle_builder, score_needles
 from rigctl.verify.repetition import detect_repetition
 from rigctl.verify.report import CheckResult
@@ -79,8 +80,11 @@ async def check_models(s: Session) -> CheckResult:
                            f"expected a {s.mismatch} engine (the recipe's engine.kind or --engine), "
                            f"but the server answers as {s.dialect.name}", figures)
     if s.unbelieved is not None:
-        return CheckResult("models", Severity.FAIL, f"{model!r} is listed with {label} {s.unbelieved:,}, more than any "
-                           f"engine serves ({MAX_CONTEXT:,}); not believed", figures)
+        return CheckResult("models", Severity.FAIL, f"{model!r} is listed with {label} {figure_text(s.unbelieved)}, "
+                           f"more than any engine serves ({MAX_CONTEXT:,}); not believed", figures)
+    if s.context_problem is not None:
+        return CheckResult("models", Severity.FAIL, f"{model!r} is served, but its {label} cannot be read: "
+                           f"{s.context_problem}", figures)
     if served is None:
         return CheckResult("models", Severity.OK, f"{model!r} is served (the server does not report {label})", figures)
     assert s.limit is not None
@@ -243,7 +247,7 @@ async def check_needle(s: Session) -> CheckResult:
         "answer": clip(done.text), "finish_reason": done.finish_reason,
         "latency_s": round(done.latency_s, 2),
     })
-    shown = f"{reached:,}" if reached is not None else f"~{sized.tokens:,} (estimated)"
+    shown = figure_text(reached) if reached is not None else f"~{sized.tokens:,} (estimated)"
     if missing:
         depths = ", ".join(f"{n.depth:.0%}" for n in missing)
         return CheckResult("needle", Severity.FAIL,
@@ -251,7 +255,7 @@ async def check_needle(s: Session) -> CheckResult:
                            f"lost at depth {depths}", figures)
     if reached is not None and reached < 0.9 * target:
         return CheckResult("needle", Severity.WARN, f"{len(found)}/{len(needles)} needles recalled, but the prompt "
-                           f"reached only {reached:,} of {target:,} tokens", figures)
+                           f"reached only {figure_text(reached)} of {target:,} tokens", figures)
     return CheckResult("needle", Severity.OK, f"{len(found)}/{len(needles)} needles recalled at {shown} prompt tokens "
                        f"(context {context:,})", figures)
 

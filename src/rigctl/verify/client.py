@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import ipaddress
 import itertools
-import json
 import math
 import re
 import time
@@ -25,6 +24,9 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from rigctl.errors import RigctlError, UsageError
+from rigctl.verify.enginejson import EngineJSONError, as_count, parse
+
+__all__ = ["as_count"]  # re-exported: the figure rule's home is verify.enginejson
 
 SHARD = 32  # connections per httpx pool
 
@@ -51,16 +53,6 @@ STALE_RETRIES = 2  # resends of a request whose kept-alive connection was closed
 
 
 MAX_CONTEXT = 16_777_216  # the largest max_model_len believed (a recipe's context_length has the same bound)
-
-
-def as_count(value: object) -> int | None:
-    """A non-negative number of tokens from a server's JSON, or None. json.loads accepts NaN and Infinity,
-    and int() raises on both: a hostile figure must become "no figure", not an exception."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return int(value) if value >= 0 else None
 
 
 def answer_limit(max_tokens: int) -> int:
@@ -255,8 +247,8 @@ def _error_message(body: str) -> str:
     """The message of an error answer, as one line of at most 300 characters: it lands in a report's cell,
     so an HTML error page is named by its title, never quoted whole."""
     try:
-        data = json.loads(body)
-    except ValueError:
+        data = parse(body)
+    except EngineJSONError:
         return _html_page(body) if _looks_like_html(body) else _one_line(body)
     if isinstance(data, dict):
         err = data.get("error", data)
@@ -298,11 +290,11 @@ def not_openai(answer: HttpAnswer) -> str | None:
     if answer.status >= 500 and answer.status not in NO_OPENAI_API:
         return None
     data: Any = None
-    is_json = True
+    unread: str | None = None  # why a 200 answer is not JSON rigctl reads
     try:
-        data = json.loads(answer.body) if answer.status == 200 else None
-    except (ValueError, RecursionError):
-        is_json = False
+        data = parse(answer.body, "it") if answer.status == 200 else None
+    except EngineJSONError as exc:
+        unread = str(exc)
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         return None  # a model list, whatever the server called its media type
     if _looks_like_html(answer.body, answer.content_type):
@@ -311,8 +303,8 @@ def not_openai(answer: HttpAnswer) -> str | None:
         return said + (f": {_error_message(answer.body)}" if answer.body.strip() else "")
     if answer.status != 200:
         return None
-    if not is_json:
-        return f"{said}, not JSON: {_one_line(answer.body, 80)}"
+    if unread is not None:
+        return f"{said}, {unread.removeprefix('it is ')}: {_one_line(answer.body, 80)}"
     return f'{said}, not an OpenAI model list (no "data" list): {_one_line(answer.body, 80)}'
 
 
@@ -429,12 +421,12 @@ class HttpEngine:
                 "http", f"GET /v1/models answered {answer.status}: {_error_message(answer.body)}", status=answer.status
             )
         try:
-            data = json.loads(answer.body)
-            entries = data["data"]
-            if not isinstance(entries, list):
-                raise TypeError("data is not a list")
-        except (ValueError, KeyError, TypeError) as exc:
+            data = parse(answer.body, "the answer")
+        except EngineJSONError as exc:
             raise EngineRequestError("protocol", f"GET /v1/models: not an OpenAI model list ({exc})") from None
+        entries = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise EngineRequestError("protocol", 'GET /v1/models: not an OpenAI model list (no "data" list)')
         return [e for e in entries if isinstance(e, dict)]
 
     async def tokenize(self, prompt: str, *, timeout: float) -> int | None:
@@ -452,10 +444,14 @@ class HttpEngine:
             raise EngineRequestError("http", f"POST /tokenize answered {status}: {_error_message(body)}",
                                      status=status)
         try:
-            data = json.loads(body)
-            count = as_count(data["count"] if "count" in data else len(data["tokens"]))
-        except (ValueError, KeyError, TypeError):
-            count = None
+            data = parse(body, "the answer")
+        except EngineJSONError as exc:  # a finding, as a cap that is hit is
+            raise EngineRequestError("protocol", f"POST /tokenize: {exc}") from None
+        count = None
+        if isinstance(data, dict) and "count" in data:
+            count = as_count(data["count"])
+        elif isinstance(data, dict) and isinstance(data.get("tokens"), list):
+            count = len(data["tokens"])
         if count is None:
             self.has_tokenize = False  # something else lives at /tokenize; estimate instead
             return None
@@ -538,15 +534,16 @@ class HttpEngine:
     def _parse_full(path: str, body: str, start: float, keep: int) -> Completion:
         latency = time.perf_counter() - start
         try:
-            data = json.loads(body)
-            choice = data["choices"][0]
-            if not isinstance(choice, dict):
-                raise TypeError("a choice is not an object")
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise EngineRequestError("protocol", f"POST {path}: answer has no choices: {body[:200]!r}") from None
+            data = parse(body, "the answer")
+        except EngineJSONError as exc:
+            raise EngineRequestError("protocol", f"POST {path}: {exc}: {_one_line(body, 200)!r}") from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):
+            raise EngineRequestError("protocol", f"POST {path}: answer has no choices: {_one_line(body, 200)!r}")
         text = _choice_text(choice, chat=path.endswith("chat/completions"), stream=False)
         prompt_tokens, completion_tokens = _usage(data.get("usage"))
-        return Completion(text[:keep], choice.get("finish_reason"), prompt_tokens, completion_tokens, latency,
+        return Completion(text[:keep], _finish_reason(choice), prompt_tokens, completion_tokens, latency,
                           clipped=len(text) > keep)
 
     @staticmethod
@@ -568,9 +565,9 @@ class HttpEngine:
             if out.saw_done:
                 continue
             try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise EngineRequestError("protocol", f"POST {path}: stream chunk is not JSON: {data[:200]!r}") from None
+                chunk = parse(data, "a stream chunk")
+            except EngineJSONError as exc:
+                raise EngineRequestError("protocol", f"POST {path}: {exc}: {_one_line(data, 200)!r}") from None
             if not isinstance(chunk, dict):
                 continue
             if "error" in chunk or chunk.get("object") == "error":
@@ -597,8 +594,7 @@ class HttpEngine:
                         parts.append(take)
                         kept += len(take)
                     out.clipped = out.clipped or len(take) < len(piece)
-                if choice.get("finish_reason"):
-                    out.finish_reason = str(choice["finish_reason"])
+                out.finish_reason = _finish_reason(choice) or out.finish_reason
         out.text = "".join(parts)
         if out.ttft_s is None:
             out.ttft_s = first_choice  # only empty pieces came (special tokens): the first chunk is the first token
@@ -715,6 +711,12 @@ def _choice_text(choice: dict[str, Any], *, chat: bool, stream: bool) -> str:
         return "".join(p for p in pieces if isinstance(p, str))
     text = choice.get("text")
     return text if isinstance(text, str) else ""
+
+
+def _finish_reason(choice: dict[str, Any]) -> str | None:
+    """Why the engine stopped (``stop``, ``length``), as short text; anything else the engine put there is none."""
+    reason = choice.get("finish_reason")
+    return _one_line(reason, 40) if isinstance(reason, str) and reason else None
 
 
 def _usage(usage: Any) -> tuple[int | None, int | None]:

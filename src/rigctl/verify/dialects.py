@@ -21,11 +21,11 @@ sent vLLM's ``{"prompt"}`` answers ``{"tokens": []}``) must not be read as "0 to
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rigctl.verify.client import MAX_CONTEXT, EngineAPI, as_count, tokenize_limit
+from rigctl.verify.client import MAX_CONTEXT, EngineAPI, EngineRequestError, tokenize_limit
+from rigctl.verify.enginejson import EngineJSONError, as_count, figure_text, parse, parse_or_none
 
 
 @dataclass(frozen=True)
@@ -38,23 +38,25 @@ class ContextLimit:
     total: int | None = None  # llama.cpp: the whole context (-c) before the split, when it is known
 
     def describe(self) -> str:
-        split = f"; {self.total:,} over {self.slots} slots" if self.slots and self.total else (
-            f"; {self.slots} slots" if self.slots else "")
-        return f"{self.tokens:,} tokens per request ({self.source}{split})"
+        split = f"; {figure_text(self.total)} over {figure_text(self.slots)} slots" if self.slots and self.total \
+            else (f"; {figure_text(self.slots)} slots" if self.slots else "")
+        return f"{figure_text(self.tokens)} tokens per request ({self.source}{split})"
 
 
-def _json(body: str) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
-
-
-async def _get_json(engine: EngineAPI, path: str, timeout: float) -> Any:
+async def _get_json(engine: EngineAPI, path: str, timeout: float, *, strict: bool = False) -> Any:
     """The JSON of a 200 answer, or None for any other answer. Timeouts and refused connections propagate: an
-    engine that does not answer cannot be told apart from one of another dialect."""
+    engine that does not answer cannot be told apart from one of another dialect. A 200 answer that is not
+    JSON rigctl reads is None for a probe (not this engine), and with ``strict`` (the dialect that answered,
+    asked for its figures) EngineRequestError ``protocol``, which the models check reports."""
     answer = await engine.get(path, timeout=timeout)
-    return _json(answer.body) if answer.status == 200 else None
+    if answer.status != 200:
+        return None
+    if not strict:
+        return parse_or_none(answer.body)
+    try:
+        return parse(answer.body, "the answer")
+    except EngineJSONError as exc:
+        raise EngineRequestError("protocol", f"GET {path}: {exc}") from None
 
 
 class Dialect:
@@ -119,12 +121,12 @@ class LlamaCpp(Dialect):
         # add_special: the BOS a completion prompt gets, so that the count is the prompt's.
         answer = await engine.post_json("/tokenize", {"content": text, "add_special": True}, timeout=timeout,
                                         limit=tokenize_limit(text))
-        data = _json(answer.body) if answer.status == 200 else None
+        data = _counted(answer.status, answer.body, "/tokenize")
         tokens = data.get("tokens") if isinstance(data, dict) else None
         return len(tokens) if isinstance(tokens, list) else None
 
     async def context(self, engine: EngineAPI, entry: dict[str, Any] | None, *, timeout: float) -> ContextLimit | None:
-        props = await _get_json(engine, "/props", timeout)
+        props = await _get_json(engine, "/props", timeout, strict=True)
         if not isinstance(props, dict):
             return None
         settings = props.get("default_generation_settings")
@@ -132,7 +134,7 @@ class LlamaCpp(Dialect):
         slots = as_count(props.get("total_slots"))
         source = "GET /props default_generation_settings.n_ctx"
         if not per_slot:
-            listed = await _get_json(engine, "/slots", timeout)  # older servers: each slot's own n_ctx
+            listed = await _get_json(engine, "/slots", timeout, strict=True)  # older servers: each slot's n_ctx
             first = listed[0] if isinstance(listed, list) and listed else None
             per_slot = as_count(first.get("n_ctx")) if isinstance(first, dict) else None
             slots = slots or (len(listed) if isinstance(listed, list) else None)
@@ -158,7 +160,7 @@ class TabbyApi(Dialect):
     async def count(self, engine: EngineAPI, text: str, *, timeout: float) -> int | None:
         answer = await engine.post_json("/v1/token/encode", {"text": text, "add_bos_token": True}, timeout=timeout,
                                         limit=tokenize_limit(text))
-        data = _json(answer.body) if answer.status == 200 else None
+        data = _counted(answer.status, answer.body, "/v1/token/encode")
         if not isinstance(data, dict):
             return None
         tokens = data.get("tokens")
@@ -166,14 +168,25 @@ class TabbyApi(Dialect):
             len(tokens) if isinstance(tokens, list) else None)
 
     async def context(self, engine: EngineAPI, entry: dict[str, Any] | None, *, timeout: float) -> ContextLimit | None:
-        value = await self._max_seq_len(engine, timeout)
+        value = await self._max_seq_len(engine, timeout, strict=True)
         return ContextLimit(value, "GET /v1/model parameters.max_seq_len") if value else None
 
     @staticmethod
-    async def _max_seq_len(engine: EngineAPI, timeout: float) -> int | None:
-        card = await _get_json(engine, "/v1/model", timeout)
+    async def _max_seq_len(engine: EngineAPI, timeout: float, *, strict: bool = False) -> int | None:
+        card = await _get_json(engine, "/v1/model", timeout, strict=strict)
         params = card.get("parameters") if isinstance(card, dict) else None
         return as_count(params.get("max_seq_len")) if isinstance(params, dict) else None
+
+
+def _counted(status: int, body: str, path: str) -> Any:
+    """The JSON of a tokenizer's 200 answer (None for any other status); one that cannot be read is
+    EngineRequestError ``protocol``: sizing then fails with that finding."""
+    if status != 200:
+        return None
+    try:
+        return parse(body, "the answer")
+    except EngineJSONError as exc:
+        raise EngineRequestError("protocol", f"POST {path}: {exc}") from None
 
 
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."  # a sentence every tokenizer splits into words
@@ -213,7 +226,12 @@ async def detect(engine: EngineAPI, entry: dict[str, Any] | None, *, timeout: fl
             return Detected(dialect, "named" if dialect.name == expected else "detected")
     if entry is not None and "max_model_len" in entry:
         return Detected(DIALECTS[0], "detected (lists max_model_len)")
-    counted = await engine.tokenize(PROBE_TEXT, timeout=timeout)
+    try:
+        counted = await engine.tokenize(PROBE_TEXT, timeout=timeout)
+    except EngineRequestError as err:
+        if err.kind != "protocol":
+            raise
+        counted = None  # an answer that is not a count: no vLLM tokenizer there
     if counted is not None and 2 <= counted <= len(PROBE_TEXT) + 8:  # a few special tokens at most
         return Detected(DIALECTS[0], 'detected (counts POST /tokenize {"prompt"})')
     return Detected(OPENAI, "no engine-specific endpoint answered")

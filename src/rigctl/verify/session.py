@@ -34,6 +34,7 @@ class Session:
     mismatch: str | None = None  # the engine expected (recipe, --engine) when another one answers
     limit: ContextLimit | None = None  # the context one request may hold, as the engine reports it
     unbelieved: int | None = None  # a context figure too large to be true (not used for sizing)
+    context_problem: str | None = None  # why the figure of the dialect that answered could not be read
     tokenizer_doubt: str | None = None  # why the engine's tokenizer is no longer used, once it counted wrong
     learnt: bool = False
 
@@ -102,9 +103,13 @@ class Session:
                     self.detection = f"named (its own endpoints did not answer: {found.how})"
                 else:
                     self.mismatch = expected
-            limit = await self.dialect.context(self.engine, entry, timeout=timeout)
         except EngineRequestError as err:
             self.detection = f"not detected ({err.message})"
+            return
+        try:
+            limit = await self.dialect.context(self.engine, entry, timeout=timeout)
+        except EngineRequestError as err:
+            self.context_problem = err.message  # the models check's finding
             return
         if limit is not None and limit.tokens > MAX_CONTEXT:
             # Believed, it would size the needle prompt: a hostile figure must not make verify build gigabytes.

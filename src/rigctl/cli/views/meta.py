@@ -48,7 +48,8 @@ def schema(document: dict[str, Any], path: str | None) -> View:
 def new(made: NewRecipe) -> View:
     def view(out: TextIO) -> None:
         out.write(f"wrote {printable(made.path)} (from {printable(made.source)})\n")
-        out.write(f"schema {printable(made.schema)} (editors check the recipe against it as you type)\n")
+        if made.schema_written:  # else stderr said why the file there was left alone
+            out.write(f"schema {printable(made.schema)} (editors check the recipe against it as you type)\n")
         for note in made.notes:
             out.write(f"note: {printable(note, None)}\n")
         out.write(f"next: edit it, then `rigctl validate {made.name}` and `rigctl up {made.name} --dry-run`\n")

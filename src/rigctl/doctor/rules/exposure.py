@@ -15,6 +15,7 @@ from rigctl.doctor.serving import (
     ServingSpec,
 )
 from rigctl.severity import Severity
+from rigctl.util.publish import parse_publish, spell_publish
 
 _AUTH_ENV = re.compile(r"(^|_)API_(KEY|KEYS|TOKEN|TOKENS)$")
 _AUTH_ARGS = ("--api-key", "--api-keys", "--api-key-file", "--api-token")
@@ -26,19 +27,10 @@ def _is_loopback(address: str) -> bool:
 
 
 def split_publish(spec: str) -> tuple[str | None, str, str, str]:
-    """``[[ip:][hostPort]:]containerPort[/proto]`` -> (ip or None, host port, container port, /proto)."""
-    body, slash, proto = spec.partition("/")
-    suffix = slash + proto
-    if body.startswith("["):
-        ip, _, rest = body[1:].partition("]")
-        host_port, _, container_port = rest.lstrip(":").rpartition(":")
-        return f"[{ip}]", host_port, container_port, suffix
-    parts = body.split(":")
-    if len(parts) == 1:
-        return None, "", parts[0], suffix
-    if len(parts) == 2:
-        return None, parts[0], parts[1], suffix
-    return ":".join(parts[:-2]), parts[-2], parts[-1], suffix
+    """``[[ip:][hostPort]:]containerPort[/proto]`` -> (ip or None, host port, container port, /proto), the ip
+    as podman writes it (an IPv6 one bracketed): ``util.publish.parse_publish``, the one reading of it."""
+    published = parse_publish(spec)
+    return published.shown_address, published.host_port, published.container_port, published.proto
 
 
 def _engine_host(args: Sequence[str]) -> str | None:
@@ -66,7 +58,7 @@ def published(ctx: Context) -> list[Hit]:
         if ip is not None and _is_loopback(ip):
             continue
         exposed.append(f"port {publish} is published on {ip or 'every address'}")
-        local = f"127.0.0.1:{host_port}:{container_port}{suffix}"
+        local = spell_publish("127.0.0.1", host_port, container_port, suffix)
         entry = entry_with(ctx.merged, "Container", "PublishPort", publish) or entry_with(
             ctx.merged, *ctx.run_keys, publish
         )
