@@ -21,8 +21,8 @@ import yaml
 from rigctl.adapters.podman import ContainerInfo
 from rigctl.adapters.probe import Readiness
 from rigctl.adapters.systemd import UnitState
-from rigctl.deploy.plan import Plan
 from rigctl.places import Scope
+from rigctl.plan.plan import Plan
 from rigctl.podman_versions import DEFAULT_PODMAN, Version
 from rigctl.preflight.finding import Finding
 from rigctl.preflight.layout import Choice

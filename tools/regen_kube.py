@@ -1,6 +1,6 @@
 """Regenerate kube/: the Kubernetes manifests (--target kube) and the podman kube play manifests with their
 quadlet .kube unit (--target podman-kube) of every bundled recipe, for the documented default podman
-(rigctl.render.versions.DEFAULT_PODMAN, system scope, GPU indices). tests/render/test_kube.py keeps the
+(rigctl.podman_versions.DEFAULT_PODMAN, system scope, GPU indices). tests/render/test_kube.py keeps the
 directory in sync (no extra, missing or stale files), as tools/regen_quadlets.py does for quadlets/.
 
 A maintainer's tool, not shipped in the wheel; it renders through the installed rigctl:
@@ -14,11 +14,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rigctl.podman_versions import DEFAULT_PODMAN
 from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
 from rigctl.render.kube import TARGETS, render_kube
 from rigctl.render.units import UnitFile
-from rigctl.render.versions import DEFAULT_PODMAN
 
 if not __package__:  # run as a file: the repo root makes `tools` importable, as it is for the tests
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

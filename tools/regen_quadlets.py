@@ -1,5 +1,5 @@
 """Regenerate quadlets/: the rendered units of every bundled recipe, for the documented default podman
-(rigctl.render.versions.DEFAULT_PODMAN, system scope, GPU indices). tests/render/test_golden.py keeps
+(rigctl.podman_versions.DEFAULT_PODMAN, system scope, GPU indices). tests/render/test_golden.py keeps
 the directory in sync (no extra, missing or stale files).
 
 A maintainer's tool, not shipped in the wheel; it renders through the installed rigctl:
@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from rigctl.places import Scope
+from rigctl.podman_versions import DEFAULT_PODMAN
 from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
 from rigctl.render.units import UnitFile, render_units
-from rigctl.render.versions import DEFAULT_PODMAN
 
 if not __package__:  # run as a file: the repo root makes `tools` importable, as it is for the tests
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -15,7 +15,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "rigctl"
 RANK = {
     "exitcodes": 0, "invocation": 0.5, "errors": 1, "util": 2, "severity": 2, "findings": 2.2, "podman_versions": 2, "places": 2.5,
-    "recipe": 3, "host": 4, "preflight": 5, "render": 6, "verify": 7, "adapters": 7.5, "deploy": 8, "doctor": 9,
+    "recipe": 3, "host": 4, "preflight": 5, "render": 6, "plan": 6.5, "verify": 7, "adapters": 7.5, "deploy": 8, "doctor": 9,
     "fleet": 10, "cli": 11,
 }
 LAYERS = list(RANK)
@@ -53,3 +53,46 @@ def test_imports_only_go_downward(path: Path) -> None:
 def test_every_layer_exists() -> None:
     for name in LAYERS:
         assert (SRC / name).is_dir() or (SRC / f"{name}.py").is_file(), name
+
+
+# --- the planner's rooms: render turns values into files, preflight judges facts; neither runs a program ---
+
+RUNS_PROGRAMS = ("subprocess", "rigctl.util.proc", "rigctl.host.probes", "rigctl.host.gather", "rigctl.host.early",
+                 "rigctl.host.quadlet", "rigctl.host.nvml", "rigctl.plan")
+
+
+def runtime_imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """Every import of ``tree`` but those under ``if TYPE_CHECKING:`` (types only: nothing runs)."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return out
+
+
+PURE = sorted(p for room in ("render", "preflight") for p in (SRC / room).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(SRC)))
+def test_render_and_preflight_run_no_program(path: Path) -> None:
+    """render is recipe + target in, files out; preflight is checks over facts. What gathers facts or runs
+    a program (podman, quadlet, NCCL) lives in host/ and is driven by plan/."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    wrong = [f"line {line}: {module}" for line, module in runtime_imports(tree)
+             if any(module == m or module.startswith(m + ".") for m in RUNS_PROGRAMS)]
+    assert not wrong, f"{path.relative_to(SRC)} imports what runs programs: {wrong}"
+    assert "print(" not in path.read_text(encoding="utf-8") or path.name == "__init__.py", \
+        f"{path.relative_to(SRC)} prints: the core returns values, the views print them"
+
+
+def test_the_purity_rule_sees_a_program() -> None:
+    code = "import subprocess\nfrom rigctl.util.proc import run\nif TYPE_CHECKING:\n    from rigctl.util.proc import Completed\n"
+    assert [m for _, m in runtime_imports(ast.parse(code))] == ["subprocess", "rigctl.util.proc"]

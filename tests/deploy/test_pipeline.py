@@ -16,7 +16,6 @@ import pytest
 from tests.fakes import FakeClock, FakeGpu, FakePodman, FakeProbe, FakeSystemd, small_recipe_file
 
 from rigctl.adapters import Adapters
-from rigctl.deploy.plan import make_plan
 from rigctl.deploy.swap import HostSwapDeploy, Side
 from rigctl.deploy.up import UpResult, quadlet_diagnosis
 from rigctl.host.facts import GpuInventory, HostFacts, Podman
@@ -24,6 +23,7 @@ from rigctl.host.gather import recipe_paths
 from rigctl.host.probes import probe_podman
 from rigctl.host.quadlet import QUADLET_ENV, find_quadlet
 from rigctl.places import Dirs, Scope
+from rigctl.plan.plan import make_plan
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe, http_url
 from rigctl.verify.report import endpoint_for

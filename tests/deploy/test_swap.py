@@ -17,13 +17,13 @@ from tests.deploy import conftest as testbed  # its testbed_env, imported by nam
 from tests.fakes import FakeClock, FakeGpu, plan_of
 
 from rigctl.deploy.down import DownResult
-from rigctl.deploy.plan import Plan
 from rigctl.deploy.swap import Side, SwapOptions, SwapStep, free_facts, swap
 from rigctl.deploy.up import ChecksOutcome, UpResult
 from rigctl.deploy.warmup import WaitResult, WaitStatus
 from rigctl.errors import DeployError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.places import Scope
+from rigctl.plan.plan import Plan
 from rigctl.preflight.finding import Finding, Severity
 from rigctl.recipe.load import load
 from rigctl.verify.report import CheckResult

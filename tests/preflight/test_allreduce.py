@@ -14,20 +14,12 @@ from typing import Any
 import pytest
 
 from rigctl.host import load_inventory
+from rigctl.host.allreduce import RESULT_TAG, describe, nccl_env, program
+from rigctl.host.allreduce import host_launch as host_plan
+from rigctl.host.allreduce import podman_launch as podman_plan
 from rigctl.host.facts import Cdi, HostFacts
-from rigctl.preflight.allreduce import (
-    ERROR_CLIP,
-    HANG_FIX,
-    PROGRAM,
-    RESULT_TAG,
-    classify,
-    deep_allreduce,
-    describe,
-    host_plan,
-    nccl_env,
-    podman_plan,
-    why_failed,
-)
+from rigctl.plan.deep import deep_allreduce
+from rigctl.preflight.allreduce import ERROR_CLIP, HANG_FIX, classify, why_failed
 from rigctl.preflight.finding import Severity, Verdict
 from rigctl.preflight.layout import choose_gpus
 from rigctl.preflight.links import chosen_links
@@ -49,14 +41,14 @@ def test_podman_plan_runs_in_the_recipes_image_with_the_chosen_gpus(recipe_with:
     assert "--ipc=host" in argv and not any(a.startswith("--shm-size") for a in argv)  # never both
     assert "NCCL_P2P_DISABLE=1" in argv  # tested with the environment the engine will have
     assert argv[argv.index("--entrypoint") + 1] == "python3"
-    assert argv[-6:-3] == [recipe.image, "-c", PROGRAM] and argv[-3:] == ["2", "256", "20"]
+    assert argv[-6:-3] == [recipe.image, "-c", program()] and argv[-3:] == ["2", "256", "20"]
     assert "<program>" in describe(plan)
 
 
 def test_host_plan_pins_gpus_by_uuid(glm: Recipe, facts_for: Facts) -> None:
     choice = choose_gpus(glm, facts_for(glm, "pro6000-mixed"))
     plan = host_plan(glm, choice, "/usr/bin/python3")
-    assert plan.argv[:3] == ["/usr/bin/python3", "-c", PROGRAM] and plan.argv[3] == "2"
+    assert plan.argv[:3] == ["/usr/bin/python3", "-c", program()] and plan.argv[3] == "2"
     assert plan.env["CUDA_VISIBLE_DEVICES"] == ",".join(choice.uuids)
     assert plan.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
@@ -96,7 +88,7 @@ def _gone(pid: int) -> bool:
 
 def test_program_runs_one_rank_per_gpu_and_its_bandwidth_is_judged(
         glm: Recipe, facts_for: Facts, fake_torch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    compile(PROGRAM, "<allreduce>", "exec")
+    compile(program(), "<allreduce>", "exec")
     monkeypatch.setenv("FAKE_TORCH_GBPS", "5")  # a tenth of what the PCIe Gen5 pair carries
     facts = facts_for(glm, "pro6000-matched").model_copy(update={"cdi": Cdi()})  # no CDI spec: the host's torch
     choice = choose_gpus(glm, facts)

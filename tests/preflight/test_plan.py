@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rigctl.deploy.plan import make_plan
 from rigctl.host.facts import HostFacts, Podman
+from rigctl.plan.plan import make_plan
 from rigctl.recipe.model import Recipe
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"

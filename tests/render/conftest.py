@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.render import RenderedUnits, write_files
+from rigctl.render.units import RenderedUnits, write_files
 from rigctl.util.proc import run
 
 QUADLET_CANDIDATES = (

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
 from rigctl.recipe.model import EngineKind, Recipe
-from rigctl.render import render_units
 from rigctl.render.engines import ENGINES, UnknownEngineError, engine_line
+from rigctl.render.units import render_units
 
 # what only each engine's own server parses: the flag naming the checkpoint
 OWN_FLAG = {EngineKind.VLLM: "--model", EngineKind.TABBYAPI: "--model-dir", EngineKind.SGLANG: "--model-path"}

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from rigctl.errors import InvalidInputError, RigctlError
 from rigctl.recipe.load import load, validate_data
 from rigctl.recipe.model import Recipe
-from rigctl.render import render_units
 from rigctl.render.engines import engine_line
+from rigctl.render.units import render_units
 
 _SURROGATES: tuple[Literal["Cs"]] = ("Cs",)  # not encodable as UTF-8
 # Characters that matter to one of the parsers involved, plus any printable unicode.

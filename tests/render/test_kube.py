@@ -22,7 +22,7 @@ from rigctl.cli.app import app
 from rigctl.errors import UsageError
 from rigctl.recipe.catalog import bundled_recipes_dir
 from rigctl.recipe.load import load
-from rigctl.render import RenderError, render_units
+from rigctl.render.escape import RenderError
 from rigctl.render.kube import (
     DEFAULT_SHM_LIMIT,
     PRODUCT_LABEL,
@@ -35,7 +35,7 @@ from rigctl.render.kube import (
     shm_quantity,
 )
 from rigctl.render.kubelint import RULES
-from rigctl.render.units import engine_process
+from rigctl.render.units import engine_process, render_units
 from rigctl.util.proc import run
 
 K8S_VERSION = "1.33.0"  # the pinned Kubernetes the schemas are checked against

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from tests.support.nvml_fake import FakeNvml
 
-from rigctl.deploy.plan import make_plan
 from rigctl.host.facts import HostFacts
 from rigctl.host.nvml import probe_gpus
+from rigctl.plan.placement import place_gpus
+from rigctl.plan.plan import make_plan
+from rigctl.podman_versions import DEFAULT_PODMAN
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe
-from rigctl.render import DEFAULT_PODMAN, render_units
-from rigctl.render.placement import place_gpus
+from rigctl.render.units import render_units
 
 BOXES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory" / "boxes"
 

@@ -13,7 +13,7 @@ import pytest
 from tools.regen_quadlets import bundled_units
 
 from rigctl.recipe.load import load
-from rigctl.render import render_units
+from rigctl.render.units import render_units
 from rigctl.util.proc import run
 
 BUNDLED = sorted(name.removeprefix("rigctl-").removesuffix(".container") for name in bundled_units())

@@ -11,9 +11,11 @@ import pytest
 from tests.support.recipes import recipe_with
 
 from rigctl.errors import RigctlError
+from rigctl.places import install_path
 from rigctl.recipe.model import Recipe
-from rigctl.render import RenderError, install_path, render_units, write_files
 from rigctl.render.engines import engine_line
+from rigctl.render.escape import RenderError
+from rigctl.render.units import render_units, write_files
 
 _recipe = recipe_with
 

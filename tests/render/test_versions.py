@@ -7,8 +7,10 @@ import re
 import pytest
 from tests.support.recipes import recipe_with
 
-from rigctl.render import RenderError, parse_version, render_units
-from rigctl.render.versions import QUADLET_KEYS
+from rigctl.plan.target import parse_version
+from rigctl.podman_versions import QUADLET_KEYS
+from rigctl.render.escape import RenderError
+from rigctl.render.units import render_units
 
 _recipe = recipe_with
 

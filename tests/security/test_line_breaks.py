@@ -39,8 +39,9 @@ from rigctl.host.unitfile import (
 )
 from rigctl.recipe.catalog import bundled_recipes_dir
 from rigctl.recipe.load import load
-from rigctl.render import escape, render_units
+from rigctl.render import escape
 from rigctl.render.escape import RenderError
+from rigctl.render.units import render_units
 from rigctl.util.proc import run
 
 BASE = bundled_recipes_dir() / "qwen3-8b-vllm.yaml"

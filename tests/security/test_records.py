@@ -28,7 +28,7 @@ from rigctl.host.checksums import ChecksumCache, hash_files, sha256_file
 from rigctl.host.licenses import accept, read_acceptances
 from rigctl.places import Scope, ServiceLock
 from rigctl.recipe.load import load
-from rigctl.render import render_units, write_files
+from rigctl.render.units import render_units, write_files
 from rigctl.util.safefs import RECORD_LIMIT
 
 pytestmark = pytest.mark.timeout(120)

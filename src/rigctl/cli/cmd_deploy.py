@@ -12,10 +12,10 @@ from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
-    from rigctl.deploy.plan import Plan
     from rigctl.deploy.target import Target
     from rigctl.host.early import EarlyProbes
     from rigctl.places import Scope
+    from rigctl.plan.plan import Plan
 
 
 @app.command("up")

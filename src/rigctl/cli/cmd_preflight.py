@@ -51,7 +51,7 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
             return check(scope, early)
 
     def check(scope: Scope, early: EarlyProbes | None) -> Outcome:
-        from rigctl.preflight.here import preflight_here
+        from rigctl.plan.here import preflight_here
 
         forced, accepted = split_list(force, option="--force"), split_list(accept_license, option="--accept-license")
         selection = split_list(gpus, option="--gpus") or None

@@ -29,7 +29,7 @@ def render_cmd(
     def produce() -> Outcome:
         from rigctl.errors import UsageError
         from rigctl.places import Scope, default_scope
-        from rigctl.render.result import placement_for, render_manifests, render_quadlet
+        from rigctl.plan.rendering import placement_for, render_manifests, render_quadlet
 
         if target not in opt.RENDER_TARGETS:
             raise UsageError(f"--target {target!r}: expected one of {', '.join(opt.RENDER_TARGETS)}")

@@ -28,7 +28,6 @@ from rigctl.adapters.gpu_memory import GpuMemory
 from rigctl.deploy import state as records
 from rigctl.deploy.down import DownResult, down
 from rigctl.deploy.install import installed_texts
-from rigctl.deploy.plan import Plan, make_plan
 from rigctl.deploy.target import Target
 from rigctl.deploy.up import UpOptions, UpResult, install_and_start, plan_here, up
 from rigctl.deploy.warmup import Progress
@@ -38,6 +37,7 @@ from rigctl.host.facts import HostFacts
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.quadlet import find_quadlet
 from rigctl.places import Dirs, Scope, locked
+from rigctl.plan.plan import Plan, make_plan
 from rigctl.recipe.model import Recipe
 from rigctl.util.jsonable import jsonable
 

@@ -18,7 +18,6 @@ from typing import Any
 from rigctl.adapters import Adapters
 from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts, remove_files
-from rigctl.deploy.plan import Plan, make_plan, notes_dict
 from rigctl.deploy.warmup import (
     OutputFollower,
     Progress,
@@ -34,6 +33,7 @@ from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import probe_ports
 from rigctl.places import Dirs, Scope
+from rigctl.plan.plan import Plan, make_plan, notes_dict
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
 from rigctl.recipe.model import Recipe

@@ -12,183 +12,22 @@ its bandwidth on NVLink, and that is a warning naming the likely cause.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rigctl.host.facts import HostFacts
-from rigctl.preflight.finding import Severity, Verdict, fail, skip
-from rigctl.preflight.layout import Choice
-from rigctl.preflight.links import PairLink, chosen_links, slowest
-from rigctl.recipe.model import Recipe
-from rigctl.util.proc import Completed, run
+from rigctl.host.allreduce import RESULT_TAG, TIMEOUT_S, Launch, launch_gpus, nccl_env
+from rigctl.preflight.finding import Severity, Verdict, fail
+from rigctl.preflight.links import PairLink, slowest
 
-TIMEOUT_S = 150.0  # NCCL init plus a few all_reduces takes seconds; a hang never ends
-OUTER_SLACK_S = 45.0  # the program kills its own ranks at TIMEOUT_S; this bounds the launcher itself
-RESULT_TAG = "RIGCTL-ALLREDUCE "
-
-# Runs as `python3 -c PROGRAM WORLD MIB ITERS`: the launcher starts one `python3 -c PROGRAM ... RANK` per GPU
-# (a program given by -c cannot be pickled into multiprocessing children), NCCL over the visible GPUs in
-# order. Rank r contributes r+1 everywhere, so every element must come back as W(W+1)/2.
-PROGRAM = r'''
-import json, os, subprocess, sys, tempfile, time
-world, mib, iters = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-TAG = "RIGCTL-ALLREDUCE "
-if len(sys.argv) == 4:
-    def scratch():
-        try:
-            return tempfile.TemporaryFile()
-        except OSError:  # no writable temporary directory (a read-only image): the ranks' own streams
-            return None
-    def relay(errs):
-        # each rank's own stderr, whole lines, in rank order: ranks failing together must not interleave
-        for r, f in enumerate(errs):
-            if f is None:
-                continue
-            size = f.seek(0, 2)
-            f.seek(max(0, size - 16384))
-            text = f.read().decode("utf-8", "replace")
-            if size > 16384 and "\n" in text:
-                text = text.partition("\n")[2]
-            if text.strip():
-                sys.stderr.write(f"[rank {r}]\n{text.strip()}\n")
-        sys.stderr.flush()
-    def stop(procs):
-        for p in procs:
-            if p.poll() is None:
-                p.kill()  # ranks stuck in NCCL must not keep holding the GPUs
-        end = time.monotonic() + 10
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.0, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass  # stuck in the driver: say what the others said, and go
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("RIGCTL_PORT", "29533"))
-    errs = [scratch() for _ in range(world)]
-    out = scratch()
-    # rank 0's result line is read from a file once it is done (NCCL_DEBUG=INFO can write more to stdout
-    # than a pipe holds); without one it writes to ours, and its line is the result as it stands
-    procs = [subprocess.Popen([sys.executable, "-c", __PROGRAM__, *sys.argv[1:4], str(r)], env=env,
-                              stdout=out if r == 0 else None, stderr=errs[r])
-             for r in range(world)]
-    deadline = time.monotonic() + float(os.environ.get("RIGCTL_TIMEOUT", "150"))
-    grace = float(os.environ.get("RIGCTL_GRACE", "15"))
-    failed_at = None
-    while any(p.poll() is None for p in procs):
-        now = time.monotonic()
-        if failed_at is None and any(p.poll() is not None for p in procs):
-            failed_at = now  # one is done or dead, the others wait in NCCL: a moment to say so, then stop
-        if now > deadline or (failed_at is not None and now > failed_at + grace):
-            break
-        time.sleep(0.05)
-    codes = [p.poll() for p in procs]
-    if None in codes:
-        stop(procs)
-        relay(errs)
-        if failed_at is None:
-            print(TAG + json.dumps({"ok": False, "hang": True}), flush=True)
-            sys.exit(3)
-        print(TAG + json.dumps({"ok": False, "error": f"rank exit codes {codes} (None: still waiting, stopped)"}),
-              flush=True)
-        sys.exit(1)
-    relay(errs)
-    line = ""
-    if out is not None:
-        out.seek(0)
-        line = next((l for l in out.read().decode("utf-8", "replace").splitlines() if l.startswith(TAG)), "")
-    if any(codes) or (out is not None and not line):
-        print(TAG + json.dumps({"ok": False, "error": f"rank exit codes {codes}"}), flush=True)
-        sys.exit(1)
-    if line:
-        print(line, flush=True)
-    sys.exit(0)
-rank = int(sys.argv[4])
-import torch, torch.distributed as dist
-torch.cuda.set_device(rank)
-dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
-n = mib * 1024 * 1024 // 4
-x = torch.full((n,), float(rank + 1), device="cuda", dtype=torch.float32)
-dist.all_reduce(x)
-torch.cuda.synchronize()
-want = world * (world + 1) / 2
-bad = int((x != want).sum().item())
-got = float(x[0].item())
-dist.barrier()
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(iters):
-    dist.all_reduce(x)
-torch.cuda.synchronize()
-dt = (time.perf_counter() - t0) / iters
-if rank == 0:
-    algbw = n * 4 / dt / 1e9
-    print(TAG + json.dumps({"ok": bad == 0, "world": world, "bytes": n * 4, "expected": want, "got": got,
-                            "bad_elements": bad, "seconds": dt, "algbw_gbps": algbw,
-                            "busbw_gbps": algbw * (2 * (world - 1) / world if world > 1 else 1),
-                            "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))}),
-          flush=True)
-dist.destroy_process_group()
-'''
-PROGRAM = PROGRAM.replace("__PROGRAM__", repr(PROGRAM))
+if TYPE_CHECKING:
+    from rigctl.util.proc import Completed
 
 HANG_FIX = (
     "NCCL hung: P2P through the PCIe root is blocked (typically IOMMU/ACS). Workaround: set NCCL_P2P_DISABLE=1 "
     "in container.env and add --disable-custom-all-reduce to engine.args (slower all-reduce, but it runs). "
     "Fix: boot with iommu=pt (amd_iommu=pt / intel_iommu=pt) or turn ACS off in the BIOS, then run --deep again"
 )
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How the all_reduce will be launched: the command, its environment, and where it runs."""
-
-    where: str  # "image" or "host"
-    argv: list[str]
-    env: dict[str, str]
-
-
-def podman_plan(recipe: Recipe, choice: Choice, *, mib: int = 256, iters: int = 20) -> Plan:
-    """Inside the recipe's image, the chosen GPUs passed by CDI UUID, IPC as the unit will have it."""
-    argv = ["podman", "run", "--rm", "--network=none", "--pull=never", "--entrypoint", "python3"]
-    for gpu in choice.gpus:
-        argv += ["--device", f"nvidia.com/gpu={gpu.uuid}"]
-    if recipe.container.ipc == "host":
-        argv.append("--ipc=host")
-    else:
-        argv.append(f"--shm-size={recipe.container.shm_size or '8g'}")
-    env = {"NCCL_DEBUG": "WARN", "RIGCTL_TIMEOUT": f"{TIMEOUT_S:g}"}
-    for key in ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_P2P_LEVEL"):
-        value = recipe.container.env.get(key) or recipe.engine.env.get(key)
-        if value is not None:
-            env[key] = value  # test what the engine will run with
-    for key, value in env.items():
-        argv += ["--env", f"{key}={value}"]
-    argv += [recipe.image, "-c", PROGRAM, str(len(choice.gpus)), str(mib), str(iters)]
-    return Plan("image", argv, {})
-
-
-def host_plan(recipe: Recipe, choice: Choice, python: str = "python3", *, mib: int = 256,
-              iters: int = 20) -> Plan:
-    """With a host Python that has torch; the chosen GPUs by UUID, in PCI bus order like the unit."""
-    env = {"CUDA_VISIBLE_DEVICES": ",".join(g.uuid for g in choice.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-           "NCCL_DEBUG": "WARN", "RIGCTL_TIMEOUT": f"{TIMEOUT_S:g}"}
-    for key in ("NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_P2P_LEVEL"):
-        value = recipe.container.env.get(key) or recipe.engine.env.get(key)
-        if value is not None:
-            env[key] = value
-    return Plan("host", [python, "-c", PROGRAM, str(len(choice.gpus)), str(mib), str(iters)], env)
-
-
-def nccl_env(plan: Plan, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The NCCL_* settings the all_reduce ran with: inside the image only what the plan passed with --env;
-    on the host the caller's environment (``environ``) under the plan's own."""
-    if plan.where == "image":
-        pairs = [plan.argv[i + 1] for i, a in enumerate(plan.argv[:-1]) if a == "--env"]
-        return {k: v for k, _, v in (p.partition("=") for p in pairs) if k.startswith("NCCL_")}
-    return {k: v for k, v in {**(environ or {}), **plan.env}.items() if k.startswith("NCCL_")}
 
 
 _RANK = re.compile(r"^\[rank (\d+)\]$", re.MULTILINE)
@@ -231,15 +70,15 @@ def _cut(line: str) -> str:
     return line if len(line) <= ERROR_CLIP else f"{line[:ERROR_CLIP]}... ({len(line):,} characters)"
 
 
-def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S, *, links: Sequence[PairLink] = (),
+def classify(done: Completed, launch: Launch, timeout_s: float = TIMEOUT_S, *, links: Sequence[PairLink] = (),
              env: Mapping[str, str] | None = None) -> Verdict:
     """The program's outcome; with ``links`` (the chosen pairs) the bandwidth is judged too. ``env``: the
-    NCCL settings it ran with (``nccl_env``), by default the plan's own."""
-    where = "inside the recipe's image" if plan.where == "image" else "with the host's torch"
+    NCCL settings it ran with (``nccl_env``), by default the launch's own."""
+    where = "inside the recipe's image" if launch.where == "image" else "with the host's torch"
     tail = why_failed(done.stderr or done.stdout)
     hung = any(line.startswith(RESULT_TAG) and '"hang": true' in line for line in done.stdout.splitlines())
     if done.rc == 124 or hung:
-        return fail(f"all_reduce over {len(plan_gpus(plan))} GPU(s) {where} did not finish in {timeout_s:g} s: "
+        return fail(f"all_reduce over {len(launch_gpus(launch))} GPU(s) {where} did not finish in {timeout_s:g} s: "
                     f"NCCL hang{f' ({tail})' if tail else ''}", HANG_FIX)
     result = None
     for line in done.stdout.splitlines():
@@ -261,7 +100,7 @@ def classify(done: Completed, plan: Plan, timeout_s: float = TIMEOUT_S, *, links
     head = f"all_reduce of {result['bytes'] // 2**20} MiB over {result['world']} GPU(s) {where}"
     figures: dict[str, Any] = {"bytes": result["bytes"], "world": result["world"],
                                "busbw_gbps": round(float(result["busbw_gbps"]), 1)}
-    return judge(head, float(result["busbw_gbps"]), links, env=nccl_env(plan) if env is None else env,
+    return judge(head, float(result["busbw_gbps"]), links, env=nccl_env(launch) if env is None else env,
                  figures=figures, built=f" ({built})" if built else "")
 
 
@@ -332,48 +171,3 @@ def likely_cause(bound: PairLink, links: Sequence[PairLink], env: Mapping[str, s
     return ("P2P is silently off or detoured: IOMMU/ACS sends GPU-to-GPU traffic through the CPU root "
             "complex, or the GPUs do not support P2P",
             f"{_P2P_OFF_HINT}; boot with iommu=pt (amd_iommu=pt / intel_iommu=pt) and turn ACS off in the BIOS")
-
-
-def plan_gpus(plan: Plan) -> list[str]:
-    """The GPUs a plan targets (for messages)."""
-    if plan.where == "host":
-        return plan.env.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    return [a.split("=", 1)[1] for a in plan.argv if a.startswith("nvidia.com/gpu=")]
-
-
-def describe(plan: Plan) -> str:
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env.items())
-    shown = [a if a != PROGRAM else "<program>" for a in plan.argv]
-    return (env + " " if env else "") + shlex.join(shown)
-
-
-def _host_python_with_torch(candidates: Sequence[str] = ("python3",)) -> str | None:
-    for python in candidates:
-        if run([python, "-c", "import torch, torch.distributed"], timeout=60).ok:
-            return python
-    return None
-
-
-def deep_allreduce(recipe: Recipe, facts: HostFacts, choice: Choice) -> dict[str, Verdict]:
-    """Choose where to run (image via podman when the image and a CDI spec are here, else host torch)."""
-    if len(choice.gpus) < 2:
-        return {"gpu-allreduce": skip(f"{len(choice.gpus)} GPU chosen: no all_reduce between GPUs to test")}
-    if not facts.gpu.available:
-        return {"gpu-allreduce": skip("no GPUs visible")}
-    digest = recipe.image_digest
-    image_here = any(i.digest == digest or any(r.endswith("@" + digest) for r in i.repo_digests)
-                     for i in facts.podman.images)
-    cdi_here = any(s.kind == "nvidia.com/gpu" for s in facts.cdi.specs)
-    if facts.podman.installed and image_here and cdi_here:
-        plan = podman_plan(recipe, choice)
-    else:
-        python = _host_python_with_torch()
-        if python is None:
-            return {"gpu-allreduce": skip(
-                "cannot run the all_reduce: the recipe's image or a CDI spec is missing here, and no host python3 "
-                "has torch (pull the image and generate the CDI spec, then run --deep again)")}
-        plan = host_plan(recipe, choice, python)
-    environ = {**os.environ, **plan.env}
-    done = run(plan.argv, timeout=TIMEOUT_S + OUTER_SLACK_S, env=environ)
-    links = chosen_links(facts.gpu, choice.indices)
-    return {"gpu-allreduce": classify(done, plan, links=links, env=nccl_env(plan, os.environ))}

@@ -41,10 +41,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 
 from rigctl.errors import UsageError
+from rigctl.places import Scope
+from rigctl.podman_versions import DEFAULT_PODMAN, PODMAN_FLOOR, QUADLET_FIRST, Version, fmt
 from rigctl.recipe.model import SpecDraft
 from rigctl.render import escape
 from rigctl.render.escape import RenderError
-from rigctl.render.install import Scope
 from rigctl.render.kubelint import (
     DNS_LABEL_1123,
     EXPANDED_FIELDS,
@@ -69,7 +70,6 @@ from rigctl.render.units import (
     gpu_devices,
     http_probe_code,
 )
-from rigctl.render.versions import DEFAULT_PODMAN, PODMAN_FLOOR, QUADLET_FIRST, Version, fmt
 
 if TYPE_CHECKING:
     from rigctl.recipe.model import Recipe

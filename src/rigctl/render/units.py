@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import UsageError
-from rigctl.render import escape
-from rigctl.render.escape import RenderError
-from rigctl.render.install import SYSTEM_UNIT_DIR, USER_UNIT_SUBDIR, Scope, install_dir, install_path
-from rigctl.render.versions import (
+from rigctl.places import Scope
+from rigctl.podman_versions import (
     CIDFILE_CLEANED,
     NOTIFY_HEALTHY,
     PODMAN_FLOOR,
@@ -26,12 +24,14 @@ from rigctl.render.versions import (
     fmt,
     has_key,
 )
+from rigctl.render import escape
+from rigctl.render.escape import RenderError
 from rigctl.util import safefs
 from rigctl.util.publish import spell_publish
 
-__all__ = [  # where units install is render.install's; re-exported for the renderer's callers
-    "SYSTEM_UNIT_DIR", "USER_UNIT_SUBDIR", "EngineProcess", "Note", "RenderedUnits", "Scope", "UnitFile",
-    "engine_process", "gpu_devices", "http_probe_code", "install_dir", "install_path", "render_units", "write_files",
+__all__ = [
+    "EngineProcess", "Note", "RenderedUnits", "UnitFile", "engine_process", "gpu_devices", "http_probe_code",
+    "render_units", "write_files",
 ]
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from rigctl.util.text import LINE_LIMIT, printable
 if TYPE_CHECKING:
     from rigctl.deploy.down import DownResult
     from rigctl.deploy.logs import LogLine
-    from rigctl.deploy.plan import Plan
     from rigctl.deploy.status import ServiceStatus
     from rigctl.deploy.swap import SwapResult
     from rigctl.deploy.up import UpResult
     from rigctl.findings import Finding
+    from rigctl.plan.plan import Plan
     from rigctl.verify.signatures import SignatureMatch
 
 

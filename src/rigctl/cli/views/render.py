@@ -16,8 +16,8 @@ from rigctl.cli.views.base import View
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
+    from rigctl.plan.rendering import QuadletResult
     from rigctl.render.kube import RenderedKube
-    from rigctl.render.result import QuadletResult
     from rigctl.render.units import Note
 
 

@@ -1,4 +1,4 @@
-"""A stand-in for torch with CUDA and NCCL, for running the gpu-allreduce program (rigctl.preflight.allreduce)
+"""A stand-in for torch with CUDA and NCCL, for running the gpu-allreduce program (rigctl/host/programs/allreduce.py)
 on a machine without GPUs. Only the calls that program makes exist. Put ``tests/support/fake_torch`` first
 on the PYTHONPATH of the process that runs it.
 

@@ -26,7 +26,7 @@ def preflight_here(
     facts = facts_for_recipe(recipe, inventory, early=early, scope=scope)
     deep_runner: DeepRunner | None = None
     if deep:
-        from rigctl.preflight.allreduce import deep_allreduce  # noqa: PLC0415 - loads only for --deep
+        from rigctl.plan.deep import deep_allreduce  # noqa: PLC0415 - loads only for --deep
 
         deep_runner = deep_allreduce
     return run_preflight(recipe, facts, force=force, checksums=checksums, gpus=gpus, deep=deep_runner,

@@ -1,4 +1,4 @@
-"""The plan: what `up` will do on a host, decided without touching it.
+"""The plan: what `up` will do on a host, decided without touching it. The one place a recipe meets a box.
 
 ``make_plan`` is preflight over (recipe, facts), the GPUs the layout picked, and the unit rendered for the
 podman and quadlet those facts describe. The facts come from ``facts_for_recipe`` (this host, with every
@@ -20,7 +20,8 @@ from typing import Any
 from rigctl.errors import RigctlError
 from rigctl.host.facts import HostFacts
 from rigctl.places import Scope, install_dir
-from rigctl.podman_versions import DEFAULT_PODMAN, Version, find_version, fmt
+from rigctl.plan.target import podman_target, quadlet_counts
+from rigctl.podman_versions import DEFAULT_PODMAN, Version, fmt
 from rigctl.preflight.layout import unit_gpu_ids
 from rigctl.preflight.runner import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
@@ -110,10 +111,13 @@ def make_plan(
     scope = Scope(scope)
     report = run_preflight(recipe, facts, force=force, gpus=gpus, scope=scope)
     notes: list[str] = []
-    plan = Plan(recipe, scope, report, _podman_version(facts, notes), notes=notes)
-    pod = facts.podman
-    if pod.quadlet_scope in (None, scope):  # a captured box's generator counts for the scope it was found for
-        plan.quadlet_version, plan.quadlet_path = find_version(pod.quadlet_version), pod.quadlet
+    target = podman_target(None, None, facts.podman, where="the host", scope=scope)  # the one rule render uses
+    if target.podman is None:
+        notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
+    plan = Plan(recipe, scope, report, target.podman or DEFAULT_PODMAN, notes=notes)
+    plan.quadlet_version = target.quadlet
+    if quadlet_counts(facts.podman, scope):
+        plan.quadlet_path = facts.podman.quadlet
     plan.gpu_ids = unit_gpu_ids(recipe, report.choice)  # as `render` pins them
     plan.placeholders = recipe.gpus.count > 0 and not report.choice.ok
     if plan.placeholders:
@@ -135,11 +139,3 @@ def make_plan(
         notes.append("preflight failed: nothing would be installed until the failures above are fixed "
                      "(or forced with --force ID where that is safe)")
     return plan
-
-
-def _podman_version(facts: HostFacts, notes: list[str]) -> Version:
-    found = find_version(facts.podman.version) if facts.podman.installed else None
-    if found is None:
-        notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
-        return DEFAULT_PODMAN
-    return found

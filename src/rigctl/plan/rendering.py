@@ -1,7 +1,8 @@
 """What `rigctl render` produces for one recipe, as typed results: the GPUs the unit gets and the podman it
-is rendered for (``placement_for``), then the quadlet units (``render_quadlet``) or the Kubernetes /
-`podman kube play` manifests (``render_manifests``), written to a directory when asked. The command only
-parses its options and prints what comes back."""
+is rendered for (``placement_for``: this host's facts, an inventory's, or the options), then the quadlet
+units (``render_quadlet``) or the Kubernetes / `podman kube play` manifests (``render_manifests``), written
+to a directory when asked. The renderer itself (``rigctl.render``) only turns values into files; what a box
+has is decided here, by the planner's rules (``plan.target``, ``plan.placement``)."""
 
 from __future__ import annotations
 
@@ -12,51 +13,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import InvalidInputError
 from rigctl.places import Scope, install_path
-from rigctl.podman_versions import find_version
+from rigctl.plan.placement import NoLayoutError, Placement, place_gpus
+from rigctl.plan.target import PodmanTarget, podman_target
+from rigctl.podman_versions import DEFAULT_PODMAN, fmt
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
-from rigctl.render.placement import NoLayoutError, Placement, place_gpus
 from rigctl.render.units import Note, RenderedUnits, UnitFile, render_units, write_files
-from rigctl.render.versions import DEFAULT_PODMAN, Version, fmt, parse_version
 
 if TYPE_CHECKING:  # facts and the kube renderer load only for the targets that need them
     from rigctl.host.facts import HostFacts, Podman
     from rigctl.preflight.layout import ChosenGpu
     from rigctl.render.kube import RenderedKube
-
-
-@dataclass(frozen=True)
-class PodmanTarget:
-    """The podman a unit is rendered for and the quadlet generator that reads it, by the rule `up` plans
-    by (``deploy.plan``), so that `render` here prints the unit `up` would install here."""
-
-    podman: Version | None  # None: nothing said which (DEFAULT_PODMAN)
-    quadlet: Version | None  # None: podman's own
-    source: Literal["option", "inventory", "host", "default"]
-    note: Note | None = None  # said when the default stands in for a podman that was not found
-    elsewhere: tuple[Scope, str] | None = None  # this host: the other scope's generator, where this one has none
-
-
-def podman_target(
-    podman_version: str | None, quadlet_version: str | None, podman: Podman | None, *, where: str, scope: Scope,
-    elsewhere: tuple[Scope, str] | None = None,
-) -> PodmanTarget:
-    """--podman-version (and --quadlet-version) as given; else the podman that ``podman`` (an inventory's or
-    this host's facts) found, with the generator found for ``scope``; else the default, said in a note."""
-    quadlet = parse_version(quadlet_version) if quadlet_version else None
-    if podman_version:
-        return PodmanTarget(parse_version(podman_version), quadlet, "option")
-    if podman is None:
-        return PodmanTarget(None, quadlet, "default")
-    source: Literal["inventory", "host"] = "host" if where == "this host" else "inventory"
-    found = find_version(podman.version) if podman.installed else None
-    if found is None:
-        return PodmanTarget(None, quadlet, source, Note("info", (
-            f"podman not found on {where}: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}; --podman-version "
-            "X.Y renders for another")))
-    if quadlet is None and podman.quadlet_scope in (None, scope):  # a generator counts for the scope it serves
-        quadlet = find_version(podman.quadlet_version)
-    return PodmanTarget(found, quadlet, source, elsewhere=elsewhere if podman.quadlet is None else None)
 
 
 def placement_for(

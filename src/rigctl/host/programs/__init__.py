@@ -1,0 +1,1 @@
+"""Programs rigctl runs elsewhere (in an image, under another Python): their text, never imported."""
