@@ -7,10 +7,13 @@ checks what is on disk afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from rigctl.doctor.checkup import doctor
 from rigctl.doctor.discover import path_roots
 from rigctl.doctor.facts import DoctorFacts, unpinned_images
 from rigctl.doctor.fix import FileChange, rewrite
+from rigctl.errors import UsageError
 from rigctl.host.unitdirs import Root, collect, default_roots
 from rigctl.host.unitsnapshot import local_snapshot
 from rigctl.util.safefs import InvalidInputError
@@ -479,3 +483,151 @@ def test_a_dropin_every_service_takes_is_only_patched(tmp_path: Path) -> None:
     assert (units / "service.d" / "50-r.conf").read_text() == WEAK
     (patch,) = data["fix"]["patches"]  # type: ignore[index]
     assert "services doctor does not read" in patch["why"]
+
+
+# --- --path DIR that another uid can change: root never follows their links out of it -----------------
+
+ALICE = 23456
+
+
+def _roots_units(tmp_path: Path) -> Path:
+    """A directory only root can change, holding a managed unit root would rewrite if it audited it."""
+    system = tmp_path / "etc-containers-systemd"
+    system.mkdir(mode=0o755)
+    (system / "root.container").write_text(MANAGED)
+    return system
+
+
+def _untouched(system: Path) -> None:
+    assert (system / "root.container").read_text() == MANAGED, "root rewrote its own unit through a user's link"
+    assert sorted(p.name for p in system.iterdir()) == ["root.container"], "a .bak appeared in root's directory"
+
+
+def _alices(tmp_path: Path, mode: int = 0o755) -> Path:
+    home = tmp_path / "alice"
+    home.mkdir()
+    os.chown(home, ALICE, ALICE)
+    home.chmod(mode)
+    return home
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("shape", ["dir-is-link", "parent-is-link", "dir-link-in-group-writable-root-dir",
+                                   "dir-link-in-world-writable-root-dir", "relative-link-up-and-back"])
+def test_path_swapped_for_a_link_to_roots_directory_is_not_followed(tmp_path: Path, shape: str) -> None:
+    system = _roots_units(tmp_path)
+    if shape == "dir-is-link":  # alice's DIR replaced by a link to root's directory
+        given = _alices(tmp_path) / "units"
+        given.symlink_to(system)
+    elif shape == "parent-is-link":  # a component above DIR is hers, and a link
+        home = _alices(tmp_path)
+        (home / "hop").symlink_to(tmp_path)
+        given = home / "hop" / system.name
+    elif shape.startswith("dir-link-in"):  # root owns the parent, but others may write it (no sticky bit)
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o775 if "group" in shape else 0o777)
+        given = shared / "units"
+        given.symlink_to(system)
+        os.lchown(given, ALICE, ALICE)
+    else:
+        given = _alices(tmp_path) / "units"
+        given.symlink_to(Path("..") / system.name)
+
+    done = cli("doctor", "--fix", "--json", "--path", str(given))
+
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads(done.stdout)
+    _untouched(system)
+    assert data["units"] == [] and data["fix"]["applied"] == []
+    (skip,) = data["skipped"]
+    assert skip["path"] == str(given) and "symbolic link" in skip["reason"], skip
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("shape", ["root-link-in-root-dir", "root-link-in-sticky-dir"])
+def test_roots_own_link_is_still_followed(tmp_path: Path, shape: str) -> None:
+    # a link only root could have placed (a root-only-writable directory, or root's own link in a sticky
+    # one like /tmp) is root's to follow: --path through it fixes the units as before
+    system = _roots_units(tmp_path)
+    holder = tmp_path / ("sticky" if "sticky" in shape else "mine")
+    holder.mkdir()
+    if "sticky" in shape:
+        holder.chmod(0o1777)
+    (holder / "units").symlink_to(system)
+    data = fix(holder / "units")
+    assert "Restart=always" in (system / "root.container").read_text()
+    (applied,) = data["fix"]["applied"]  # type: ignore[index]
+    assert applied["files"] == [str(holder / "units" / "root.container")]
+
+
+@ROOT_ONLY
+def test_path_file_in_a_directory_reached_through_a_users_link_is_not_read(tmp_path: Path) -> None:
+    system = _roots_units(tmp_path)
+    home = _alices(tmp_path)
+    (home / "units").symlink_to(system)
+    given = home / "units" / "root.container"
+    done = cli("doctor", "--fix", "--json", "--path", str(given))
+    data = json.loads(done.stdout)
+    _untouched(system)
+    assert data["units"] == []
+    assert "symbolic link" in data["skipped"][0]["reason"]
+
+
+@ROOT_ONLY
+def test_path_owned_by_another_uid_is_fixed_as_that_uid(tmp_path: Path) -> None:
+    # alice's own directory, reached without links: her managed unit is hers to have fixed, as her file
+    units = _alices(tmp_path) / "units"
+    units.mkdir()
+    os.chown(units, ALICE, ALICE)
+    unit = units / "b.container"
+    unit.write_text(MANAGED)
+    os.chown(unit, ALICE, ALICE)
+    fix(units)
+    assert "Restart=always" in unit.read_text()
+    assert (units / "b.container.bak").stat().st_uid == ALICE
+
+
+def _swapper(units: Path, real: Path, system: Path, stop: threading.Event, most: int) -> int:
+    """Swap alice's directory for a link to root's and back, as she could, until told to stop."""
+    swaps = 0
+    link = units.with_name("units.link")
+    while not stop.is_set() and swaps < most:
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+        link.symlink_to(system)
+        os.rename(units, real)  # DIR gone ...
+        os.rename(link, units)  # ... DIR is a link to root's directory ...
+        os.unlink(units)
+        os.rename(real, units)  # ... DIR is hers again
+        swaps += 1
+    return swaps
+
+
+@ROOT_ONLY
+def test_path_swapped_for_a_link_while_doctor_fixes_never_reaches_roots_files(tmp_path: Path) -> None:
+    system = _roots_units(tmp_path)
+    home = _alices(tmp_path)
+    units = home / "units"
+    units.mkdir()
+    (units / "b.container").write_text(MANAGED)
+    for p in (units, units / "b.container"):
+        os.chown(p, ALICE, ALICE)
+    stop = threading.Event()
+    result: list[int] = []
+    swapper = threading.Thread(target=lambda: result.append(
+        _swapper(units, home / "units.real", system, stop, most=200_000)))
+    swapper.start()
+    runs = 0
+    deadline = time.monotonic() + 3.0  # a bound on the test, not a bet: the invariant is checked each run
+    try:
+        while runs < 400 and time.monotonic() < deadline:
+            with contextlib.suppress(UsageError, InvalidInputError):  # DIR missing at that instant
+                doctor([str(units)], fix=True, facts=NO_HOST)
+            runs += 1
+            _untouched(system)
+    finally:
+        stop.set()
+        swapper.join(timeout=30)
+    assert not swapper.is_alive()
+    assert runs >= 20 and result and result[0] > 0, (runs, result)

@@ -82,17 +82,50 @@ def _current_text(d: safefs.SafeDir, name: str) -> str | None:
         return None
 
 
+SECRET_MODE = 0o600  # a unit that carries a credential-looking value: root's (or the user's) alone
+UNIT_MODE = 0o644
+
+
+def unit_mode(name: str, text: str) -> int:
+    """The mode a unit file is installed with: 0600 when it carries a value that looks like a secret
+    (``rigctl.preflight.secrets``: preflight warns about it too), else 0644. A text rigctl's parser
+    refuses gets the tighter mode."""
+    from rigctl.host.unitfile import MergedUnit, UnitParseError, parse  # noqa: PLC0415
+    from rigctl.preflight.secrets import unit_secrets  # noqa: PLC0415 - not for `down`, which only removes
+
+    try:
+        merged = MergedUnit.of(parse(name, text))
+    except UnitParseError:
+        return SECRET_MODE
+    return SECRET_MODE if unit_secrets(merged) else UNIT_MODE
+
+
+def _tighten(d: safefs.SafeDir, name: str, mode: int) -> None:
+    """An identical file left in place gets no wider a mode than it would be written with (one installed
+    0644 by an older rigctl, holding a secret): changed on the file itself, never through a link."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=d.fd)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & ~mode:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & mode)
+    finally:
+        os.close(fd)
+
+
 def install_files(directory: Path, files: Mapping[str, str]) -> InstallResult:
-    """Write ``files`` (name -> text) into ``directory`` atomically; identical files are left alone."""
+    """Write ``files`` (name -> text) into ``directory`` atomically; identical files are left alone
+    (their mode only tightened). Each is written ``unit_mode``: 0600 when it carries a secret."""
     result = InstallResult(directory)
     with safefs.own_dir(directory) as d:
         staged: list[tuple[str, str]] = []  # (temporary, name)
         try:
             for name, text in files.items():
-                if _current_text(d, safefs.check_name(name)) == text:
+                mode = unit_mode(safefs.check_name(name), text)
+                if _current_text(d, name) == text:
+                    _tighten(d, name, mode)
                     result.unchanged.append(directory / name)
                     continue
-                staged.append((d.stage(name, text.encode(), mode=0o644), name))
+                staged.append((d.stage(name, text.encode(), mode=mode), name))
             with sigint_deferred():
                 for tmp, name in staged:
                     d.commit(tmp, name)

@@ -89,14 +89,15 @@ def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: Doct
         if not os.path.lexists(path):
             raise UsageError(f"--path {path}: no such file or directory")
     chosen = list(roots) if roots is not None else (path_roots(paths) if paths else local_roots())
-    snap = local_snapshot(chosen)
-    units = collect(snap.files, chosen)
-    serving = serving_units(units)
-    host = facts if facts is not None else local_facts(serving)
-    findings = audit(serving, host)
-    report = DoctorReport([r.path for r in chosen], [u.path for u in serving], host, findings, skipped=snap.skipped)
-    if fix:
-        apply_fixes(report, serving, host, snap)
+    with local_snapshot(chosen) as snap:  # a --path directory stays open until the fixes are written
+        units = collect(snap.files, chosen)
+        serving = serving_units(units)
+        host = facts if facts is not None else local_facts(serving)
+        findings = audit(serving, host)
+        report = DoctorReport([r.path for r in chosen], [u.path for u in serving], host, findings,
+                              skipped=snap.skipped)
+        if fix:
+            apply_fixes(report, serving, host, snap)
     return report
 
 

@@ -19,7 +19,9 @@ MAX_USERS = 4096  # a bound on the listing, far above any workstation's logins
 
 
 def path_roots(paths: Iterable[str]) -> list[Root]:
-    """``--path`` arguments: each a realm of its own, trusted as given (a file or a directory)."""
+    """``--path`` arguments: each a realm of its own (a file or a directory), whose owner is the owner of
+    the directory opened. The snapshot opens each without following a link another uid could have
+    placed (``safefs.open_given``) and keeps it open for ``--fix``."""
     roots = []
     for p in paths:
         path = str(Path(p).absolute())

@@ -93,11 +93,6 @@ def fix_refusal(path: str, snap: Snapshot) -> str | None:
     return None
 
 
-def _open_parent(found: Found) -> SafeDir:
-    root = found.root
-    return SafeDir.open(root.anchor or root.path, (*root.parts(), *found.rel[:-1]))
-
-
 def rewrite(changes: Sequence[FileChange], snap: Snapshot) -> dict[str, str]:
     """Apply every change or none. Each file is found again without following links and must still be
     the entry (device, inode) that was audited, with the same text; its old text is kept as a new
@@ -115,7 +110,7 @@ def rewrite(changes: Sequence[FileChange], snap: Snapshot) -> dict[str, str]:
             if refusal:
                 raise safefs.refuse(change.path, refusal)
             found = snap.found[change.path]
-            d = _open_parent(found)
+            d = snap.directory(found)
             opened.append((change, d, found))
             name = found.rel[-1]
             st = d.lstat(name)

@@ -48,6 +48,29 @@ class Snapshot:
     files: dict[str, str] = field(default_factory=dict)
     found: dict[str, Found] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
+    # the directories of --path roots, kept open: a rewrite goes through the very directory that was read
+    # (by root path, as Found.root names it), never through the path again, which its owner may have swapped
+    opened: dict[str, SafeDir] = field(default_factory=dict)
+
+    def directory(self, found: Found) -> SafeDir:
+        """The directory holding a file found here, opened again without following any link: below the
+        root's kept descriptor when there is one, else from the root's anchor."""
+        kept = self.opened.get(found.root.path)
+        if kept is None:
+            root = found.root
+            return SafeDir.open(root.anchor or root.path, (*root.parts(), *found.rel[:-1]))
+        return kept.subdirs(found.rel[:-1])
+
+    def close(self) -> None:
+        for d in self.opened.values():
+            d.close()
+        self.opened.clear()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 SKIP_DIRS = (".wants", ".requires", ".upholds")  # systemd's links to units found elsewhere
@@ -146,34 +169,69 @@ def _another_uids(name: str, rel: tuple[str, ...], w: _Walk) -> bool:
 
 
 def _snapshot_root(root: Root, snap: Snapshot, roots: Sequence[Root] = ()) -> None:
-    base = Path(root.path)
-    if root.kind == "path" and not base.is_dir():
-        # --path FILE: the file the operator named, read through its parent directory
-        if not os.path.lexists(base):
-            return
-        with contextlib.suppress(InvalidInputError), SafeDir.open(base.parent) as parent:
-            owner = parent.stat().st_uid
-            st = parent.lstat(base.name)
-            if st is None:
-                return
-            try:
-                snap.files[root.path] = _read_entry(parent, base.name, st, owner, root.path)
-            except InvalidInputError as exc:
-                snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
-                return
-            snap.found[root.path] = Found(Root(str(base.parent), "path", "path", root.realm), (base.name,), st, owner)
+    if root.kind == "path":
+        _snapshot_given(root, snap, roots)
         return
     if not os.path.lexists(root.path):
         return
-    anchor = root.anchor or root.path
     try:
-        opened = SafeDir.open(anchor, root.parts())
+        if root.anchor:  # the realm's owner is the anchor's (a home): read from the directory opened
+            with SafeDir.open(root.anchor) as anchor:
+                owner = anchor.stat().st_uid
+                opened = anchor.subdirs(root.parts())
+        else:
+            opened = SafeDir.open(root.path)
+            owner = opened.stat().st_uid
     except InvalidInputError as exc:
         snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
         return
     with opened:
-        owner = (os.stat(anchor).st_uid if root.anchor else opened.stat().st_uid)
         _walk(opened, (), _Walk(root, owner, snap, roots))
+
+
+def _snapshot_given(root: Root, snap: Snapshot, roots: Sequence[Root]) -> None:
+    """A ``--path``: opened once without following a link another uid could have placed
+    (``safefs.open_given``), kept open for ``--fix``; the realm's owner is the opened directory's."""
+    if not os.path.lexists(root.path):
+        return
+    try:
+        given = safefs.open_given(root.path)
+    except InvalidInputError as exc:
+        snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
+        return
+    d = given.dir
+    owner = d.stat().st_uid
+    if given.name is None:
+        snap.opened[root.path] = d
+        _walk(d, (), _Walk(root, owner, snap, roots))
+        return
+    # --path FILE: the file the operator named, read through the directory that holds it
+    name = given.name
+    keep = False
+    try:
+        st = d.lstat(name)
+        if st is None:
+            return
+        if given.link and safefs.leads_to_dir(d, name):
+            snap.skipped.append(Skipped(root.path, f"a symbolic link to a directory, in {d.path} (uid {owner}'s, "
+                                                   f"mode {stat.S_IMODE(d.stat().st_mode):o}), which someone other "
+                                                   "than root could have placed: not followed (name the directory "
+                                                   "it leads to)"))
+            return
+        try:
+            snap.files[root.path] = _read_entry(d, name, st, owner, root.path)
+        except InvalidInputError as exc:
+            snap.skipped.append(Skipped(root.path, safefs.reason_of(exc)))
+            return
+        parent = Root(d.path, "path", "path", root.realm)
+        snap.found[root.path] = Found(parent, (name,), st, owner)
+        if parent.path not in snap.opened:
+            snap.opened[parent.path] = d
+            keep = True
+    finally:
+        if not keep:
+            d.close()
+
 
 
 def local_snapshot(roots: Sequence[Root], known: Sequence[Root] = ()) -> Snapshot:

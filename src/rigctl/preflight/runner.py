@@ -17,6 +17,7 @@ from rigctl.host.facts import HostFacts
 from rigctl.places import Scope
 from rigctl.preflight import gpu_checks as g
 from rigctl.preflight import host_checks as h
+from rigctl.preflight import secrets as s
 from rigctl.preflight.finding import Check, Context, Finding, Severity, Verdict
 from rigctl.preflight.layout import Choice, choose_gpus
 from rigctl.recipe.model import Recipe
@@ -35,6 +36,8 @@ CHECKS: tuple[Check, ...] = (
     Check("gpu-power", "power limits of the chosen GPUs", g.check_power, forceable=True),
     Check("shm", "shared memory for the engine's workers", h.check_shm, forceable=True),
     Check("ipc-shm", "host IPC is not combined with an explicit shm size", h.check_ipc_shm, forceable=False),
+    Check("secret-in-unit", "no credential-looking value is written in clear into the unit", s.check_secrets,
+          forceable=False),  # it only warns
     Check("podman", "podman's version against what the unit needs", h.check_podman, forceable=True),
     Check("image", "the pinned image digest is present locally", h.check_image, forceable=True),
     Check("cdi", "a CDI spec covers the chosen GPUs and matches the driver", h.check_cdi, forceable=True),

@@ -173,16 +173,8 @@ class SafeDir:
             fd = os.open(anchor, _DIR_FLAGS)
         except OSError as exc:
             raise refuse(anchor, f"cannot open the directory: {exc.strerror or exc}") from None
-        here = cls(fd, anchor)
-        try:
-            for part in parts:
-                nxt = here.subdir(part, create=create, mode=mode)
-                here.close()
-                here = nxt
-        except BaseException:
-            here.close()
-            raise
-        return here
+        with cls(fd, anchor) as here:
+            return here.subdirs(parts, create=create, mode=mode)
 
     @classmethod
     def at(cls, path: str | os.PathLike[str], *, create: bool = False, mode: int = 0o755) -> SafeDir:
@@ -204,6 +196,20 @@ class SafeDir:
                 raise refuse(where, f"{what}, not a directory rigctl can enter") from None
             raise refuse(where, f"cannot open the directory: {exc.strerror or exc}") from None
         return SafeDir(fd, os.path.join(self.path, name))
+
+    def subdirs(self, parts: Sequence[str], *, create: bool = False, mode: int = 0o755) -> SafeDir:
+        """The directory ``parts`` below this one, walked without following any link; a new descriptor
+        (this one stays open)."""
+        here = SafeDir(os.dup(self.fd), self.path)
+        try:
+            for part in parts:
+                nxt = here.subdir(part, create=create, mode=mode)
+                here.close()
+                here = nxt
+        except BaseException:
+            here.close()
+            raise
+        return here
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -328,6 +334,117 @@ class SafeDir:
         except FileNotFoundError:
             return False
         return True
+
+
+# --- a path named on the command line --------------------------------------------------------------
+
+MAX_LINKS = 40  # the kernel's own bound on the links one lookup follows
+
+
+def _mine(uid: int) -> bool:
+    return uid in (0, os.geteuid())
+
+
+def trusted_dir(st: os.stat_result) -> bool:
+    """Whether only this process's user (or root) can change what a directory holds: they own it and
+    neither its group nor others may write it."""
+    return _mine(st.st_uid) and not st.st_mode & 0o022
+
+
+def _trusted_link(holder: os.stat_result, link: os.stat_result) -> bool:
+    """Whether a link was placed by this user or root and no one else can replace it: it sits in a
+    directory only they can change, or it is their own in their sticky directory (/tmp)."""
+    if trusted_dir(holder):
+        return True
+    return bool(holder.st_mode & stat.S_ISVTX) and _mine(holder.st_uid) and _mine(link.st_uid)
+
+
+@dataclass
+class Given:
+    """What ``open_given`` reached: ``dir`` is the path itself (``name`` None), or the directory holding
+    its last component ``name``, which is not a directory rigctl entered (a file, or a link it did not
+    follow: ``link``). The caller owns ``dir`` and closes it."""
+
+    dir: SafeDir
+    name: str | None = None
+    link: bool = False
+
+
+def open_given(path: str | os.PathLike[str]) -> Given:
+    """Open a path someone named (``doctor --path``), component by component from ``/`` with
+    O_NOFOLLOW, following a symbolic link only where this user or root placed it (``_trusted_link``): a
+    link in a directory another uid owns or can write (group/other-writable without the sticky bit) is
+    never followed, so a user cannot point root at root's own files by swapping their directory for a
+    link, before the open or during it. The descriptor returned is what every later read and write is
+    relative to: what happens to the path after this call redirects nothing.
+
+    A link as the last component is returned unfollowed (``link``) when it is not trusted; one above it
+    is refused. ``..`` goes back to the directory the walk came from (as the kernel does after a link)."""
+    shown = os.fspath(path)
+    absolute = shown if shown.startswith("/") else os.path.join(os.getcwd(), shown)
+    todo = [p for p in absolute.split("/") if p not in ("", ".")]
+    todo.reverse()  # a stack: the next component is last
+    stack: list[SafeDir] = [SafeDir(os.open("/", _DIR_FLAGS), "/")]
+    links = 0
+    try:
+        while todo:
+            name = todo.pop()
+            here = stack[-1]
+            if name == "..":
+                if len(stack) > 1:
+                    stack.pop().close()
+                continue
+            st = here.lstat(name)
+            where = os.path.join(here.path, name)
+            if st is None:
+                raise refuse(shown, f"no such file or directory ({where})")
+            if stat.S_ISLNK(st.st_mode):
+                holder = here.stat()
+                trusted = _trusted_link(holder, st)
+                if not todo and not (trusted and leads_to_dir(here, name)):
+                    return _given(stack, shown, name, link=True)  # a link to a file is the caller's to judge
+                if not trusted:
+                    raise refuse(shown, f"{where} is a symbolic link in a directory uid {holder.st_uid} owns"
+                                        f"{' and others can write' if holder.st_mode & 0o022 else ''}: "
+                                        "not followed (name the directory it leads to)")
+                links += 1
+                if links > MAX_LINKS:
+                    raise refuse(shown, f"more than {MAX_LINKS} symbolic links: not followed")
+                target = os.readlink(name, dir_fd=here.fd)
+                if target.startswith("/"):
+                    while len(stack) > 1:
+                        stack.pop().close()
+                todo.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                if todo:
+                    raise refuse(shown, f"{where} is {kind_of(st.st_mode)}, not a directory")
+                return _given(stack, shown, name)
+            stack.append(here.subdir(name))  # O_NOFOLLOW: swapped for a link meanwhile, it is refused
+        return _given(stack, shown, None)
+    except BaseException:
+        for d in stack:
+            d.close()
+        raise
+
+
+def leads_to_dir(d: SafeDir, name: str) -> bool:
+    """Whether ``name`` in ``d``, followed, is a directory."""
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=d.fd).st_mode)
+    except OSError:
+        return False
+
+
+def _given(stack: list[SafeDir], shown: str, name: str | None, *, link: bool = False) -> Given:
+    """The last directory of the walk: the path itself named as the caller gave it, or the directory
+    holding the last component named as walked (where it really is); the others closed."""
+    top = stack.pop()
+    for d in stack:
+        d.close()
+    if name is None:
+        top.path = shown
+    return Given(top, name, link)
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ module of its kind, see ``base`` for what it gets and returns) plus one entry he
 
 from __future__ import annotations
 
-from rigctl.doctor.rules import container, exposure, host, service
+from rigctl.doctor.rules import container, exposure, host, secrets, service
 from rigctl.doctor.rules.base import HostRule, UnitRule
 from rigctl.severity import Severity
 
@@ -18,6 +18,8 @@ UNIT_RULES: tuple[UnitRule, ...] = (
     UnitRule("podman-restart-policy", FAIL, "podman's own --restart inside a systemd unit", service.podman_restart),
     UnitRule("image-not-pinned", FAIL, "image not pinned by digest", container.image_pinned),
     UnitRule("published-without-auth", FAIL, "published on a non-loopback address without auth", exposure.published),
+    UnitRule("secret-in-unit", Severity.WARN, "a credential-looking value written in clear into the unit",
+             secrets.in_clear),
 )
 
 HOST_RULES: tuple[HostRule, ...] = (
