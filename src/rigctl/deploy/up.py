@@ -1,6 +1,6 @@
 """`rigctl up`: execute a plan. Atomic install -> daemon-reload -> start -> warmup -> smoke and repetition.
 
-The plan (``deploy.plan``: preflight, the GPUs, the rendered unit) is made before, by ``plan_here``;
+The plan (``plan.plan``: preflight, the GPUs, the rendered unit) is made before, by ``plan_here``;
 the caller holds the service lock around both. This module owns the sequencing, the waiting and the
 safety: all-or-nothing installs, a unit that dies in warmup is stopped rather than left to restart-loop
 on the GPUs, and an honest account of what state Ctrl-C left behind. systemd, podman, the HTTP probe

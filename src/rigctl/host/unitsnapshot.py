@@ -10,7 +10,6 @@ import os
 import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rigctl.errors import InvalidInputError
 from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, numbered, quadlet_roots, searched

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rigctl.errors import InvalidInputError
-from rigctl.invocation import is_root
+from rigctl.invocation import current, is_root
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -342,7 +342,7 @@ MAX_LINKS = 40  # the kernel's own bound on the links one lookup follows
 
 
 def _mine(uid: int) -> bool:
-    return uid in (0, os.geteuid())
+    return uid in (0, current().euid)
 
 
 def trusted_dir(st: os.stat_result) -> bool:
