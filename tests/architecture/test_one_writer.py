@@ -80,3 +80,16 @@ open(f); open(f, "rb"); os.open(f, os.O_RDONLY | os.O_CLOEXEC); tempfile.gettemp
         ".write_text()", ".write_bytes()", "os.replace", "shutil.move", "tempfile.mkstemp",
         "open(mode='w')", "open(mode='a')", "open(mode='r+')", "os.open", "os.open",
     ]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_every_json_rigctl_writes_is_strict(path: Path) -> None:
+    """NaN and Infinity are not JSON: every json.dumps of rigctl's refuses them (allow_nan=False), so a number
+    from an engine or a remote host can never make rigctl's own output or state unreadable to another reader."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    loose = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dumps"
+             and isinstance(node.func.value, ast.Name) and node.func.value.id == "json"
+             and not any(k.arg == "allow_nan" for k in node.keywords)
+             and not (node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "name")]
+    assert not loose, f"{path.relative_to(SRC)}: json.dumps without allow_nan=False at line(s) {loose}"

@@ -81,7 +81,7 @@ class DeploymentRecord:
     def to_json(self) -> str:
         data = asdict(self)
         data["scope"] = str(self.scope)
-        return json.dumps(data, indent=2) + "\n"
+        return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
     def problems(self) -> list[str]:
         """Why this record cannot be trusted to name what ``down --remove`` deletes (empty: it can)."""

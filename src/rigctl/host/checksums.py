@@ -108,7 +108,7 @@ class ChecksumCache:
 
     def save(self) -> None:
         with contextlib.suppress(OSError, InvalidInputError):  # an unwritable cache only costs time next run
-            write_own(self.path, json.dumps({"version": 1, "files": self._data}), mode=0o644)
+            write_own(self.path, json.dumps({"version": 1, "files": self._data}, allow_nan=False), mode=0o644)
 
 
 def hash_files(

@@ -80,7 +80,7 @@ def accept(license_id: str, *, recipe: str | None = None, path: Path | None = No
         why = plain_message(exc.errors(include_url=False)[0])
         raise InvalidInputError([f"--accept-license {clip(license_id)}: {why}"]) from None
     records.append(rec)
-    body = json.dumps({"accepted": [r.model_dump(mode="json") for r in records]}, indent=2) + "\n"
+    body = json.dumps({"accepted": [r.model_dump(mode="json") for r in records]}, indent=2, allow_nan=False) + "\n"
     # write-then-rename: a crash mid-write must not leave a half record (which would read as none)
     write_own(path, body, mode=0o644)
     return rec

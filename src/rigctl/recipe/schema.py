@@ -35,7 +35,7 @@ def recipe_schema() -> dict[str, Any]:
 def schema_text(document: dict[str, Any] | None = None) -> str:
     """The schema (``recipe_schema()``'s, unless given) as a file holds it: stable key order, so a
     regenerated file differs only when it changed."""
-    return json.dumps(recipe_schema() if document is None else document, indent=2) + "\n"
+    return json.dumps(recipe_schema() if document is None else document, indent=2, allow_nan=False) + "\n"
 
 
 def modeline(ref: str = SCHEMA_FILE) -> str:

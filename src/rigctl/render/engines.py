@@ -155,7 +155,7 @@ def _tabbyapi(recipe: Recipe, notes: list[str]) -> tuple[list[str], dict[str, st
 
 
 def _json(data: dict[str, object]) -> str:
-    return json.dumps(data, separators=(",", ":"), sort_keys=False)
+    return json.dumps(data, separators=(",", ":"), sort_keys=False, allow_nan=False)
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,8 @@ def gpu_product_label(nvml_name: str) -> str:
 def recipe_digest(recipe: Recipe) -> str:
     """sha256 of the effective recipe (overlays and --set applied) as canonical JSON: which recipe a
     running Deployment came from, whatever file it was read from."""
-    text = json.dumps(recipe.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(recipe.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 

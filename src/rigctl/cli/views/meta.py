@@ -37,7 +37,7 @@ def schema(document: dict[str, Any], path: str | None) -> View:
 
     def view(out: TextIO) -> None:
         if path is None:
-            out.write(json.dumps(document, indent=2) + "\n")
+            out.write(json.dumps(document, indent=2, allow_nan=False) + "\n")
             return
         out.write(f"wrote {printable(path)}\n")
         out.write(f"editors use it when a recipe's first line is: # yaml-language-server: $schema={printable(path)}\n")
