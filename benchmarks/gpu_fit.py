@@ -35,7 +35,8 @@ TARGET_MS = 100.0
 
 
 def _tensors() -> list[tuple[str, str, list[int], int]]:
-    out: list[tuple[str, str, list[int], int]] = [("model.embed_tokens.weight", "BF16", [129280, 7168], 129280 * 7168 * 2)]
+    embed = ("model.embed_tokens.weight", "BF16", [129280, 7168], 129280 * 7168 * 2)
+    out: list[tuple[str, str, list[int], int]] = [embed]
     for layer in range(61):
         p = f"model.layers.{layer}"
         for name, shape in (("self_attn.q_a_proj.weight", [1536, 7168]), ("self_attn.q_b_proj.weight", [24576, 1536]),
