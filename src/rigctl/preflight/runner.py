@@ -19,6 +19,7 @@ from rigctl.preflight import gpu_checks as g
 from rigctl.preflight import host_checks as h
 from rigctl.preflight import secrets as s
 from rigctl.preflight.finding import Check, Context, Finding, Severity, Verdict
+from rigctl.preflight.gpu_fit import check_gpu_fit
 from rigctl.preflight.layout import Choice, choose_gpus
 from rigctl.recipe.model import Recipe
 
@@ -31,6 +32,8 @@ CHECKS: tuple[Check, ...] = (
     Check("gpu-compute-capability", "the chosen GPUs' compute capability is supported",
           g.check_compute_capability, forceable=True),
     Check("gpu-busy", "no process holds memory on the chosen GPUs", g.check_busy, forceable=True),
+    Check("gpu-fit", "weights and the KV cache for the recipe's context fit the chosen GPUs", check_gpu_fit,
+          forceable=True),
     Check("gpu-mig", "MIG is off on the chosen GPUs", g.check_mig, forceable=True),
     Check("gpu-p2p", "peer-to-peer between the chosen GPUs", g.check_p2p, forceable=True),
     Check("gpu-power", "power limits of the chosen GPUs", g.check_power, forceable=True),

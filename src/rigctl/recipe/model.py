@@ -252,6 +252,65 @@ class License(Strict):
     note: UnitStr | None = None
 
 
+_Dim = Annotated[int, Field(ge=1, le=1_048_576)]
+_Layers = Annotated[list[Annotated[int, Field(ge=0, le=4096)]], Field(max_length=4096)]
+
+
+class LinearAttnConfig(Strict):
+    """Kimi-style linear attention (KDA) as its config.json names it: which layers are KDA, which MLA."""
+
+    kda_layers: _Layers
+    full_attn_layers: _Layers
+    num_heads: _Dim
+    head_dim: _Dim
+    short_conv_kernel_size: int = Field(default=4, ge=1, le=64)
+
+
+class ModelConfig(Strict):
+    """The few fields of the model's config.json that size its memory, pinned in the recipe so preflight's
+    gpu-fit can plan before the checkpoint is downloaded. Names are config.json's own: copy them from it."""
+
+    model_type: NonEmptyStr | None = None
+    torch_dtype: Literal["bfloat16", "float16", "float32"] | None = None
+    num_hidden_layers: Annotated[int, Field(ge=1, le=4096)]
+    hidden_size: _Dim | None = None
+    intermediate_size: _Dim | None = None
+    moe_intermediate_size: _Dim | None = None
+    num_experts: _Dim | None = None
+    num_experts_per_tok: _Dim | None = None
+    vocab_size: _Dim | None = None
+    num_attention_heads: _Dim | None = None
+    num_key_value_heads: _Dim | None = None
+    head_dim: _Dim | None = None
+    max_position_embeddings: _Dim | None = None
+    sliding_window: _Dim | None = None
+    layer_types: Annotated[list[Literal["full_attention", "sliding_attention", "linear_attention"]],
+                           Field(max_length=4096)] | None = None
+    full_attention_interval: _Dim | None = None
+    kv_lora_rank: _Dim | None = None
+    qk_rope_head_dim: Annotated[int, Field(ge=0, le=1_048_576)] | None = None
+    index_head_dim: _Dim | None = None
+    index_topk: _Dim | None = None
+    index_kpool: _Dim | None = None
+    linear_num_key_heads: _Dim | None = None
+    linear_num_value_heads: _Dim | None = None
+    linear_key_head_dim: _Dim | None = None
+    linear_value_head_dim: _Dim | None = None
+    linear_conv_kernel_dim: _Dim | None = None
+    linear_attn_config: LinearAttnConfig | None = None
+
+    @model_validator(mode="after")
+    def _layer_lists_fit(self) -> ModelConfig:
+        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
+            raise ValueError(f"layer_types lists {len(self.layer_types)} layers but num_hidden_layers is "
+                             f"{self.num_hidden_layers}")
+        lin = self.linear_attn_config
+        if lin is not None and len(lin.kda_layers) + len(lin.full_attn_layers) != self.num_hidden_layers:
+            raise ValueError(f"linear_attn_config names {len(lin.kda_layers)} KDA + {len(lin.full_attn_layers)} "
+                             f"full-attention layers but num_hidden_layers is {self.num_hidden_layers}")
+        return self
+
+
 class Checkpoint(Strict):
     format: CheckpointFormat
     variant: UnitStr | None = None
@@ -266,6 +325,8 @@ class Checkpoint(Strict):
     )
     sha256: dict[UnitStr, Sha256] | None = None
     license: License
+    config: ModelConfig | None = Field(default=None, description="the model's config.json fields that size its "
+                                       "memory (gpu-fit plans from them before the download)")
 
     @model_validator(mode="after")
     def _variant_fits_format(self) -> Checkpoint:

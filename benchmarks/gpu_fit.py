@@ -1,0 +1,159 @@
+"""gpu-fit: how long planning a many-shard checkpoint takes, and how close the plan is to vLLM's own numbers.
+
+1. Writes a DeepSeek-V3-sized checkpoint (163 shards, the tensors of 61 MLA layers with 256 routed experts each:
+   about 91,000 tensors) as sparse safetensors files in a temporary directory, then times reading every header
+   and planning the GPU memory (median of N runs; target: well under 100 ms).
+2. Prints the accuracy table against the published vLLM start-up logs in tests/fixtures/vllm-startup-logs: rigctl's
+   full-context sequences x context in the KV memory the log reports, against vLLM's "GPU KV cache size"; and, where
+   the log gives the GPU's memory and the loaded weights, the whole budget estimate (utilization x total, less
+   weights and rigctl's overhead estimate) against vLLM's KV memory.
+
+    uv run python benchmarks/gpu_fit.py [--runs N] [--headers-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rigctl.host.safetensors import read_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+GIB = 1024**3
+TARGET_MS = 100.0
+
+
+def _tensors() -> list[tuple[str, str, list[int], int]]:
+    embed = ("model.embed_tokens.weight", "BF16", [129280, 7168], 129280 * 7168 * 2)
+    out: list[tuple[str, str, list[int], int]] = [embed]
+    for layer in range(61):
+        p = f"model.layers.{layer}"
+        for name, shape in (("self_attn.q_a_proj.weight", [1536, 7168]), ("self_attn.q_b_proj.weight", [24576, 1536]),
+                            ("self_attn.kv_a_proj_with_mqa.weight", [576, 7168]),
+                            ("self_attn.kv_b_proj.weight", [32768, 512]), ("self_attn.o_proj.weight", [7168, 16384])):
+            out.append((f"{p}.{name}", "F8_E4M3", shape, shape[0] * shape[1]))
+        for name in ("input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.kv_a_layernorm.weight"):
+            out.append((f"{p}.{name}", "BF16", [7168], 7168 * 2))
+        for e in range(256 if layer >= 3 else 0):
+            for proj, shape in (("gate_proj", [2048, 7168]), ("up_proj", [2048, 7168]), ("down_proj", [7168, 2048])):
+                out.append((f"{p}.mlp.experts.{e}.{proj}.weight", "F8_E4M3", shape, shape[0] * shape[1]))
+                out.append((f"{p}.mlp.experts.{e}.{proj}.weight_scale_inv", "F32", [16, 56], 16 * 56 * 4))
+    out.append(("lm_head.weight", "BF16", [129280, 7168], 129280 * 7168 * 2))
+    return out
+
+
+def write_checkpoint(directory: Path, shards: int) -> list[str]:
+    tensors = _tensors()
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    per = -(-len(tensors) // shards)
+    for i, name in enumerate(names):
+        header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+        offset = 0
+        for tname, dtype, shape, nbytes in tensors[i * per:(i + 1) * per]:
+            header[tname] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+            offset += nbytes
+        raw = json.dumps(header).encode()
+        with (directory / name).open("wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw)
+            f.truncate(8 + len(raw) + offset)  # sparse: no data is written, none is read
+    (directory / "config.json").write_text((ROOT / "tests/fixtures/model-configs/deepseek-v3.json").read_text())
+    return names
+
+
+def bench(runs: int, headers_only: bool) -> None:
+    """``headers_only``: time reading the headers alone (for a machine without rigctl's dependencies: the
+    plan needs pydantic; the headers are stdlib and nearly all the time)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        names = write_checkpoint(Path(tmp), 163)
+        times = []
+        plan_ms = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            local = read_checkpoint(tmp, names)
+            read = time.perf_counter()
+            if headers_only:
+                times.append((read - start) * 1000)
+                continue
+            from rigctl.preflight.gpu_fit import kv_per_sequence, shape_from_config, weights_per_gpu
+
+            w = weights_per_gpu(local.tensors, tp=8)
+            assert local.config is not None
+            shape = shape_from_config(local.config, "config.json")
+            kv = kv_per_sequence(shape, tp=8, kv_cache_dtype="fp8_ds_mla").for_context(163840)
+            times.append((time.perf_counter() - start) * 1000)
+            plan_ms.append((time.perf_counter() - read) * 1000)
+        header_bytes = 0
+        for n in names:
+            with (Path(tmp) / n).open("rb") as f:
+                header_bytes += int.from_bytes(f.read(8), "little")
+    print(f"checkpoint: {len(names)} shards, {len(local.tensors):,} tensors, {header_bytes / 2**20:.1f} MiB of headers")
+    if not headers_only:
+        print(f"plan: weights {w.bytes_per_gpu / GIB:.1f} GiB/GPU at TP 8, KV {kv / GIB:.2f} GiB for 163,840 tokens;"
+              f" planning after the headers: median {statistics.median(plan_ms):.1f} ms")
+    what = "reading the headers" if headers_only else "headers and plan"
+    print(f"time ({what}): median {statistics.median(times):.1f} ms, min {min(times):.1f} ms, max {max(times):.1f} ms "
+          f"over {runs} runs (target well under {TARGET_MS:.0f} ms)")
+
+
+END_TO_END = {  # where the log gives the GPU's total memory, gpu_memory_utilization and the loaded weights (V0)
+    "llama31-8b-rtx3090-20k.log": {"total_gib": 23.58, "util": 0.90, "weights_gib": 14.9888, "batched": 20000},
+    "llama31-8b-rtx3090-29k.log": {"total_gib": 23.58, "util": 0.90, "weights_gib": 14.9888, "batched": 29000},
+}
+
+
+def table() -> None:
+    from tests.preflight.test_gpu_fit_vllm_logs import CASES, LOGS, parse, rigctl_tokens, shape_of
+
+    from rigctl.preflight.gpu_fit import kv_per_sequence, overhead
+
+    print("\n| log | family | context | vLLM tokens | rigctl seqs x context | error | vLLM KV GiB | rigctl budget GiB "
+          "(end to end) | error |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for case in CASES:
+        if case.get("needed_only"):
+            continue
+        found = parse((LOGS / case["log"]).read_text())
+        vllm = found.get("tokens") or found["blocks"] * case["block_size"]
+        _seqs, tokens = rigctl_tokens(case, found)
+        e2e = END_TO_END.get(case["log"])
+        budget_cells = "| - | - | - |"
+        if e2e:
+            shape = shape_of(case)
+            over = overhead(shape, tp=case["tp"], batched_tokens=e2e["batched"], max_num_seqs=256, eager=False)
+            budget = e2e["util"] * e2e["total_gib"] - e2e["weights_gib"] - over.total / GIB
+            kv_gib = (found.get("available_gib") or [0])[0]
+            budget_cells = f"| {kv_gib:.2f} | {budget:.2f} | {(budget - kv_gib) / kv_gib:+.1%} |"
+        print(f"| [{case['log']}] | {case['family']} | {case['context']:,} | {vllm:,} | {tokens:,.0f} | "
+              f"{(tokens - vllm) / vllm:+.1%} {budget_cells}")
+    print("\n| log | context | vLLM: GiB needed | rigctl kv_bytes_per_sequence GiB | error |")
+    print("|---|---:|---:|---:|---:|")
+    for case in CASES:
+        found = parse((LOGS / case["log"]).read_text())
+        if "needed_gib" not in found:
+            continue
+        plan = kv_per_sequence(shape_of(case), tp=case["tp"], kv_cache_dtype=case.get("kv_cache_dtype"))
+        got = plan.for_context(found["needed_context"]) / GIB
+        print(f"| [{case['log']}] | {found['needed_context']:,} | {found['needed_gib']:.2f} | {got:.3f} | "
+              f"{(got - found['needed_gib']) / found['needed_gib']:+.2%} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--headers-only", action="store_true", help="time the header reads alone; no table")
+    args = parser.parse_args()
+    bench(max(1, min(args.runs, 1000)), args.headers_only)
+    if not args.headers_only:
+        table()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,569 @@
+"""gpu-fit: the memory plan of each chosen GPU before the weights load.
+
+vLLM finds out whether the KV cache for the configured context fits only after it has loaded the weights
+and profiled (minutes in; vllm-project/vllm#19407). This check answers in the preflight from what is on
+disk and in the recipe:
+
+- **weights per GPU** from the checkpoint's safetensors headers (``host.safetensors``: the header only),
+  each tensor at its stored size (EXL3/NVFP4/GPTQ/AWQ packed tensors count what they are), split by tensor
+  parallel where the engine splits it and whole where it replicates it; else the recipe's size / TP;
+- **KV cache of one sequence per GPU** from ``config.json`` (this machine's copy of the checkpoint, else the
+  recipe's ``checkpoint.config`` block), by attention family (``kv_per_sequence``);
+- **the budget**: ``--gpu-memory-utilization`` x total memory, minus the weights, minus an overhead estimate
+  (``overhead``), and against NVML's free memory now, naming the processes that hold the rest.
+
+The answer: fits or not, the largest context one sequence can have, how many full-context sequences the
+KV holds (vLLM's "maximum concurrency"), and the ``--gpu-memory-utilization`` the context would need.
+Planning is pure (``plan``); only ``check_gpu_fit`` reads this machine's checkpoint, through host/.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rigctl.host.facts import GIB, MIB, Gpu
+from rigctl.host.safetensors import LocalCheckpoint, Tensor, read_checkpoint
+from rigctl.preflight.finding import Context, Severity, Verdict
+from rigctl.recipe.model import CheckpointFormat, EngineKind, Recipe, SpecDraft, SpecMtp
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1}
+FP8_KV = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
+MAX_CONTEXT = 16_777_216  # the recipe's own ceiling for context_length
+THIN = 1.10  # a budget that holds the context with less than 10% to spare is thin: the estimate's own error
+
+
+# --- the model's shape ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What sizes a model's memory, by layer kind; every count is of layers of the main model."""
+
+    source: str
+    dtype_bytes: int = 2
+    layers: int = 0
+    full_layers: int = 0  # MHA/GQA/MQA layers that keep every token
+    sliding_layers: int = 0  # layers that keep a window of tokens
+    window: int | None = None
+    kv_heads: int = 0
+    head_dim: int = 0
+    mla_layers: int = 0  # multi-head latent attention: one latent per token, every rank holds it all
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
+    indexer_head_dim: int | None = None  # a sparse-attention indexer's key (DeepSeek-V3.2 style)
+    indexer_pool: int = 1  # tokens pooled into one indexer key (GLM-5.3-Flash's index_kpool)
+    linear_layers: int = 0  # KDA / Gated DeltaNet / Mamba: a fixed state per sequence
+    linear_state_bytes: int = 0  # one layer, one sequence, whole (split by TP)
+    linear_kind: str = ""
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    moe_intermediate_size: int | None = None
+    experts_per_token: int | None = None
+    vocab_size: int | None = None
+    mtp_layers: int = 0
+
+    @property
+    def family(self) -> str:
+        kinds = ((self.full_layers, "full attention"), (self.sliding_layers, f"sliding window {self.window}"),
+                 (self.mla_layers, "MLA"), (self.linear_layers, self.linear_kind or "linear attention"))
+        return " + ".join(f"{n} {name}" for n, name in kinds if n) or "no attention layers"
+
+
+def _int(c: Mapping[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = c.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def shape_from_config(config: Mapping[str, Any], source: str) -> Shape:
+    """A ``Shape`` from a ``config.json`` (or the recipe's block, which uses its names). A multimodal
+    config's ``text_config`` is the language model's."""
+    c: dict[str, Any] = dict(config)
+    text = c.get("text_config")
+    if isinstance(text, Mapping):
+        c = {**c, **text}
+    layers = _int(c, "num_hidden_layers", "num_layers", "n_layer") or 0
+    dtype = c.get("torch_dtype") or c.get("dtype") or "bfloat16"
+    dtype_bytes = DTYPE_BYTES.get(str(dtype), 2)
+    heads = _int(c, "num_attention_heads", "n_head") or 0
+    hidden = _int(c, "hidden_size", "d_model")
+    kv_heads = _int(c, "num_key_value_heads", "multi_query_group_num") or heads
+    head_dim = _int(c, "head_dim") or (hidden // heads if hidden and heads else 0)
+    mla = c.get("kv_lora_rank") is not None
+    common: dict[str, Any] = {
+        "source": source, "dtype_bytes": dtype_bytes, "layers": layers, "kv_heads": kv_heads,
+        "head_dim": head_dim, "hidden_size": hidden, "vocab_size": _int(c, "vocab_size"),
+        "intermediate_size": _int(c, "intermediate_size", "ffn_hidden_size"),
+        "moe_intermediate_size": _int(c, "moe_intermediate_size"),
+        "experts_per_token": _int(c, "num_experts_per_tok", "num_experts_per_token"),
+        "mtp_layers": _int(c, "num_nextn_predict_layers") or 0,
+    }
+    if mla:
+        common.update(kv_lora_rank=_int(c, "kv_lora_rank") or 0, rope_dim=_int(c, "qk_rope_head_dim") or 0)
+        if _int(c, "index_head_dim"):
+            common["indexer_head_dim"] = _int(c, "index_head_dim")
+            common["indexer_pool"] = _int(c, "index_kpool") or 1
+    # Which layer is which. Kimi's KDA (vllm transformers_utils/configs/kimi_linear.py is_kda_layer):
+    lin = c.get("linear_attn_config")
+    if isinstance(lin, Mapping) and isinstance(lin.get("kda_layers"), list):
+        kda = len(lin["kda_layers"])
+        heads_kda, dim_kda = _int(lin, "num_heads") or 0, _int(lin, "head_dim") or 0
+        kernel = _int(lin, "short_conv_kernel_size") or 4
+        # vLLM's KDA state (mamba_utils kda_state_shape/dtype): q, k and v convolution states of
+        # (kernel - 1) x heads*head_dim in the model dtype, and a heads x head_dim x head_dim recurrent
+        # state in float32
+        state = 3 * (kernel - 1) * heads_kda * dim_kda * dtype_bytes + heads_kda * dim_kda * dim_kda * 4
+        common["mla_layers" if mla else "full_layers"] = layers - kda
+        return Shape(**common, linear_layers=kda, linear_state_bytes=state, linear_kind="KDA linear attention")
+    kinds: list[str] | None = None
+    types = c.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        kinds = [str(t) for t in types]
+    elif _int(c, "full_attention_interval"):  # Qwen3-Next: every Nth layer is full attention, the rest GDN
+        n = _int(c, "full_attention_interval") or 1
+        kinds = ["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in range(layers)]
+    elif _int(c, "sliding_window_pattern") and _int(c, "sliding_window"):  # Gemma-3: every Nth layer global
+        n = _int(c, "sliding_window_pattern") or 1
+        kinds = ["full_attention" if (i + 1) % n == 0 else "sliding_attention" for i in range(layers)]
+    elif isinstance(c.get("hybrid_override_pattern"), str):  # Nemotron-H: M mamba, * attention, - MLP only
+        pattern = str(c["hybrid_override_pattern"])
+        kinds = ["linear_attention" if ch == "M" else "full_attention" for ch in pattern if ch in "M*"]
+    window = _int(c, "sliding_window")
+    if kinds is None:
+        sliding_all = window is not None and c.get("use_sliding_window", True) is not False
+        kinds = ["sliding_attention" if sliding_all else "full_attention"] * layers
+    full = sum(1 for k in kinds if k in ("full_attention", "attention", "deepseek_sparse_attention"))
+    sliding = sum(1 for k in kinds if k in ("sliding_attention", "local_attention"))
+    linear = sum(1 for k in kinds if k in ("linear_attention", "mamba"))
+    state = 0
+    linear_kind = ""
+    if linear and _int(c, "linear_num_value_heads"):
+        # Gated DeltaNet (vLLM mamba_utils gated_delta_net_state_shape): a convolution state of
+        # (kernel - 1) x (2 * key_dim + value_dim) and a value_heads x key_head_dim x value_head_dim
+        # recurrent state, both in the model dtype
+        kh, vh = _int(c, "linear_num_key_heads") or 0, _int(c, "linear_num_value_heads") or 0
+        kd, vd = _int(c, "linear_key_head_dim") or 0, _int(c, "linear_value_head_dim") or 0
+        kernel = _int(c, "linear_conv_kernel_dim") or 4
+        state = ((kernel - 1) * (2 * kh * kd + vh * vd) + vh * kd * vd) * dtype_bytes
+        linear_kind = "Gated DeltaNet linear attention"
+    elif linear and _int(c, "mamba_num_heads"):
+        # Mamba-2 (vLLM mamba_utils mamba2_state_shape): conv (kernel - 1) x (heads*head_dim + 2*groups*state)
+        # and an SSM state of heads x head_dim x state_size
+        mh, md = _int(c, "mamba_num_heads") or 0, _int(c, "mamba_head_dim") or 0
+        ss, groups = _int(c, "ssm_state_size") or 0, _int(c, "n_groups") or 1
+        kernel = _int(c, "conv_kernel") or 4
+        state = ((kernel - 1) * (mh * md + 2 * groups * ss) + mh * md * ss) * dtype_bytes
+        linear_kind = "Mamba-2"
+    if mla:
+        return Shape(**common, mla_layers=full + sliding, linear_layers=linear, linear_state_bytes=state,
+                     linear_kind=linear_kind)
+    return Shape(**common, full_layers=full, sliding_layers=sliding, window=window if sliding else None,
+                 linear_layers=linear, linear_state_bytes=state, linear_kind=linear_kind)
+
+
+# --- KV cache ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    per_token_bytes: int  # per GPU, for each token the context holds in full-attention and MLA layers
+    sliding_per_token_bytes: int  # per GPU, for each token a sliding-window layer keeps
+    sliding_tokens_cap: int | None  # how many tokens a sliding layer keeps at most
+    fixed_bytes: int  # per GPU per sequence, whatever the context (linear-attention / SSM state)
+    dtype: str  # "bfloat16", "fp8"...
+    parts: dict[str, int] = field(default_factory=dict)  # per-token bytes by kind, for the basis
+
+    def for_context(self, tokens: int) -> int:
+        sliding = min(tokens, self.sliding_tokens_cap) if self.sliding_tokens_cap is not None else tokens
+        return self.per_token_bytes * tokens + self.sliding_per_token_bytes * sliding + self.fixed_bytes
+
+    def max_context(self, budget: int) -> int:
+        """The largest context one sequence can have in ``budget`` bytes (0: not even the fixed state)."""
+        if budget < self.for_context(0):
+            return 0
+        lo, hi = 0, MAX_CONTEXT
+        if self.for_context(hi) <= budget:
+            return hi
+        for _ in range(64):  # bisection over [0, 2^24]: 25 steps suffice
+            if hi - lo <= 1:
+                break
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.for_context(mid) <= budget else (lo, mid)
+        return lo
+
+
+def kv_per_sequence(shape: Shape, *, tp: int, dcp: int = 1, kv_cache_dtype: str | None = None,
+                    batched_tokens: int = 2048, speculative_layers: int = 0) -> KvPlan:
+    """The KV cache one sequence needs on one GPU, by attention family:
+
+    - full attention (MHA/GQA/MQA): 2 (K and V) x layers x KV heads on this rank x head_dim x dtype bytes;
+      KV heads are split by TP and each rank keeps one whole head when there are fewer heads than ranks
+      (vLLM model_executor/layers/linear.py QKVParallelLinear: num_kv_heads = max(1, total // tp));
+    - MLA (DeepSeek-V2/V3, Kimi, GLM): layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes, the same on
+      every TP rank (vLLM MLACommonBackend get_kv_cache_shape has no head split), divided over
+      decode_context_parallel, which interleaves the tokens of one sequence over its ranks;
+      ``fp8_ds_mla`` stores 656 bytes per token for a 512/64 latent: the latent in fp8, four float32 scales,
+      the rope part in bf16 (vLLM FlashMLASparse, DeepSeek-V3.2);
+    - a sparse-attention indexer (DeepSeek-V3.2 style): index_head_dim fp8 bytes + a float32 scale per 128
+      per token per MLA layer (vLLM DeepseekV32IndexerCache), over ``index_kpool`` tokens where keys are pooled
+      (GLM-5.3-Flash: 132 / 4 = 33 bytes, local-inference-lab/vllm#549);
+    - sliding-window layers: like full attention but capped at the window plus one scheduling step
+      (vLLM SlidingWindowSpec.max_memory_usage_bytes: window - 1 + max_num_batched_tokens);
+    - linear attention / SSM (KDA, Gated DeltaNet, Mamba-2): a fixed state per sequence split by TP, no
+      per-token term;
+    - hybrids: the sum of their layer kinds. The KV dtype is --kv-cache-dtype (fp8: 1 byte) or the model's.
+    """
+    fp8 = kv_cache_dtype in FP8_KV
+    kv_bytes = 1 if fp8 else shape.dtype_bytes
+    dtype = "fp8" if fp8 else {1: "fp8", 2: "bfloat16/float16", 4: "float32"}[shape.dtype_bytes]
+    parts: dict[str, int] = {}
+    heads_here = max(1, shape.kv_heads // tp) if shape.kv_heads else 0
+    extra = speculative_layers  # MTP modules keep a KV cache of their own, like one more layer of the main kind
+    per_token = 0
+    if shape.full_layers:
+        parts["full_attention"] = 2 * (shape.full_layers + (extra if not shape.mla_layers else 0)) * heads_here \
+            * shape.head_dim * kv_bytes
+        per_token += parts["full_attention"]
+    if shape.mla_layers:
+        mla_layers = shape.mla_layers + extra
+        if kv_cache_dtype == "fp8_ds_mla":
+            latent = shape.kv_lora_rank + 4 * math.ceil(shape.kv_lora_rank / 128) + 2 * shape.rope_dim
+        else:
+            latent = (shape.kv_lora_rank + shape.rope_dim) * kv_bytes
+        parts["mla_latent"] = mla_layers * latent // dcp
+        per_token += parts["mla_latent"]
+        if shape.indexer_head_dim:
+            key = shape.indexer_head_dim + 4 * math.ceil(shape.indexer_head_dim / 128)
+            parts["indexer_keys"] = mla_layers * key // shape.indexer_pool // dcp
+            per_token += parts["indexer_keys"]
+    sliding_per_token = 0
+    cap = None
+    if shape.sliding_layers:
+        sliding_per_token = 2 * shape.sliding_layers * heads_here * shape.head_dim * kv_bytes
+        parts["sliding_window"] = sliding_per_token
+        cap = (shape.window or 0) - 1 + batched_tokens
+    fixed = shape.linear_layers * shape.linear_state_bytes // tp
+    return KvPlan(per_token, sliding_per_token, cap, fixed, dtype, parts)
+
+
+# --- weights -------------------------------------------------------------------------------------------
+
+# Tensors every TP rank holds whole (vLLM ReplicatedLinear and the like): MLA's latent down-projections and
+# their norms, MoE routers, the indexer's small projections. One-dimensional tensors (norms, biases, scales)
+# are counted whole too: they are small, and most are replicated.
+_REPLICATED = ("kv_a_proj_with_mqa", "q_a_proj", "kv_a_layernorm", "q_a_layernorm", ".mlp.gate.weight",
+               "e_score_correction_bias", ".indexer.", "router.")
+
+
+@dataclass(frozen=True)
+class WeightPlan:
+    bytes_per_gpu: int
+    split_bytes: int  # total bytes that are split over TP
+    replicated_bytes: int  # bytes every rank holds whole
+    expert_bytes: int  # routed experts, split by TP or EP
+    tensors: int
+
+
+def weights_per_gpu(tensors: Sequence[Tensor], *, tp: int, pp: int = 1, ep_ranks: int | None = None) -> WeightPlan:
+    """Per GPU: split tensors / TP, replicated tensors whole, routed experts / (EP ranks or TP), all / PP."""
+    split = replicated = experts = 0
+    for t in tensors:
+        name = t.name
+        if ".experts." in name and "shared_expert" not in name:
+            experts += t.nbytes
+        elif len(t.shape) <= 1 or any(key in name for key in _REPLICATED):
+            replicated += t.nbytes
+        else:
+            split += t.nbytes
+    per = split // tp + replicated + experts // (ep_ranks or tp)
+    return WeightPlan(per // pp, split, replicated, experts, len(tensors))
+
+
+# --- the budget ----------------------------------------------------------------------------------------
+
+CUDA_CONTEXT = 640 * MIB  # measured: 621 MiB after the first CUDA tensor on an H200 (facts.md), rounded up
+NCCL_BUFFERS = 512 * MIB  # TP > 1: NCCL communicators and the custom all-reduce buffers (an estimate)
+CUDA_GRAPHS = 512 * MIB  # piecewise graphs of a default capture (vLLM "Estimated CUDA graph memory": ~0.3-1 GiB)
+
+
+@dataclass(frozen=True)
+class Overhead:
+    cuda_context: int
+    nccl: int
+    activations: int
+    cuda_graphs: int
+    batched_tokens: int
+
+    @property
+    def total(self) -> int:
+        """What comes out of the gpu-memory-utilization budget before the KV cache. CUDA graphs are not in
+        it: vLLM sizes the KV cache before it captures them, so they come out of the headroom left beyond
+        the budget (they count against NVML's free memory, ``judge``)."""
+        return self.cuda_context + self.nccl + self.activations
+
+
+def overhead(shape: Shape, *, tp: int, batched_tokens: int, max_num_seqs: int, eager: bool) -> Overhead:
+    """What the engine holds besides weights and KV, as vLLM profiles it: the CUDA context (and NCCL with
+    TP > 1), the peak activations of one forward pass of ``batched_tokens`` tokens (the MLP's gate/up and
+    down buffers on this rank, a few hidden-size buffers; for MoE the fused kernel's top-k caches), the
+    sampler's float32 logits for ``max_num_seqs`` sequences, and CUDA graphs unless --enforce-eager."""
+    act_bytes = 2
+    hidden = shape.hidden_size or 4096
+    if shape.moe_intermediate_size and shape.experts_per_token:
+        mlp = shape.experts_per_token * (3 * shape.moe_intermediate_size // tp + hidden)
+    else:
+        mlp = 3 * (shape.intermediate_size or 4 * hidden) // tp
+    per_token = (mlp + 4 * hidden) * act_bytes
+    logits = max_num_seqs * (shape.vocab_size or 128_000) * 4
+    return Overhead(CUDA_CONTEXT, NCCL_BUFFERS if tp > 1 else 0, batched_tokens * per_token + logits,
+                    0 if eager else CUDA_GRAPHS, batched_tokens)
+
+
+# --- engine settings -------------------------------------------------------------------------------------
+
+
+def _arg(args: Sequence[str], flag: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    utilization: float
+    utilization_source: str
+    kv_cache_dtype: str | None
+    batched_tokens: int
+    max_num_seqs: int
+    eager: bool
+
+
+def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
+    args = recipe.engine.args
+    big = total_bytes >= 70 * GIB
+    if recipe.engine.kind is EngineKind.SGLANG:
+        flag, default = "--mem-fraction-static", 0.88
+    else:
+        flag, default = "--gpu-memory-utilization", 0.9  # vLLM's default (vllm/config/cache.py)
+    given = _arg(args, flag)
+    try:
+        util, source = (float(given), flag) if given is not None else (default, f"{recipe.engine.kind} default")
+    except ValueError:
+        util, source = default, f"{recipe.engine.kind} default ({flag} {given!r} is not a number)"
+    # vLLM's defaults for `vllm serve` (vllm/engine/arg_utils.py): 8192 batched tokens on GPUs of 70 GiB or
+    # more, 2048 below; 256 sequences
+    mnbt = _arg(args, "--max-num-batched-tokens")
+    seqs = _arg(args, "--max-num-seqs")
+    return EngineSettings(
+        utilization=util, utilization_source=source, kv_cache_dtype=_arg(args, "--kv-cache-dtype"),
+        batched_tokens=int(mnbt) if mnbt and mnbt.isdigit() else (8192 if big else 2048),
+        max_num_seqs=int(seqs) if seqs and seqs.isdigit() else 256,
+        eager="--enforce-eager" in args)
+
+
+# --- the plan --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    context: int
+    total_bytes: int
+    utilization: float
+    weights: int
+    weights_basis: str
+    kv: KvPlan
+    overhead: Overhead
+    shape: Shape
+
+    @property
+    def kv_bytes_per_sequence(self) -> int:
+        return self.kv.for_context(self.context)
+
+    @property
+    def budget(self) -> int:
+        return int(self.utilization * self.total_bytes) - self.weights - self.overhead.total
+
+    @property
+    def sequences(self) -> float:
+        need = self.kv_bytes_per_sequence
+        return max(0.0, self.budget / need) if need else math.inf
+
+    @property
+    def max_context(self) -> int:
+        return self.kv.max_context(self.budget)
+
+    @property
+    def needed_utilization(self) -> float:
+        need = self.weights + self.overhead.total + self.kv_bytes_per_sequence
+        return math.ceil(need / self.total_bytes * 100) / 100
+
+    @property
+    def fits(self) -> bool:
+        return self.budget >= self.kv_bytes_per_sequence
+
+    def figures(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        seqs = self.sequences
+        basis: dict[str, Any] = {
+            "weights": self.weights_basis,
+            "shape": f"{self.shape.family} ({self.shape.source})",
+            "kv_dtype": self.kv.dtype,
+            "kv_per_token_bytes": dict(self.kv.parts),
+            "kv_fixed_bytes_per_sequence": self.kv.fixed_bytes,
+            "gpu_memory_bytes": self.total_bytes,
+            "gpu_memory_utilization": self.utilization,
+            "overhead_bytes": {"cuda_context": self.overhead.cuda_context, "nccl": self.overhead.nccl,
+                               "activations": self.overhead.activations, "cuda_graphs": self.overhead.cuda_graphs},
+            "overhead_basis": (f"an estimate: CUDA context 0.6 GiB as measured, NCCL buffers with TP > 1, peak "
+                               f"activations of {self.overhead.batched_tokens:,} batched tokens and the sampler's "
+                               "logits; CUDA graphs (unless --enforce-eager) are captured after the KV cache is "
+                               "sized, so they count against free memory, not the budget"),
+        }
+        if extra:
+            basis.update(extra)
+        return {
+            "weights_bytes_per_gpu": self.weights,
+            "kv_bytes_per_sequence": self.kv_bytes_per_sequence,
+            "kv_budget_bytes_per_gpu": self.budget,
+            "max_context_tokens": self.max_context,
+            "max_full_context_sequences": math.floor(seqs * 100) / 100 if math.isfinite(seqs) else None,
+            "needed_gpu_memory_utilization": self.needed_utilization,
+            "basis": basis,
+        }
+
+
+def plan(recipe: Recipe, shape: Shape, *, total_bytes: int, weights: int, weights_basis: str) -> Plan:
+    gpus = recipe.gpus
+    eng = engine_settings(recipe, total_bytes)
+    spec_layers = (shape.mtp_layers or 1) if isinstance(recipe.speculative, SpecMtp) else 0
+    kv = kv_per_sequence(shape, tp=gpus.tensor_parallel, dcp=gpus.decode_context_parallel,
+                         kv_cache_dtype=eng.kv_cache_dtype, batched_tokens=eng.batched_tokens,
+                         speculative_layers=spec_layers)
+    over = overhead(shape, tp=gpus.tensor_parallel, batched_tokens=eng.batched_tokens,
+                    max_num_seqs=eng.max_num_seqs, eager=eng.eager)
+    return Plan(recipe.context_length, total_bytes, eng.utilization, weights, weights_basis, kv, over, shape)
+
+
+def recipe_weights(recipe: Recipe, local: LocalCheckpoint | None) -> tuple[int, str]:
+    """Per-GPU weight bytes and where they come from: the shards' headers when every shard is here,
+    else the recipe's size / TP (with a note); a draft model's size / TP is added either way."""
+    gpus = recipe.gpus
+    ck = recipe.checkpoint
+    if local is not None and local.tensors and not local.missing and not local.problems:
+        ep = gpus.tensor_parallel * gpus.data_parallel if gpus.expert_parallel else None
+        w = weights_per_gpu(local.tensors, tp=gpus.tensor_parallel, pp=gpus.pipeline_parallel, ep_ranks=ep)
+        weights, basis = w.bytes_per_gpu, (f"safetensors headers of {local.shards_read} shard(s), {w.tensors:,} "
+                                           f"tensors: {w.split_bytes / GIB:.1f} GiB split over TP "
+                                           f"{gpus.tensor_parallel}, {w.expert_bytes / GIB:.1f} GiB of routed "
+                                           f"experts split over {'EP' if ep else 'TP'}, {w.replicated_bytes / GIB:.2f} "
+                                           "GiB replicated")
+    else:
+        size = ck.total_bytes or ck.approx_bytes or 0
+        kind = "total_bytes" if ck.total_bytes else "approx_bytes"
+        why = "the checkpoint is not on this machine" if local is None or not local.shards_read else \
+            "not every shard's header could be read"
+        weights = size // (gpus.tensor_parallel * gpus.pipeline_parallel)
+        basis = f"recipe checkpoint.{kind} / TP {gpus.tensor_parallel} ({why}; replicated tensors not counted twice)"
+    if isinstance(recipe.speculative, SpecDraft):
+        weights += recipe.speculative.draft.total_bytes // gpus.tensor_parallel
+        basis += (f"; + draft {recipe.speculative.draft.total_bytes / GIB:.1f} GiB / TP (the draft's own KV cache is "
+                  "not counted: its shape is not in the recipe)")
+    return weights, basis
+
+
+def model_shape(recipe: Recipe, local: LocalCheckpoint | None) -> Shape | None:
+    """The model's shape: this machine's config.json where the checkpoint is here, else the recipe's block."""
+    if local is not None and local.config is not None:
+        return shape_from_config(local.config, f"config.json in {recipe.checkpoint.path}")
+    if recipe.checkpoint.config is not None:
+        return shape_from_config(recipe.checkpoint.config.model_dump(exclude_none=True),
+                                 "the recipe's checkpoint.config")
+    return None
+
+
+# --- the check -------------------------------------------------------------------------------------------
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:,.1f} GiB"
+
+
+def _holders(gpu: Gpu) -> str:
+    procs = ", ".join(f"PID {p.pid} {p.name or '(name not visible)'}"
+                      + (f" {p.used_memory_bytes / GIB:.1f} GiB" if p.used_memory_bytes else "") for p in gpu.processes)
+    return procs or "no process visible (another container or PID namespace?)"
+
+
+def judge(p: Plan, chosen: Sequence[Gpu], extra: Mapping[str, Any] | None = None) -> Verdict:
+    """Fits or not, with the numbers; then against NVML's free memory now."""
+    figures = p.figures(extra)
+    ctx = f"{p.context:,}"
+    seqs = figures["max_full_context_sequences"]
+    head = (f"weights {_gib(p.weights)}/GPU, KV for one {ctx}-token sequence {_gib(p.kv_bytes_per_sequence)}/GPU "
+            f"({p.shape.family}, KV {p.kv.dtype}); budget {_gib(p.budget)}/GPU at gpu-memory-utilization "
+            f"{p.utilization:g} of {_gib(p.total_bytes)} (less {_gib(p.overhead.total)} estimated overhead)")
+    if not p.fits:
+        return Verdict(Severity.FAIL,
+                       f"{ctx} tokens do not fit: {head}; the largest context for one sequence is "
+                       f"{p.max_context:,} tokens", (
+                           f"lower context_length to {p.max_context:,} or less, raise --gpu-memory-utilization to "
+                           f"{p.needed_utilization:.2f} if the GPU has it free, use --kv-cache-dtype fp8, or more GPUs "
+                           "(a larger tensor_parallel)"), figures)
+    text = (f"{ctx} tokens fit: {head}; it holds {seqs:,.2f} full-context sequence(s) "
+            f"(largest single context {p.max_context:,} tokens; needs gpu-memory-utilization >= "
+            f"{p.needed_utilization:.2f})")
+    want = int(p.utilization * p.total_bytes) + p.overhead.cuda_graphs
+    short = [g for g in chosen if g.memory_free_bytes is not None and g.memory_free_bytes < want]
+    if short:
+        rows = "; ".join(f"GPU {g.index}: {_gib(g.memory_free_bytes or 0)} free, held by {_holders(g)}" for g in short)
+        pids = sorted({pr.pid for g in short for pr in g.processes})
+        return Verdict(Severity.FAIL,
+                       f"{text}; but the engine asks for {_gib(want)} per GPU and NVML shows less free now: {rows}",
+                       (f"stop the holders (`kill {' '.join(map(str, pids))}` or stop the serving unit that owns them)"
+                        if pids else "find the holder with `nvidia-smi` on the host and stop it")
+                       + ", or lower --gpu-memory-utilization to what is free", figures)
+    if p.sequences < THIN:
+        return Verdict(Severity.WARN, f"{text}; the margin is thin (under {THIN - 1:.0%} beyond one sequence, about "
+                                      "the estimate's own error)",
+                       "lower context_length a little, or use --kv-cache-dtype fp8, for room to spare", figures)
+    return Verdict(Severity.OK, text, None, figures)
+
+
+def check_gpu_fit(ctx: Context) -> Verdict:
+    """Will the weights and the KV cache for the recipe's context fit on the chosen GPUs? Weights from the
+    checkpoint's safetensors headers (or the recipe's size), KV per sequence from config.json (or the recipe's
+    checkpoint.config) by attention family, the budget from --gpu-memory-utilization less an overhead
+    estimate, and NVML's free memory now."""
+    recipe = ctx.recipe
+    if recipe.gpus.count == 0:
+        return Verdict(Severity.SKIP, "the recipe needs no GPU")
+    ck = recipe.checkpoint
+    # the one read of this machine in a check: a model's shape does not depend on the box, so it comes from
+    # the checkpoint where this machine has it, with --inventory too (headers only, bounded: host.safetensors)
+    local = None if ck.format is CheckpointFormat.GGUF else read_checkpoint(ck.path, ck.shard_names())
+    shape = model_shape(recipe, local)
+    if shape is None:
+        return Verdict(Severity.WARN, "no model shape to plan from: the checkpoint is not on this machine and the "
+                                      "recipe has no checkpoint.config block",
+                       "add checkpoint.config to the recipe with the fields of the model's config.json "
+                       "(num_hidden_layers, num_key_value_heads, head_dim, ...; see `rigctl schema recipe`)")
+    if not ctx.facts.gpu.available or not ctx.choice.ok or not ctx.choice.gpus:
+        why = f"NVML is unavailable ({ctx.facts.gpu.error}); see gpu-driver" if not ctx.facts.gpu.available else \
+            "no valid GPU layout; see gpu-count"
+        return Verdict(Severity.SKIP, f"no GPUs to plan against: {why}")
+    by_index = {g.index: g for g in ctx.facts.gpu.devices}
+    chosen = [by_index[i] for i in ctx.choice.indices if i in by_index]
+    totals = [g.memory_total_bytes for g in chosen if g.memory_total_bytes]
+    if not totals:
+        return Verdict(Severity.SKIP, "NVML did not report the chosen GPUs' memory")
+    weights, basis = recipe_weights(recipe, local)
+    p = plan(recipe, shape, total_bytes=min(totals), weights=weights, weights_basis=basis)
+    notes = (local.problems if local else [])[:3]
+    return judge(p, chosen, {"checkpoint_problems": notes} if notes else None)

@@ -1,0 +1,126 @@
+"""Safetensors headers: read bounded (a hostile header is an error naming the file, not a hang or a huge read), and
+the weights per GPU they give: split by TP, replicated where the engine replicates, experts by TP or EP, packed
+quantised tensors at their stored size."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rigctl.host.facts import HostFacts
+from rigctl.host.safetensors import HEADER_LIMIT, HeaderError, Tensor, read_checkpoint, read_header
+from rigctl.preflight.finding import Severity
+from rigctl.preflight.gpu_fit import weights_per_gpu
+from rigctl.preflight.runner import run_preflight
+from rigctl.recipe.model import Recipe
+
+
+def write_shard(path: Path, tensors: dict[str, tuple[str, list[int], int]], *, pad: bytes = b"") -> None:
+    """A real safetensors layout: 8-byte little-endian length, JSON header, then the data (zeros)."""
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode() + pad
+    with path.open("wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + offset)  # sparse: the data is never read
+
+
+def test_reads_the_header_only(tmp_path: Path) -> None:
+    shard = tmp_path / "model.safetensors"
+    write_shard(shard, {"model.embed_tokens.weight": ("BF16", [1000, 64], 128_000),
+                        "model.norm.weight": ("BF16", [64], 128)})
+    tensors = read_header(shard)
+    assert [(t.name, t.dtype, t.shape, t.nbytes) for t in tensors] == [
+        ("model.embed_tokens.weight", "BF16", (1000, 64), 128_000), ("model.norm.weight", "BF16", (64,), 128)]
+
+
+def framed(header: bytes) -> bytes:
+    return struct.pack("<Q", len(header)) + header
+
+
+@pytest.mark.parametrize(("raw", "why"), [
+    (struct.pack("<Q", 2**63), "more than the 100 MiB"),
+    (struct.pack("<Q", HEADER_LIMIT + 1), "more than the 100 MiB"),
+    (struct.pack("<Q", 4096) + b"{}", "does not fit"),
+    (b"\x01\x02", "shorter than the 8-byte"),
+    (struct.pack("<Q", 5) + b"[1,2]", "not a JSON object"),
+    (struct.pack("<Q", 4) + b"\xff\xfe{}", "not JSON"),
+    (framed(json.dumps({"t": {"dtype": "F16", "shape": [2], "data_offsets": [0, 99]}}).encode()), "fall outside"),
+    (framed(json.dumps({"t": {"dtype": "F16", "shape": [-1], "data_offsets": [0, 0]}}).encode()), "shape"),
+    (framed(json.dumps({"t": {"dtype": "F16", "shape": [2], "data_offsets": [4, 2]}}).encode()), "fall outside"),
+    (framed(json.dumps({"t": "x"}).encode()), "not an object"),
+    (framed(b"[" * 100_000 + b"]" * 100_000), "not JSON"),
+])
+def test_hostile_headers_are_errors(tmp_path: Path, raw: bytes, why: str) -> None:
+    shard = tmp_path / "bad.safetensors"
+    shard.write_bytes(raw)
+    with pytest.raises(HeaderError) as exc:
+        read_header(shard)
+    assert why in exc.value.why and str(shard) in exc.value.problems[0]
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "model.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(HeaderError, match="not a regular file"):
+        read_header(fifo)
+
+
+def test_a_damaged_shard_falls_back_to_the_recipe_size(tmp_path: Path) -> None:
+    write_shard(tmp_path / "a.safetensors", {"w": ("BF16", [4, 4], 32)})
+    (tmp_path / "b.safetensors").write_bytes(struct.pack("<Q", 2**40))
+    got = read_checkpoint(str(tmp_path), ["a.safetensors", "b.safetensors", "c.safetensors"])
+    assert got.shards_read == 1 and got.missing == ["c.safetensors"] and "b.safetensors" in got.problems[0]
+
+
+def t(name: str, shape: list[int], nbytes: int) -> Tensor:
+    return Tensor(name, "BF16", tuple(shape), nbytes)
+
+
+def test_weights_split_replicated_and_experts() -> None:
+    tensors = [
+        t("model.layers.0.self_attn.q_proj.weight", [4096, 4096], 1000),  # split
+        t("model.layers.0.self_attn.kv_a_proj_with_mqa.weight", [576, 7168], 300),  # MLA down-projection: whole
+        t("model.layers.0.input_layernorm.weight", [7168], 10),  # 1-D: whole
+        t("model.layers.0.mlp.gate.weight", [256, 7168], 20),  # router: whole
+        t("model.layers.0.mlp.experts.0.down_proj.weight", [7168, 2048], 4000),  # routed expert
+        t("model.layers.0.mlp.shared_experts.down_proj.weight", [7168, 2048], 400),  # shared expert: split
+    ]
+    w = weights_per_gpu(tensors, tp=2)
+    assert (w.split_bytes, w.replicated_bytes, w.expert_bytes) == (1400, 330, 4000)
+    assert w.bytes_per_gpu == 1400 // 2 + 330 + 4000 // 2
+    assert weights_per_gpu(tensors, tp=2, ep_ranks=4).bytes_per_gpu == 1400 // 2 + 330 + 4000 // 4
+
+
+def test_quantised_tensors_count_their_stored_bytes() -> None:
+    packed = Tensor("model.layers.0.mlp.experts.0.up_proj.weight_packed", "U8", (2048, 3584), 2048 * 3584)
+    assert weights_per_gpu([packed], tp=1).bytes_per_gpu == 2048 * 3584  # 4-bit pairs in U8: stored size
+
+
+def test_the_check_uses_headers_and_config_on_this_machine(tmp_path: Path, recipe_with: Callable[..., Recipe],
+                                                           facts_for: Callable[..., HostFacts]) -> None:
+    ckpt = tmp_path / "Qwen3-8B"
+    ckpt.mkdir()
+    cfg = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "model-configs" / "qwen3-8b.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 18}))  # this machine's copy wins
+    for i in (1, 2):
+        write_shard(ckpt / f"model-{i:05d}-of-00002.safetensors",
+                    {f"model.layers.{i}.mlp.down_proj.weight": ("BF16", [4096, 12288], 2 * 4096 * 12288),
+                     f"model.layers.{i}.input_layernorm.weight": ("BF16", [4096], 8192)})
+    recipe = recipe_with("qwen3-8b-vllm", f"checkpoint.path={ckpt}", "checkpoint.shards=2",
+                         f"container.volumes=[{{\"host\":\"{ckpt}\",\"container\":\"/models/q\"}}]")
+    f = run_preflight(recipe, facts_for(recipe, "pro6000-single")).finding("gpu-fit")
+    assert f.severity is Severity.OK and f.figures is not None
+    assert f.figures["weights_bytes_per_gpu"] == 2 * (2 * 4096 * 12288 + 8192)
+    assert f.figures["kv_bytes_per_sequence"] == 2 * 18 * 8 * 128 * 2 * 32768
+    assert "safetensors headers of 2 shard(s)" in f.figures["basis"]["weights"]
+    assert "config.json in" in f.figures["basis"]["shape"]
