@@ -216,3 +216,81 @@ def expand_user(path: str) -> str:
         except KeyError:
             return path
     return base.rstrip("/") + "/" + rest if sep else base
+
+
+# --- programs: as root, only what root alone could have put there runs -------------------------------------
+
+
+def program_refusal(path: str) -> str | None:
+    """Why root must not run the program file ``path`` (another uid owns it, or a directory on the way to
+    it, or someone else can write one of them); None when it may, and always for anyone else. A user's
+    ``PATH`` entry (``~/bin``) or a program named in a user's environment (``RIGCTL_QUADLET``) would
+    otherwise run as root."""
+    if not is_root():
+        return None
+    full = os.path.abspath(path)
+    why = roots_own(os.path.dirname(full))
+    if why is not None:
+        return why
+    try:
+        st = os.stat(full)
+    except OSError as exc:
+        return f"{full} cannot be read ({exc.strerror or exc})"
+    if st.st_uid != 0:
+        return f"{full} is owned by uid {st.st_uid}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{full} is writable by others"
+    return None
+
+
+def search_path(value: str | None) -> tuple[str, list[str]]:
+    """``PATH`` as root may search it: the entries root alone controls, in order (and what was left out, a
+    line each); anyone else's as given."""
+    entries = [e for e in (value or "").split(os.pathsep) if e]
+    if not is_root():
+        return os.pathsep.join(entries), []
+    kept, dropped = [], []
+    for entry in entries:
+        why = "not an absolute path" if not os.path.isabs(entry) else roots_own(entry)
+        if why is None:
+            kept.append(entry)
+        else:
+            dropped.append(f"PATH entry {_shown(entry)}: {why}")
+    return os.pathsep.join(kept), dropped
+
+
+# Variables naming a program or a file that programs rigctl starts will obey (podman reads CONTAINERS_CONF,
+# whose runtime= it executes), and a socket rigctl talks to as if it were the host's podman.
+PROGRAM_VARIABLES = ("RIGCTL_QUADLET", "CONTAINERS_CONF", "CONTAINERS_REGISTRIES_CONF", "CONTAINERS_STORAGE_CONF")
+SOCKET_VARIABLES = ("CONTAINER_HOST",)
+
+
+def confine_children() -> list[str]:
+    """As root: drop from this process's environment, before any program starts, the ``PATH`` entries and
+    the program, configuration and socket variables that are not root's own (each said, a line each); for
+    anyone else nothing changes. Called once, at start, by the command line."""
+    if not is_root():
+        return []
+    kept, said = search_path(os.environ.get("PATH"))
+    if said:
+        os.environ["PATH"] = kept
+    for name in PROGRAM_VARIABLES:
+        value = os.environ.get(name)
+        why = program_refusal(value) if value and name == "RIGCTL_QUADLET" else \
+            (_file_refusal(value) if value else None)
+        if why is not None:
+            del os.environ[name]
+            said.append(f"{name}={_shown(value or '')}: {why}; not used")
+    for name in SOCKET_VARIABLES:
+        value = os.environ.get(name) or ""
+        if value.startswith("unix://"):
+            why = roots_own(os.path.dirname(os.path.abspath(value[len("unix://"):])))
+            if why is not None:
+                del os.environ[name]
+                said.append(f"{name}={_shown(value)}: {why}; not used")
+    return said
+
+
+def _file_refusal(path: str) -> str | None:
+    """Why root must not take the file ``path`` as its configuration: as ``program_refusal``."""
+    return program_refusal(path)

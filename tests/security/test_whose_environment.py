@@ -258,3 +258,31 @@ def test_completion_never_writes_through_a_link(linked: str, root_home: Path, tm
     assert done.returncode != 0 and "link" in done.stderr and "fix:" in done.stderr
     assert victim.read_text() == "# root's file\n" and sorted(victim_dir.iterdir()) == [victim]
     assert stat.S_ISLNK(at.lstat().st_mode)
+
+
+def test_root_runs_no_program_another_user_placed(user_home: Path, root_home: Path, tmp_path: Path) -> None:
+    """`su` without `-` keeps the user's PATH (`~/bin` first) and any RIGCTL_QUADLET or CONTAINERS_CONF they
+    set: root would run their `podman`, their "quadlet" and the runtime their containers.conf names. As root
+    such entries are dropped before any program starts, and said."""
+    marker = tmp_path / "ran-as-root"
+    bin_dir = user_home / "bin"
+    bin_dir.mkdir()
+    for name in ("podman", "systemctl", "quadlet", "ssh", "nvidia-smi"):
+        prog = bin_dir / name
+        prog.write_text(f"#!/bin/sh\necho {name} >> {marker}\nexit 1\n")
+        prog.chmod(0o755)
+    (user_home / "containers.conf").write_text('[engine]\nruntime = "/home/u/bin/evil"\n')
+    owned(user_home)
+    env = {"HOME": str(root_home), "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
+           "RIGCTL_QUADLET": str(bin_dir / "quadlet"), "CONTAINERS_CONF": str(user_home / "containers.conf")}
+    done = rigctl("inventory", "--json", env=env)
+    assert not marker.exists(), f"root ran {marker.read_text()!r} from the user's directory"
+    assert f"PATH entry {bin_dir}" in done.stderr and "RIGCTL_QUADLET=" in done.stderr
+    assert "CONTAINERS_CONF=" in done.stderr and json.loads(done.stdout)["command"] == "inventory"
+    # root's own directories are searched as before
+    mine = root_home / "bin"
+    mine.mkdir()
+    (mine / "podman").write_text(f"#!/bin/sh\necho podman >> {marker}\nexit 1\n")
+    (mine / "podman").chmod(0o755)
+    again = rigctl("inventory", "--json", env={"HOME": str(root_home), "PATH": f"{mine}:/usr/bin:/bin"})
+    assert marker.exists() and "PATH entry" not in again.stderr

@@ -133,11 +133,13 @@ def root(  # noqa: PLR0917 - typer passes the root's options by position
         raise typer.Exit(emit_error("rigctl", UsageError("--quiet and --verbose exclude each other"),
                                     as_json="--json" in sys.argv))
     set_verbosity(quiet=quiet, verbose=verbose)
-    from rigctl.invocation import current
+    from rigctl.invocation import confine_children, current
 
     notice = current().notice()  # root with a user's HOME or XDG directories: said once, whatever the command
     if notice:
         sys.stderr.write(notice + "\n")
+    for line in confine_children():  # root: no program from a directory or a file another user controls
+        sys.stderr.write(f"rigctl: as root, {line}\n")
     ROOT.hosts = hosts_file
     ROOT.allow_ssh_commands = allow_ssh_commands
     if host is None:
