@@ -121,6 +121,9 @@ def install(
     state = history.canary_state(state_dir, deployment)
     config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now)
     before = state.config
+    same = before is not None and dataclasses.replace(before, installed_at=now) == config
+    if same and before is not None:
+        config.installed_at = before.installed_at  # the same canary again: it was installed then, not now
     state.config = config
     history.save_canary(state_dir, deployment, state)
     if installed.changed:
@@ -129,7 +132,7 @@ def install(
     if installed.changed and before is not None:
         systemd.restart_unit(timer_name(deployment))  # the new interval counts from now
     fresh = before is None and installed.changed
-    action = "installed" if fresh else ("updated" if installed.changed or before != config else "unchanged")
+    action = "installed" if fresh else ("updated" if installed.changed or not same else "unchanged")
     return CanaryChange(deployment, action, timer_name(deployment), service_name(deployment), str(unit_dir),
                         written=[str(p) for p in installed.written], settings=dataclasses.asdict(config),
                         message=f"canary of {deployment}: every {every_s}s, {','.join(checks)}, "
