@@ -338,3 +338,21 @@ def test_export_uses_vllm_bench_key_names() -> None:
     assert doc["duration"] == 3.5 and doc["num_prompts"] == 8 and doc["max_concurrency"] == 4
     assert doc["rigctl"]["image_digest"] == "sha256:ab" and doc["rigctl"]["status"] == "fail"
     json.dumps(doc)
+
+
+def test_doctor_lists_the_canaries_and_those_without_a_deployment(tmp_path: Path, monkeypatch: Any) -> None:
+    import rigctl.places
+
+    units, state = tmp_path / "units", tmp_path / "state"
+    units.mkdir()
+    state.mkdir()
+    for name in ("demo", "gone"):
+        for file_name, text in render(CanaryUnits(name, ENGINE, 60, 60, ("smoke",), ("/usr/bin/python3",))).items():
+            (units / file_name).write_text(text)
+    (units / "rigctl-other.timer").write_text("[Timer]\n")  # not a canary's
+    (state / "demo.json").write_text("{}")
+    monkeypatch.setattr(canary, "systemd_dir", lambda scope: units)
+    monkeypatch.setattr(rigctl.places, "state_dir", lambda scope: state)
+    listed = canary.installed([Scope.USER])
+    assert [(c["deployment"], c["deployed"]) for c in listed] == [("demo", True), ("gone", False)]
+    assert listed[0]["service"] == str(units / "rigctl-demo-canary.service")

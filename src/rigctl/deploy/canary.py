@@ -326,3 +326,27 @@ def service_lock(deployment: str) -> Callable[[], Any]:
 def command_for(deployment: str, scope: Scope, executable: str) -> list[str]:
     """The service's command: this interpreter running rigctl, so the timer runs the rigctl that set it up."""
     return [executable, "-m", "rigctl", "canary", deployment, "--run-once", f"--{scope}"]
+
+
+def installed(scopes: Sequence[Scope]) -> list[dict[str, Any]]:
+    """The canary units on this host (`doctor` lists them): each timer rigctl wrote, its service, and whether
+    a deployment record still goes with it (a canary without one checks nothing: `rigctl canary NAME --off`)."""
+    from rigctl.deploy.state import is_record_name, record_path  # noqa: PLC0415 - only for this listing
+    from rigctl.places import state_dir  # noqa: PLC0415
+
+    out: list[dict[str, Any]] = []
+    for scope in scopes:
+        directory = systemd_dir(scope)
+        try:
+            names = sorted(p.name for p in directory.iterdir())
+        except OSError:
+            continue
+        for name in names[:4096]:
+            stem = name.removeprefix("rigctl-").removesuffix("-canary.timer")
+            if not (name.startswith("rigctl-") and name.endswith("-canary.timer")) or not is_record_name(stem):
+                continue
+            service = directory / service_name(stem)
+            out.append({"deployment": stem, "scope": str(scope), "timer": str(directory / name),
+                        "service": str(service) if service.exists() else None,
+                        "deployed": record_path(state_dir(scope), stem).exists()})
+    return out
