@@ -52,7 +52,8 @@ FIXTURES = REPO / "tests" / "fixtures" / "inventory"
 UNITS = REPO / "tests" / "fleet" / "units"
 BUNDLED = REPO / "recipes"
 
-DOCTOR_KEYS = ENVELOPE | {"roots", "units", "driver_version", "cdi_specs", "findings", "counts", "skipped"}
+DOCTOR_KEYS = ENVELOPE | {"roots", "units", "driver_version", "cdi_specs", "findings", "counts", "skipped",
+                          "canaries"}  # canaries: #24, this host's `rigctl canary` timers
 SKIPPED_KEYS = frozenset({"path", "reason"})
 
 

@@ -45,6 +45,7 @@ WAIT_STATUSES = frozenset({"ready", "died", "stalled", "timeout", "stopped"})
 SERVICE_KEYS = frozenset({
     "recipe", "scope", "unit", "unit_file", "active", "sub", "restarts", "restart_policy", "exit_status", "health",
     "endpoint", "model", "image", "image_digest", "uptime_s", "gpu_memory_mib", "gpu_ids", "last_failure",
+    "canary", "last_boot",  # #24: the canary's summary and the last recorded boot (None when there is none)
 })
 HEALTH_WORDS = frozenset({"ready", "down", "unknown", "starting", "restarting"})  # or "unhealthy (<why>)"
 LAST_FAILURE_KEYS = frozenset({"at", "status", "detail", "exit_status", "phase", "last_lines", "signatures"})
@@ -246,4 +247,4 @@ def test_down(walk: Answers) -> None:
     assert code == 0, doc
     check_envelope(doc, "down", True)
     check_keys(doc, ENVELOPE | {"recipe", "unit", "was_active", "stopped", "container_gone", "removed", "gpu_ids",
-                                "gpus_released", "message"}, "down")
+                                "gpus_released", "message", "canary_removed"}, "down")

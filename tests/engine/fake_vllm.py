@@ -62,6 +62,9 @@ Options (each also readable from the environment variable named in brackets)
       tabbyapi          GET /v1/model (parameters.max_seq_len), POST /v1/token/encode {"text"}, no /tokenize,
                         /health answers {"status":"healthy","issues":[]}
   --parallel N                [FAKE_VLLM_PARALLEL] default 1: llamacpp slots the context is split over
+  --mode-file PATH            [FAKE_VLLM_MODE_FILE] switch a running engine: before each completion the file is
+                              read (its first 200 bytes) and, when it exists and names modes ("word-salad",
+                              "hang", ...), they replace --mode for that request; missing or empty: --mode
   --no-access-log             [FAKE_VLLM_NO_ACCESS_LOG=1] do not print a line per request
 
 Example: python3 fake_vllm.py --port 8000 --mode word-salad
@@ -160,13 +163,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--protocol", choices=PROTOCOLS, default=env("FAKE_VLLM_PROTOCOL", "vllm"))
     p.add_argument("--parallel", type=int, default=int(env("FAKE_VLLM_PARALLEL", "1")))
+    p.add_argument("--mode-file", default=env("FAKE_VLLM_MODE_FILE", ""))
     p.add_argument("--no-access-log", action="store_true", default=env("FAKE_VLLM_NO_ACCESS_LOG", "") == "1")
     args = p.parse_args(argv)
     args.modes = {m.strip() for m in args.mode.split(",") if m.strip()} or {"healthy"}
     unknown = args.modes - MODES
     if unknown:
         p.error(f"unknown mode(s) {sorted(unknown)}; choose from {sorted(MODES)}")
+    args.base_modes = set(args.modes)
     return args
+
+
+def modes_now(args: argparse.Namespace) -> set[str]:
+    """--mode, or what --mode-file names now (unknown words in it are ignored)."""
+    if not args.mode_file:
+        return set(args.base_modes)
+    try:
+        with open(args.mode_file, "rb") as f:
+            text = f.read(200).decode("utf-8", "replace")
+    except OSError:
+        return set(args.base_modes)
+    named = {m.strip() for m in text.replace("\n", ",").split(",") if m.strip()} & MODES
+    return named or set(args.base_modes)
 
 
 def tokenize(text: str) -> list[str]:
@@ -522,6 +540,7 @@ class Handler(BaseHTTPRequestHandler):
                                  "type": "NotFoundError", "param": None, "code": 404})
             return
         prompt = chat_prompt(body.get("messages")) if chat else prompt_text(body.get("prompt"))
+        s.args.modes = modes_now(s.args)  # --mode-file can switch a running engine
         prompt_tokens = len(token_ids(prompt))
         limit = s.args.max_model_len
         raw_max = body.get("max_tokens", body.get("max_completion_tokens"))

@@ -126,6 +126,28 @@ class SystemctlCli:
         props = dict(line.split("=", 1) for line in done.stdout.split("\n") if "=" in line)
         return UnitState.from_props(props)
 
+    def enable_now(self, unit: str) -> None:
+        """Enable and start ``unit`` (the canary's timer: it comes back after a reboot)."""
+        done = self._run("enable", "--now", "--", unit)
+        if not done.ok:
+            raise CommandError(done.describe())
+
+    def disable_now(self, unit: str) -> None:
+        done = self._run("disable", "--now", "--", unit)
+        if not done.ok and "not loaded" not in done.stderr and "does not exist" not in done.stderr:
+            raise CommandError(done.describe())
+
+    def restart_unit(self, unit: str) -> None:
+        """Restart without waiting for it (an engine's warmup is watched by its caller, if at all)."""
+        done = self._run("restart", "--no-block", "--", unit)
+        if not done.ok:
+            raise CommandError(done.describe())
+
+    def is_active(self, unit: str) -> str:
+        """``systemctl is-active``: active, inactive, failed, activating, ... (its exit status says nothing more)."""
+        done = self._run("is-active", "--", unit, timeout=10.0)
+        return done.stdout.strip() or "unknown"
+
     def manager_environment(self) -> dict[str, str] | None:
         """The environment the manager (and so its quadlet generator) runs with; None when it cannot be
         asked."""

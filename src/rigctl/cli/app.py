@@ -21,7 +21,8 @@ from typing import Any
 
 # The command modules in the order they are loaded, and each command's module in the order the root help
 # lists them (typer lists commands, then groups such as fleet).
-MODULES = ("cmd_deploy", "cmd_fleet", "cmd_preflight", "cmd_recipes", "cmd_render", "cmd_verify", "cmd_meta")
+MODULES = ("cmd_deploy", "cmd_fleet", "cmd_preflight", "cmd_recipes", "cmd_render", "cmd_verify", "cmd_canary",
+           "cmd_meta")
 COMMANDS = {
     "up": "cmd_deploy", "status": "cmd_deploy", "logs": "cmd_deploy", "down": "cmd_deploy",
     "doctor": "cmd_fleet", "swap": "cmd_deploy", "fleet": "cmd_fleet",
@@ -30,6 +31,7 @@ COMMANDS = {
     "new": "cmd_meta", "schema": "cmd_meta",
     "render": "cmd_render",
     "verify": "cmd_verify",
+    "canary": "cmd_canary", "metrics": "cmd_canary",
     "checks": "cmd_meta", "explain": "cmd_meta", "version": "cmd_meta",
 }
 ROOT_VALUE_OPTIONS = ("--host", "--hosts")  # the root's options that take a value

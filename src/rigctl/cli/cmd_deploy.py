@@ -172,6 +172,7 @@ def down_cmd(
         from rigctl.adapters.gpu_memory import NvmlGpuMemory
         from rigctl.adapters.podman import PodmanCli
         from rigctl.adapters.systemd import SystemctlCli
+        from rigctl.deploy.canary import systemd_dir
         from rigctl.deploy.down import down
         from rigctl.deploy.state import check_record_name
         from rigctl.deploy.target import find_target
@@ -184,7 +185,8 @@ def down_cmd(
             result = down(name, unit=found.unit, container=found.container, unit_dir=found.dirs.units,
                           state_dir=found.dirs.state, remove=remove,
                           stop_timeout_s=found.recipe.service.stop_timeout_s if found.recipe else 120,
-                          systemd=SystemctlCli(found.scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock())
+                          systemd=SystemctlCli(found.scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock(),
+                          canary_units=SystemctlCli(found.scope), canary_dir=systemd_dir(found.scope))
 
         return Outcome("down", result.stopped, result, view=views.down(result))
 

@@ -34,7 +34,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
     recipe: opt.VerifyRecipeArg = None, url: opt.UrlOpt = None, model: opt.ModelOpt = None,
     context: opt.ContextOpt = None, engine: opt.EngineOpt = None, checks: opt.ChecksOpt = None,
     timeout: opt.RequestTimeoutOpt = None, concurrency: opt.ConcurrencyOpt = None, requests: opt.RequestsOpt = None,
-    api_key: opt.ApiKeyOpt = None,
+    api_key: opt.ApiKeyOpt = None, export: opt.ExportOpt = None,
     sets: opt.SetOpt = None, overlays: opt.OverlayOpt = None, user: opt.UserOpt = False, system: opt.SystemOpt = False,
     as_json: opt.JsonOpt = False,
 ) -> None:
@@ -47,6 +47,10 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
         from rigctl.verify.runner import parse_checks, run_checks
 
         selected = parse_checks(checks)
+        if export is not None and "soak" not in selected:
+            raise UsageError("--export writes the soak's figures; the soak is not among --checks",
+                             fix="add soak to --checks (or leave --checks out: all checks run)")
+        deployed: Any = None
         given = verify_target.Overrides(url=url, model=model, api_key=api_key, context=context, engine=engine,
                                         timeout=timeout, concurrency=concurrency, requests=requests)
         if recipe is None:
@@ -66,6 +70,36 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
             if progress is not None:
                 progress.close()
         payload = report.to_dict()
+        if export is not None:
+            payload["export"] = _export(report, deployed, str(export))
         return Outcome("verify", report.ok, payload, view=views.verify(report))
 
     finish("verify", as_json, produce)
+
+
+def _export(report: Any, deployed: Any, path: str) -> str:
+    """Write the soak's figures to ``path`` (``verify.export``); the path written."""
+    import json
+
+    from rigctl.util import safefs
+    from rigctl.util.text import version_line
+    from rigctl.verify.export import gpu_facts, soak_export
+
+    soak = report.get("soak")
+    record = deployed.record if deployed is not None else None
+    image = record.image if record else (deployed.recipe.image if deployed is not None and deployed.recipe else None)
+    digest = image.split("@", 1)[1] if image and "@sha256:" in image else None
+    if deployed is not None and digest is None:
+        from rigctl.adapters.podman import PodmanCli
+
+        info = PodmanCli().container(deployed.container)
+        digest = info.image_digest if info is not None else None
+    from rigctl.host.nvml import probe_gpus
+
+    gpus, note = gpu_facts(probe_gpus(), record.gpu_ids if record else [])
+    doc = soak_export(soak, model=report.endpoint.model, base_url=report.endpoint.base_url,
+                      recipe=deployed.name if deployed is not None else None,
+                      recipe_source=record.recipe_source if record else None, image=image, image_digest=digest,
+                      gpus=gpus, gpu_note=note, version=version_line())
+    safefs.write_own(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    return path

@@ -77,6 +77,16 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("verify glm53-flash --checks smoke,needle", "some of them"),
         ("verify --url http://127.0.0.1:8000 --model qwen3-8b", "any OpenAI-compatible endpoint"),
     ),
+    "canary": (
+        ("canary glm53-flash --every 10m", "smoke and repetition every 10 minutes, recorded"),
+        ("canary glm53-flash --every 10m --on-failure restart --after 2", "and restart it once when it goes wrong"),
+        ("canary glm53-flash", "its last runs"),
+        ("canary glm53-flash --off", "remove its timer, service and record"),
+    ),
+    "metrics": (
+        ("metrics", "Prometheus text for every deployment"),
+        ("metrics --textfile /var/lib/node_exporter/textfile", "for node_exporter's textfile collector"),
+    ),
     "checks": (
         ("checks", "every preflight, verify and doctor check"),
         ("checks --kind doctor --json", "one kind, for a script"),
@@ -129,6 +139,8 @@ SUMMARY: dict[str, str] = {
     "schema": "Print the recipe JSON Schema, for editors",
     "render": "Render the quadlet unit `up` would install (or kube manifests)",
     "verify": "Check a served model: answers, loops, context, a soak",
+    "canary": "Re-verify a deployment on a timer; restart it once on failure",
+    "metrics": "Every deployment as Prometheus text (or a node_exporter file)",
     "checks": "List every check rigctl runs and what it guards",
     "explain": "One check: what it guards and why, its fixes, --force",
     "version": "rigctl's version and Python's",

@@ -261,3 +261,44 @@ NewOutOpt = Annotated[
 ]
 KindOpt = Annotated[str | None, typer.Option("--kind", metavar="KIND", help="Only preflight, verify or doctor.")]
 CheckIdArg = Annotated[str, typer.Argument(metavar="ID", help="A check id, as `rigctl checks` lists them.")]
+
+# --- canary, metrics, verify --export ----------------------------------------------------------------
+
+CanaryNameArg = Annotated[
+    str, typer.Argument(metavar="NAME", autocompletion=recipe_names, help="The deployment (or its recipe's path).")
+]
+EveryOpt = Annotated[
+    str | None,
+    typer.Option("--every", metavar="SPAN", help="Install (or change) the canary: run every SPAN, e.g. 10m, 1h "
+                 "(at least 1m; 1s on the test bed, RIGCTL_TESTBED=1)."),
+]
+CanaryChecksOpt = Annotated[
+    str | None,
+    typer.Option("--checks", metavar="a,b", help="Checks each run: health, models, smoke, repetition, determinism, "
+                 "needle (default: health,smoke,repetition)."),
+]
+OnFailureOpt = Annotated[
+    str, typer.Option("--on-failure", metavar="restart|none",
+                      help="After --after failures in a row: restart the service once (never again until a run "
+                           "passes), or only record it."),
+]
+AfterOpt = Annotated[int, typer.Option("--after", min=1, help="Consecutive failures before --on-failure acts.")]
+CanaryTimeoutOpt = Annotated[
+    str | None,
+    typer.Option("--timeout", metavar="SPAN", help="Each run's bound: no verdict by then is a failure (default: "
+                 "the interval, at most 2m)."),
+]
+OffOpt = Annotated[bool, typer.Option("--off", help="Remove the canary: its timer, service and record.")]
+RunOnceOpt = Annotated[
+    bool, typer.Option("--run-once", help="Run the checks once now and record the result (what the timer runs).")
+]
+TextfileOpt = Annotated[
+    Path | None,
+    typer.Option("--textfile", metavar="DIR", help="Write DIR/rigctl.prom atomically, for node_exporter's "
+                 "textfile collector, instead of printing it."),
+]
+ExportOpt = Annotated[
+    Path | None,
+    typer.Option("--export", metavar="FILE", help="Also write the soak's figures as `vllm bench serve`'s JSON "
+                 "result, with the recipe, image digest and GPUs."),
+]

@@ -45,6 +45,8 @@ Commands:
   schema     Print the recipe JSON Schema, for editors
   render     Render the quadlet unit `up` would install (or kube manifests)
   verify     Check a served model: answers, loops, context, a soak
+  canary     Re-verify a deployment on a timer; restart it once on failure
+  metrics    Every deployment as Prometheus text (or a node_exporter file)
   checks     List every check rigctl runs and what it guards
   explain    One check: what it guards and why, its fixes, --force
   version    rigctl's version and Python's

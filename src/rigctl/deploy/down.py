@@ -13,6 +13,8 @@ from rigctl.adapters.clock import Clock
 from rigctl.adapters.gpu_memory import GpuMemory
 from rigctl.adapters.podman import Podman
 from rigctl.adapters.systemd import Systemd
+from rigctl.deploy import canary as canaries
+from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
 from rigctl.errors import InvalidInputError
@@ -61,6 +63,7 @@ class DownResult:
     gpu_ids: list[str] = field(default_factory=list)
     gpus_released: bool | None = None  # None: not knowable here (no NVML, or no GPU in the layout)
     message: str = ""
+    canary_removed: list[str] = field(default_factory=list)  # its timer, service and record (always removed)
 
 
 def down(
@@ -76,6 +79,8 @@ def down(
     podman: Podman,
     gpu: GpuMemory,
     clock: Clock,
+    canary_units: canaries.Units | None = None,
+    canary_dir: Path | None = None,
 ) -> DownResult:
     records.check_record_name(recipe_name)  # a name, never a path: it names the record
     record = records.load_record(state_dir, recipe_name)  # refused whole when damaged: exit 3
@@ -85,6 +90,11 @@ def down(
     names = record.unit_files if record else [unit.removesuffix(".service") + ".container"]
     if remove and record is not None:
         _check_own_dir(record, unit_dir, records.record_path(state_dir, recipe_name))
+    canary_removed: list[str] = []
+    if canary_units is not None and canary_dir is not None:
+        # first: a canary left running would find the stopped engine failing (and might restart it)
+        canary_removed = canaries.remove(recipe_name, unit_dir=canary_dir, state_dir=state_dir,
+                                         systemd=canary_units).removed
     before = systemd.show(unit)
     if before.load == "loaded" or before.active != "inactive":
         systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
@@ -94,7 +104,7 @@ def down(
     result = DownResult(
         recipe=recipe_name, unit=unit, was_active=before.active,
         stopped=after.active in ("inactive", "failed"), container_gone=gone,
-        gpu_ids=list(record.gpu_ids) if record else [],
+        gpu_ids=list(record.gpu_ids) if record else [], canary_removed=canary_removed,
     )
     if remove:
         result.removed = [str(p) for p in remove_files(unit_dir, names)]
@@ -102,6 +112,7 @@ def down(
             systemd.daemon_reload()
         systemd.reset_failed(unit)
         records.delete(state_dir, recipe_name)
+        result.canary_removed += history.remove(state_dir, recipe_name, boots_too=True)
     if result.gpu_ids:
         busy = gpu.busy(result.gpu_ids)
         result.gpus_released = None if busy is None else not busy

@@ -17,6 +17,7 @@ from rigctl.adapters.gpu_memory import GpuMemory
 from rigctl.adapters.podman import Podman
 from rigctl.adapters.probe import Probe
 from rigctl.adapters.systemd import Systemd
+from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.errors import CommandError
 from rigctl.host.managed import is_managed
@@ -122,6 +123,17 @@ class ServiceStatus:
     gpu_memory_mib: int | None
     gpu_ids: list[str] = field(default_factory=list)
     last_failure: dict[str, Any] | None = None
+    canary: dict[str, Any] | None = None  # history.CanaryState.summary(): interval, last run and result, ...
+    last_boot: dict[str, Any] | None = None  # the last recorded boot: when, outcome, seconds, phases
+
+
+def _learnt(item: Managed) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The canary's summary and the last boot, from the deployment's history (none without a record)."""
+    if item.record is None:
+        return None, None
+    state_dir = Dirs.of(item.scope).state
+    boot = history.last_boot(state_dir, item.record.recipe)
+    return history.canary_state(state_dir, item.record.recipe).summary(), boot.to_dict() if boot else None
 
 
 def describe(
@@ -161,10 +173,11 @@ def describe(
         health = "starting" if sub != "auto-restart" else "restarting"
     # the engine's workers hold the memory, not the process podman names as the container's
     gpu_mib = gpu.used_by(process_tree(info.pid)) if info and info.pid else None
+    canary, last_boot = _learnt(item)
     return ServiceStatus(
         recipe=record.recipe if record else None, scope=item.scope, unit=item.unit,
         unit_file=str(item.unit_file) if item.unit_file else None, active=active, sub=sub, restarts=restarts,
         restart_policy=policy, exit_status=exit_status, health=health, endpoint=endpoint, model=model, image=image,
         image_digest=digest, uptime_s=uptime, gpu_memory_mib=gpu_mib, gpu_ids=list(record.gpu_ids) if record else [],
-        last_failure=record.last_failure if record else None,
+        last_failure=record.last_failure if record else None, canary=canary, last_boot=last_boot,
     )

@@ -9,6 +9,7 @@ and the clock come in as ``Adapters``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rigctl.adapters import Adapters
+from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts, remove_files
 from rigctl.deploy.warmup import (
@@ -27,7 +29,7 @@ from rigctl.deploy.warmup import (
     death_detail,
     wait_ready,
 )
-from rigctl.errors import DeployError
+from rigctl.errors import DeployError, InvalidInputError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
@@ -289,7 +291,8 @@ def _install_and_run(
             stage(f"attach to {unit} (warming up)")
             started = True
             wait = _watch(recipe=recipe, result=result, adapters=adapters, start_mono=clock.monotonic(),
-                          baseline=before.restarts, skip_id=None, on_progress=on_progress)
+                          baseline=before.restarts, skip_id=None, on_progress=on_progress,
+                          learn=(dirs.state, _recipe_digest(files)))
         else:
             if before.active not in ("inactive", "failed"):
                 stage(f"stop {unit} (unit changed)" if installed.changed else f"stop {unit} (not healthy)")
@@ -304,7 +307,8 @@ def _install_and_run(
             systemd.start(unit)
             started = True
             wait = _watch(recipe=recipe, result=result, adapters=adapters, start_mono=start_mono, baseline=baseline,
-                          skip_id=old_container.id if old_container else None, on_progress=on_progress)
+                          skip_id=old_container.id if old_container else None, on_progress=on_progress,
+                          learn=(dirs.state, _recipe_digest(files)))
     except KeyboardInterrupt:
         raise UpInterrupted(_interrupted_state(files, dirs.units, unit, started)) from None
 
@@ -324,10 +328,23 @@ def _install_and_run(
     return result
 
 
+def _recipe_digest(files: Mapping[str, str]) -> str:
+    """What "the same recipe" means for the boot history: the unit files it renders to."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{files[name]}\0".encode())
+    return "sha256:" + digest.hexdigest()
+
+
 def _watch(
     *, recipe: Recipe, result: UpResult, adapters: Adapters, start_mono: float, baseline: int, skip_id: str | None,
-    on_progress: Callable[[Progress], None] | None,
+    on_progress: Callable[[Progress], None] | None, learn: tuple[Path, str] | None = None,
 ) -> WaitResult:
+    """Wait through warmup. With ``learn`` (the state directory and the recipe's digest): a stall is judged
+    against the earlier ready boots of this recipe and image, and this boot is added to them."""
+    budget = None
+    if learn is not None:
+        budget = history.budgets(history.boots(learn[0], recipe.name), learn[1], recipe.image)
     follower = OutputFollower(adapters.podman, recipe.container_name, adapters.clock, skip_id=skip_id)
     follower.start()
     try:
@@ -335,12 +352,33 @@ def _watch(
             unit=result.unit, container=recipe.container_name, base_url=result.endpoint,
             health_path=recipe.engine.health_path, served_name=recipe.served_name,
             warmup_budget_s=recipe.service.warmup_budget_s, stall_budget_s=recipe.service.stall_budget_s,
-            baseline_restarts=baseline, start_mono=start_mono,
+            baseline_restarts=baseline, start_mono=start_mono, budget=budget,
         )
-        return wait_ready(target, systemd=adapters.systemd, probe=adapters.probe, follower=follower,
+        wait = wait_ready(target, systemd=adapters.systemd, probe=adapters.probe, follower=follower,
                           clock=adapters.clock, on_progress=on_progress)
     finally:
         follower.stop()
+    if learn is not None and wait.status is not WaitStatus.STOPPED:
+        _record_boot(recipe, wait=wait, follower=follower, adapters=adapters, learn=learn, start_mono=start_mono)
+    return wait
+
+
+def _record_boot(
+    recipe: Recipe, *, wait: WaitResult, follower: OutputFollower, adapters: Adapters, learn: tuple[Path, str],
+    start_mono: float,
+) -> None:
+    """Add this boot to the deployment's history; a history that cannot be written never fails the `up`."""
+    end = wait.noticed_mono or adapters.clock.monotonic()
+    info = adapters.podman.container(recipe.container_name) if wait.status is WaitStatus.READY else None
+    boot = history.Boot(
+        at=adapters.clock.time(), recipe_digest=learn[1], image=recipe.image, status=str(wait.status),
+        total_s=max(0.0, end - start_mono), phases=tuple(follower.phase_durations(start_mono, end)),
+        image_digest=info.image_digest if info is not None else None,
+    )
+    try:
+        history.record_boot(learn[0], recipe.name, boot)
+    except (OSError, InvalidInputError):
+        return
 
 
 def _failed_warmup(

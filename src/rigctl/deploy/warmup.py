@@ -21,6 +21,7 @@ from rigctl.adapters.clock import Clock
 from rigctl.adapters.podman import Podman
 from rigctl.adapters.probe import Probe, Readiness
 from rigctl.adapters.systemd import Systemd, UnitState
+from rigctl.deploy.history import BootBudget
 
 POLL_S = 0.1
 TAIL_LINES = 40
@@ -94,6 +95,8 @@ class OutputFollower:
         self.last_output_mono = clock.monotonic()
         self.line_count = 0
         self.attached_ids: list[str] = []
+        # (phase, when it began): each change of phase as the output shows it, for the boot history
+        self.phase_log: list[tuple[str, float]] = [(str(Phase.STARTING), self.last_output_mono)]
         # The host PID of the container's first process. systemd learns of a death only once conmon has
         # run `podman container cleanup` (0.3-1 s here); the PID itself is gone at once.
         self.pid: int | None = None
@@ -127,7 +130,28 @@ class OutputFollower:
             self._lines.append(line)
             self.line_count += 1
             self.last_output_mono = self._clock.monotonic()
+            before = self.phase.phase
             self.phase = parse_phase(line, self.phase)
+            if self.phase.phase is not before:
+                self.phase_log.append((str(self.phase.phase), self.last_output_mono))
+
+    def phase_since(self) -> float:
+        """When the current phase began (monotonic)."""
+        with self._lock:
+            return self.phase_log[-1][1]
+
+    def phase_durations(self, start_mono: float, end_mono: float) -> list[tuple[str, float]]:
+        """(phase, seconds spent in it) from ``start_mono`` to ``end_mono``, in order; the time before the
+        first line counts as starting."""
+        with self._lock:
+            log = list(self.phase_log)
+        out: list[tuple[str, float]] = []
+        for i, (phase, began) in enumerate(log):
+            begin = max(began, start_mono)
+            end = log[i + 1][1] if i + 1 < len(log) else end_mono
+            if end > begin or i == len(log) - 1:
+                out.append((phase, max(0.0, min(end, end_mono) - begin)))
+        return out
 
     def tail(self, n: int = TAIL_LINES) -> list[str]:
         with self._lock:
@@ -193,6 +217,7 @@ class WaitTarget:
     stall_budget_s: int
     baseline_restarts: int
     start_mono: float
+    budget: BootBudget | None = None  # learnt from earlier ready boots of this recipe and image
 
 
 def pid_alive(pid: int) -> bool:
@@ -247,9 +272,21 @@ def wait_ready(
                                   noticed_mono=clock.monotonic(), tail=follower.tail())
         # the follower may have stamped a line after ``now`` was read: that output is 0 s old, not -0.01 s
         since_output = max(0.0, now - max(follower.last_output_mono, target.start_mono))
-        if since_output > target.stall_budget_s:
+        silent_limit: float = target.stall_budget_s
+        if target.budget is not None:  # judged against history: the time this phase took before
+            phase = str(follower.phase.phase)
+            allowed = target.budget.allowance(phase, target.stall_budget_s)
+            in_phase = max(0.0, now - max(follower.phase_since(), target.start_mono))
+            if allowed is not None and in_phase > allowed:
+                return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
+                                  detail=target.budget.stall_detail(phase, in_phase, allowed),
+                                  noticed_mono=clock.monotonic(), tail=follower.tail())
+            silent_limit = allowed if allowed is not None else silent_limit
+        if since_output > silent_limit:
             return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
-                              detail=f"no output for {since_output:.0f} s (stall budget {target.stall_budget_s} s)",
+                              detail=f"no output for {since_output:.0f} s (stall budget {silent_limit:.0f} s"
+                                     + (", learnt from earlier boots)" if silent_limit != target.stall_budget_s
+                                        else ")"),
                               noticed_mono=clock.monotonic(), tail=follower.tail())
         if elapsed > target.warmup_budget_s:
             return WaitResult(WaitStatus.TIMEOUT, elapsed, follower.phase.label(), last, readiness,

@@ -44,6 +44,7 @@ class DoctorReport:
     skipped: list[Skipped] = field(default_factory=list)  # files doctor did not read, and why
     refused: dict[str, str] = field(default_factory=dict)  # unit -> why --fix left it to a patch
     fix_error: str | None = None  # the fixes were not applied at all (all or none), and why
+    canaries: list[dict[str, Any]] = field(default_factory=list)  # `rigctl canary` timers on this host
 
     @property
     def final(self) -> list[UnitFinding]:
@@ -68,6 +69,7 @@ class DoctorReport:
             "findings": [f.model_dump(mode="json") for f in self.findings],
             "counts": self.counts(),
             "skipped": [asdict(s) for s in self.skipped],
+            "canaries": self.canaries,
         }
         if self.fix_requested:
             data["fix"] = {
@@ -96,6 +98,11 @@ def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: Doct
         findings = audit(serving, host)
         report = DoctorReport([r.path for r in chosen], [u.path for u in serving], host, findings,
                               skipped=snap.skipped)
+        if not paths and roots is None:  # this host's own units: its canaries too
+            from rigctl.deploy.canary import installed  # noqa: PLC0415 - only for this host's doctor
+            from rigctl.deploy.state import search_scopes  # noqa: PLC0415
+
+            report.canaries = installed(search_scopes(None))
         if fix:
             apply_fixes(report, serving, host, snap)
     return report

@@ -26,7 +26,6 @@ MiB = 1024 * 1024
 HEADER_LIMIT = 100 * MiB  # the largest real headers (thousands of tensors) are a few MiB
 CONFIG_LIMIT = 4 * MiB  # a config.json is a few KiB
 MAX_TENSORS = 1_000_000  # per shard
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 # The dtype names safetensors writes, and their bytes per element (sub-byte types packed: F4 is half a byte)
 DTYPE_BITS = {
@@ -97,7 +96,7 @@ def read_header(path: str | os.PathLike[str]) -> list[Tensor]:
     """The tensors a safetensors file declares: its first ``8 + length`` bytes, nothing after them."""
     p = Path(path)
     try:
-        fd = os.open(p, _READ_FLAGS)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         raise HeaderError(p, f"cannot open: {exc.strerror or exc}") from None
     try:

@@ -175,8 +175,29 @@ def status(services: Sequence[ServiceStatus]) -> View:
                 out.write(f"  last failed warmup: {printable(lf.get('status'))}: "
                           f"{printable(lf.get('detail'), LINE_LIMIT)} (signatures: "
                           f"{printable(', '.join(map(str, lf.get('signatures') or [])) or 'none')})\n")
+            _learnt_lines(out, s)
 
     return view
+
+
+def _learnt_lines(out: TextIO, s: ServiceStatus) -> None:
+    """The last boot and the canary, when the deployment's history has them."""
+    import time
+
+    if s.last_boot:
+        b = s.last_boot
+        out.write(f"  last boot: {printable(b.get('status'))} in {duration(float(b.get('total_s') or 0))} "
+                  f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(float(b.get('at') or 0)))})\n")
+    c = s.canary
+    if c:
+        every = c.get("interval_s")
+        last = c.get("last_run_at")
+        when = "never run yet" if last is None else time.strftime("%H:%M:%S", time.localtime(float(last)))
+        out.write(f"  canary: every {duration(float(every)) if every else '?'}  last run {when}  "
+                  f"result {printable(c.get('last_result') or '-')}  "
+                  f"{c.get('consecutive_failures', 0)} failure(s) in a row\n")
+        if c.get("last_failure_reason"):
+            out.write(f"    last failure: {printable(c['last_failure_reason'], LINE_LIMIT)}\n")
 
 
 def logs(lines: Sequence[LogLine]) -> View:
@@ -213,6 +234,8 @@ def down(result: DownResult) -> View:
         out.write(f"{result.recipe}: {result.message}\n")
         for path in result.removed:
             out.write(f"  removed {path}\n")
+        for path in result.canary_removed:
+            out.write(f"  removed {printable(path)} (canary)\n")
         if not result.gpu_ids:
             out.write("  GPUs: none in this layout\n")
         elif result.gpus_released is None:

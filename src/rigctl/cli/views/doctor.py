@@ -46,6 +46,8 @@ def _findings(out: TextIO, findings: Sequence[UnitFinding], indent: str = "", *,
 
 
 def doctor(report: DoctorReport) -> View:
+    from rigctl.fleet.remote import shown
+
     def view(out: TextIO) -> None:
         counts = report.counts()
         driver = report.facts.driver_version or "none seen (CDI checks skipped)"
@@ -55,6 +57,9 @@ def doctor(report: DoctorReport) -> View:
             out.write(f"  no serving units under: {', '.join(report.roots)}\n")
         for skip in report.skipped:
             out.write(f"  not read: {skip.path}: {skip.reason}\n")
+        for c in report.canaries:
+            lost = "" if c["deployed"] else " (no deployment record: `rigctl canary NAME --off` removes it)"
+            out.write(shown(f"  canary of {c['deployment']} ({c['scope']}): {c['timer']}{lost}\n"))
         _findings(out, report.findings)
         if not report.fix_requested:
             if any(f.autofix for f in report.findings):

@@ -1,0 +1,175 @@
+"""rigctl canary | metrics: keep proving a deployment right, and say so in the format people scrape."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from rigctl.cli import options as opt
+from rigctl.cli.base import app, finish, scope_choice
+from rigctl.cli.output import Outcome
+from rigctl.cli.views import canary as views
+
+if TYPE_CHECKING:
+    from rigctl.deploy.target import Target
+    from rigctl.places import Scope
+
+
+@app.command("canary")
+def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
+    name: opt.CanaryNameArg, every: opt.EveryOpt = None, checks: opt.CanaryChecksOpt = None,
+    on_failure: opt.OnFailureOpt = "none", after: opt.AfterOpt = 2, timeout: opt.CanaryTimeoutOpt = None,
+    off: opt.OffOpt = False, run_once: opt.RunOnceOpt = False, user: opt.UserOpt = False,
+    system: opt.SystemOpt = False, as_json: opt.JsonOpt = False,
+) -> None:
+    """A systemd timer beside deployment NAME that runs verify checks every SPAN against its endpoint,
+    records each result (`status`, `metrics`), and with --on-failure restart restarts it once after --after
+    failures in a row. Without --every, --off or --run-once: the canary's state."""
+
+    def produce() -> Outcome:
+        from rigctl.deploy.state import not_deployed, search_scopes
+        from rigctl.deploy.target import find_target
+        from rigctl.errors import UsageError
+
+        if sum([every is not None, off, run_once]) > 1:
+            raise UsageError("--every, --off and --run-once exclude each other")
+        if on_failure not in ("restart", "none"):
+            raise UsageError(f"--on-failure {on_failure!r}: restart or none")
+        choice = scope_choice(user, system)
+        target = find_target(name, choice, must_exist=not off)
+        if target.record is None and not off:
+            raise not_deployed(target.name, search_scopes(choice))
+        if run_once:
+            return _run_once(target)
+        if off:
+            return _off(target)
+        if every is not None:
+            return _install(target, every, checks, on_failure, after=after, timeout=timeout)
+        from rigctl.deploy import history
+
+        summary = history.canary_state(target.dirs.state, target.name).summary()
+        return Outcome("canary", True, {"deployment": target.name, "canary": summary},
+                       view=views.canary_summary(target.name, summary))
+
+    finish("canary", as_json, produce)
+
+
+def _install(target: Target, every: str, checks: str | None, on_failure: str, *, after: int,
+             timeout: str | None) -> Outcome:
+    import os
+
+    from rigctl.adapters.systemd import SystemctlCli
+    from rigctl.deploy import canary
+    from rigctl.places import locked
+    from rigctl.util.options import split_list
+
+    every_s = canary.parse_span(every, option="--every")
+    timeout_s = canary.parse_span(timeout, option="--timeout") if timeout else min(every_s, canary.DEFAULT_TIMEOUT_S)
+    chosen = split_list(checks, option="--checks") if checks else list(canary.DEFAULT_CHECKS)
+    canary.check_settings(every_s, chosen, after, timeout_s, minimum=canary.min_interval(dict(os.environ)))
+    target.need_recipe()  # each run needs the recipe's expectations: refuse now, not at every run
+    assert target.record is not None
+    import time
+
+    with locked(target.name, f"canary {target.name}"):
+        change = canary.install(
+            target.name, engine_unit=target.unit, every_s=every_s, checks=chosen, on_failure=on_failure, after=after,
+            timeout_s=timeout_s, command=canary.command_for(target.name, target.scope, sys.executable),
+            unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
+            systemd=SystemctlCli(target.scope), now=time.time())
+    return Outcome("canary", True, change, view=views.canary_change(change))
+
+
+def _off(target: Target) -> Outcome:
+    from rigctl.adapters.systemd import SystemctlCli
+    from rigctl.deploy import canary
+    from rigctl.deploy.state import check_record_name
+    from rigctl.places import locked
+
+    name = check_record_name(target.name)
+    with locked(name, f"canary {name} --off"):
+        change = canary.remove(name, unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
+                               systemd=SystemctlCli(target.scope))
+    return Outcome("canary", True, change, view=views.canary_change(change))
+
+
+def _run_once(target: Target) -> Outcome:
+    from rigctl.adapters.systemd import SystemctlCli
+    from rigctl.deploy import canary, history
+    from rigctl.exitcodes import ExitCode
+
+    state = history.canary_state(target.dirs.state, target.name)
+    config = state.config or history.CanaryConfig(0, list(canary.DEFAULT_CHECKS), "none", 1,
+                                                  canary.DEFAULT_TIMEOUT_S)
+    probe = canary.verify_prober(target.need_recipe(), target.endpoint(None), config.checks)
+    result = canary.run_once(target.name, engine_unit=target.unit, scope=target.scope, state_dir=target.dirs.state,
+                             probe=probe, systemd=SystemctlCli(target.scope), lock=canary.service_lock(target.name),
+                             fallback=config)
+    return Outcome("canary", result.ok, result, view=views.canary_run(result),
+                   exit_code=ExitCode.OK if result.ok else ExitCode.CHECKS_FAILED)
+
+
+# --- metrics -----------------------------------------------------------------------------------------
+
+
+@app.command("metrics")
+def metrics_cmd(
+    textfile: opt.TextfileOpt = None, user: opt.UserOpt = False, system: opt.SystemOpt = False,
+    as_json: opt.JsonOpt = False,
+) -> None:
+    """Every deployment as Prometheus text exposition: up, restarts, the canary's result and last run,
+    the last TTFT and ITL, GPU memory planned and used. --textfile DIR writes DIR/rigctl.prom atomically."""
+
+    def produce() -> Outcome:
+        from rigctl.deploy import metrics
+
+        text = metrics.exposition(_rows(scope_choice(user, system)))
+        path = None
+        if textfile is not None:
+            from rigctl.util import safefs
+
+            with safefs.own_dir(textfile) as d:
+                d.write_atomic(metrics.FILE_NAME, text.encode(), mode=0o644)
+            path = str(textfile / metrics.FILE_NAME)
+        payload = {"textfile": path, "exposition": text}
+        return Outcome("metrics", True, payload, view=views.metrics(text, path))
+
+    finish("metrics", as_json, produce)
+
+
+def _rows(choice: Scope | None) -> list[Any]:
+    from rigctl.deploy import metrics
+    from rigctl.deploy.status import discover_all
+
+    found = discover_all(choice)
+    rows: list[Any] = []
+    if not found:
+        return rows
+    from rigctl.adapters import real_adapters
+    from rigctl.deploy.status import describe
+
+    for scope in dict.fromkeys(item.scope for item in found):
+        adapters = real_adapters(scope, probe_timeout=2.0)
+        try:
+            for item in found:
+                if item.scope == scope:
+                    status = describe(item, systemd=adapters.systemd, podman=adapters.podman, probe=adapters.probe,
+                                      gpu=adapters.gpu)
+                    rows.append(metrics.row_of(status, _planned_mib(item.record)))
+        finally:
+            adapters.probe.close()
+    return rows
+
+
+def _planned_mib(record: Any) -> int | None:
+    """The GPU memory the deployed recipe plans for (gpus.count x gpus.min_memory_mib); None when unknown."""
+    if record is None or not record.recipe_source:
+        return None
+    from rigctl.errors import InvalidInputError
+    from rigctl.recipe.load import load
+
+    try:
+        gpus = load(record.recipe_source).recipe.gpus
+    except InvalidInputError:
+        return None
+    return gpus.count * gpus.min_memory_mib or None

@@ -1,0 +1,61 @@
+"""What `canary` and `metrics` print for a person."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+from rigctl.cli.views.base import View
+from rigctl.util.text import LINE_LIMIT, printable
+
+if TYPE_CHECKING:
+    from rigctl.deploy.canary import CanaryChange, RunResult
+
+
+def canary_change(change: CanaryChange) -> View:
+    def view(out: TextIO) -> None:
+        out.write(f"{printable(change.message)} ({change.action})\n")
+        for path in change.written:
+            out.write(f"  wrote {printable(path)}\n")
+        for path in change.removed:
+            out.write(f"  removed {printable(path)}\n")
+        if change.action in ("installed", "updated"):
+            out.write(f"  timer {change.timer} started; `rigctl status` shows each run's result\n")
+
+    return view
+
+
+def canary_run(result: RunResult) -> View:
+    def view(out: TextIO) -> None:
+        for line in result.journal:  # in the service, these lines are the journal's record of the run
+            out.write(printable(line, LINE_LIMIT) + "\n")
+
+    return view
+
+
+def canary_summary(name: str, summary: dict[str, Any] | None) -> View:
+    def view(out: TextIO) -> None:
+        if not summary:
+            out.write(f"{name} has no canary; `rigctl canary {name} --every 10m` installs one\n")
+            return
+        last = summary.get("last_run_at")
+        when = "never" if last is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(last)))
+        out.write(f"canary of {name}: every {summary.get('interval_s')}s, checks "
+                  f"{','.join(summary.get('checks') or [])}, on failure {summary.get('on_failure')}\n")
+        out.write(f"  last run {when}: {summary.get('last_result') or '-'}; "
+                  f"{summary.get('consecutive_failures', 0)} failure(s) in a row; restarts {summary.get('restarts')}\n")
+        if summary.get("last_failure_reason"):
+            out.write(f"  last failure: {printable(summary['last_failure_reason'], LINE_LIMIT)}\n")
+
+    return view
+
+
+def metrics(text: str, path: str | None) -> View:
+    def view(out: TextIO) -> None:
+        if path is None:
+            out.write(text)
+            return
+        series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+        out.write(f"wrote {printable(path)} ({series} series)\n")
+
+    return view

@@ -1,0 +1,352 @@
+"""`rigctl canary`: keep proving a deployment right after `up` did once.
+
+``install`` writes a systemd timer and a oneshot service beside the deployment (``render.canary``), in the
+scope's systemd unit directory (system: /etc/systemd/system; user: $XDG_CONFIG_HOME/systemd/user), through
+the same atomic writer as the quadlet files, and starts the timer. Each firing runs ``run_once``:
+
+- the chosen verify checks against the recorded endpoint with the recipe's expectations, then one streamed
+  request for TTFT and ITL, all inside one time bound (``timeout_s``): a request gets at most half of it,
+  and a run that has no verdict when the bound is up is a failure ("hung"), never a hung canary;
+- the result appended to the deployment's canary record (``deploy.history``: bounded, rotated);
+- after ``after`` consecutive failures and with ``on_failure == "restart"``, the engine's service is
+  restarted once, said in the journal (the run's output) and in the record. It never loops: a streak of
+  failures costs at most one restart, and only a passing run starts a new streak. The restart is skipped
+  when the engine's service is stopped (someone meant it) or another rigctl command holds its lock.
+
+``remove`` (``--off``, and every `down`) stops and deletes both units and the canary's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rigctl.deploy import history
+from rigctl.deploy.install import install_files, remove_files
+from rigctl.errors import CommandError, LockHeldError, UsageError
+from rigctl.invocation import current
+from rigctl.places import Scope, locked
+from rigctl.render.canary import CanaryUnits, render, service_name, timer_name, unit_names
+
+DEFAULT_CHECKS = ("health", "smoke", "repetition")
+ALLOWED_CHECKS = ("health", "models", "smoke", "repetition", "determinism", "needle")  # the soak is too heavy
+MIN_EVERY_S = 60
+TEST_MIN_EVERY_S = 1  # below a minute only on the test bed (RIGCTL_TESTBED=1): see ``min_interval``
+MAX_EVERY_S = 7 * 24 * 3600
+DEFAULT_TIMEOUT_S = 120
+TTFT_PROBE = "The capital of France is"
+TTFT_TOKENS = 16
+SYSTEM_SYSTEMD_DIR = Path("/etc/systemd/system")
+USER_SYSTEMD_SUBDIR = Path("systemd/user")
+
+
+def systemd_dir(scope: Scope) -> Path:
+    """Where the scope's manager reads plain unit files an administrator wrote."""
+    if scope is Scope.SYSTEM:
+        return SYSTEM_SYSTEMD_DIR
+    return current().config_home / USER_SYSTEMD_SUBDIR
+
+
+def min_interval(env: dict[str, str]) -> int:
+    """The shortest --every allowed: a minute, or 1 s on the test bed (``RIGCTL_TESTBED=1``, which the chain
+    tests set), where a canary has to fail within a test's patience."""
+    return TEST_MIN_EVERY_S if env.get("RIGCTL_TESTBED") == "1" else MIN_EVERY_S
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_span(value: str, *, option: str) -> int:
+    """"10m", "90s", "2h", "1d" or plain seconds -> whole seconds."""
+    text = value.strip().lower()
+    scale = _UNITS.get(text[-1:])
+    number = text[:-1] if scale else text
+    if not number.isdigit():
+        raise UsageError(f"{option} {value!r}: give a span such as 30s, 10m, 2h or 1d")
+    return int(number) * (scale or 1)
+
+
+def check_settings(every_s: int, checks: Sequence[str], after: int, timeout_s: int, *, minimum: int) -> None:
+    if not minimum <= every_s <= MAX_EVERY_S:
+        raise UsageError(f"--every {every_s}s: the interval is {minimum}s to {MAX_EVERY_S // 86400}d",
+                         fix="e.g. --every 10m")
+    unknown = [c for c in checks if c not in ALLOWED_CHECKS]
+    if unknown or not checks:
+        raise UsageError(f"--checks: {', '.join(unknown) or 'none given'}: a canary runs {', '.join(ALLOWED_CHECKS)}",
+                         fix="the soak is a load test: run it with `rigctl verify --checks soak`, not every interval")
+    if after < 1:
+        raise UsageError("--after: at least 1 consecutive failure")
+    if timeout_s < 1:
+        raise UsageError("--timeout: at least 1 s")
+
+
+class Units(Protocol):
+    """What the canary asks of systemd (``adapters.systemd.SystemctlCli`` answers all of it)."""
+
+    def daemon_reload(self) -> None: ...
+    def enable_now(self, unit: str) -> None: ...
+    def disable_now(self, unit: str) -> None: ...
+    def restart_unit(self, unit: str) -> None: ...
+    def stop(self, unit: str, *, wait: bool, timeout: float) -> None: ...
+    def reset_failed(self, unit: str) -> None: ...
+    def is_active(self, unit: str) -> str: ...
+
+
+@dataclass
+class CanaryChange:
+    deployment: str
+    action: str  # installed | updated | unchanged | removed | absent
+    timer: str
+    service: str
+    unit_dir: str
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    settings: dict[str, Any] | None = None
+    message: str = ""
+
+
+def install(
+    deployment: str, *, engine_unit: str, every_s: int, checks: Sequence[str], on_failure: str, after: int,
+    timeout_s: int, command: Sequence[str], unit_dir: Path, state_dir: Path, systemd: Units, now: float,
+) -> CanaryChange:
+    files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(checks), tuple(command)))
+    installed = install_files(unit_dir, files)
+    state = history.canary_state(state_dir, deployment)
+    config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now)
+    before = state.config
+    same = before is not None and dataclasses.replace(before, installed_at=now) == config
+    if same and before is not None:
+        config.installed_at = before.installed_at  # the same canary again: it was installed then, not now
+    state.config = config
+    history.save_canary(state_dir, deployment, state)
+    if installed.changed:
+        systemd.daemon_reload()
+    systemd.enable_now(timer_name(deployment))
+    if installed.changed and before is not None:
+        systemd.restart_unit(timer_name(deployment))  # the new interval counts from now
+    fresh = before is None and installed.changed
+    action = "installed" if fresh else ("updated" if installed.changed or not same else "unchanged")
+    return CanaryChange(deployment, action, timer_name(deployment), service_name(deployment), str(unit_dir),
+                        written=[str(p) for p in installed.written], settings=dataclasses.asdict(config),
+                        message=f"canary of {deployment}: every {every_s}s, {','.join(checks)}, "
+                                f"on failure {on_failure} after {after}")
+
+
+def remove(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) -> CanaryChange:
+    """Stop and delete the timer and its service, and the canary's record. Idempotent."""
+    timer, service = timer_name(deployment), service_name(deployment)
+    present = [n for n in unit_names(deployment) if (unit_dir / n).exists() or (unit_dir / n).is_symlink()]
+    if present:
+        with contextlib.suppress(CommandError):  # a unit the manager never loaded: nothing to disable
+            systemd.disable_now(timer)
+        systemd.stop(service, wait=True, timeout=60)
+    removed = [str(p) for p in remove_files(unit_dir, unit_names(deployment))]
+    if removed:
+        systemd.daemon_reload()
+    if present:
+        for unit in (timer, service):
+            systemd.reset_failed(unit)
+    removed += history.remove(state_dir, deployment, boots_too=False)
+    action = "removed" if removed else "absent"
+    return CanaryChange(deployment, action, timer, service, str(unit_dir), removed=removed,
+                        message=f"canary of {deployment} removed" if removed else f"{deployment} has no canary")
+
+
+# --- one run ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    deployment: str
+    ok: bool
+    at: float
+    duration_s: float
+    checks: list[dict[str, str]]
+    failed_check: str | None = None
+    reason: str | None = None
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    consecutive_failures: int = 0
+    action: str | None = None  # restarted | restart-skipped (why in ``action_detail``)
+    action_detail: str | None = None
+    journal: list[str] = field(default_factory=list)
+
+    def entry(self) -> dict[str, Any]:
+        return {"at": round(self.at, 3), "ok": self.ok, "duration_s": round(self.duration_s, 3),
+                "checks": self.checks, "failed_check": self.failed_check, "reason": self.reason,
+                "ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "action": self.action}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    checks: list[dict[str, str]]
+    failed_check: str | None = None
+    reason: str | None = None
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+
+
+Prober = Callable[[float], Verdict]  # the checks, given the seconds a request may take
+
+
+def bounded(probe: Prober, timeout_s: float) -> Verdict:
+    """``probe`` in a daemon thread, waited for at most ``timeout_s``: a hung engine (health answering,
+    completions never) gives a failing verdict in time instead of a canary that hangs too."""
+    box: list[Verdict] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            box.append(probe(max(1.0, timeout_s / 2)))
+        except Exception as exc:  # a bug in a check must still end as a verdict
+            errors.append(exc)
+
+    thread = threading.Thread(target=work, name="canary-run", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if box:
+        return box[0]
+    if errors:
+        err = errors[0]
+        return Verdict(False, [], "canary", f"the checks raised {type(err).__name__}: {err}")
+    return Verdict(False, [], "timeout", f"no verdict within {timeout_s:g} s: the engine does not answer in time "
+                                         "(hung? /health may still say 200)")
+
+
+def verify_prober(recipe: Any, endpoint: Any, checks: Sequence[str]) -> Prober:
+    """The real checks: verify's runner with the recipe's expectations, then one streamed TTFT probe."""
+
+    def probe(request_timeout_s: float) -> Verdict:
+        return asyncio.run(_probe(recipe, endpoint, tuple(checks), request_timeout_s))
+
+    return probe
+
+
+async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_timeout_s: float) -> Verdict:
+    from rigctl.verify import target as verify_target  # noqa: PLC0415 - the HTTP client loads for a run only
+    from rigctl.verify.client import EngineRequestError, HttpEngine, Request  # noqa: PLC0415
+    from rigctl.verify.runner import run_checks_async  # noqa: PLC0415
+
+    endpoint, expect = verify_target.for_recipe(recipe, endpoint, verify_target.Overrides(timeout=request_timeout_s))
+    async with HttpEngine(endpoint, max_connections=8) as engine:
+        report = await run_checks_async(endpoint, expect, checks, engine=engine)
+        results = [{"id": c.id, "status": c.status} for c in report.checks]
+        failing = next((c for c in report.checks if c.status in ("fail", "error")), None)
+        if failing is not None:
+            return Verdict(False, results, failing.id, history.clip_reason(failing.message))
+        try:
+            done = await engine.complete(Request(TTFT_TOKENS, prompt=TTFT_PROBE, stream=True),
+                                         timeout=request_timeout_s, idle_timeout=request_timeout_s)
+        except EngineRequestError as err:
+            return Verdict(False, results, "ttft", history.clip_reason(f"the streamed probe failed: {err.message}"))
+        gaps = done.itl_s()
+        return Verdict(True, results, ttft_ms=None if done.ttft_s is None else round(done.ttft_s * 1000, 2),
+                       itl_ms=round(sum(gaps) / len(gaps) * 1000, 3) if gaps else None)
+
+
+def run_once(
+    deployment: str, *, engine_unit: str, scope: Scope, state_dir: Path, probe: Prober, systemd: Units,
+    clock: Callable[[], float] = time.time, lock: Callable[[], Any] | None = None,
+    fallback: history.CanaryConfig | None = None,
+) -> RunResult:
+    """One canary run: the checks (bounded), the record, and at most one restart per failure streak."""
+    state = history.canary_state(state_dir, deployment)
+    config = state.config or fallback
+    if config is None:
+        raise UsageError(f"{deployment} has no canary", fix=f"`rigctl canary {deployment} --every 10m` installs one")
+    start = clock()
+    mono = time.monotonic()
+    verdict = bounded(probe, config.timeout_s)
+    result = RunResult(deployment, verdict.ok, start, time.monotonic() - mono, verdict.checks, verdict.failed_check,
+                       verdict.reason, verdict.ttft_ms, verdict.itl_ms)
+    state.counts["runs"] += 1
+    if verdict.ok:
+        state.consecutive_failures = 0
+        state.restarted_in_streak = False
+        result.journal.append(f"canary {deployment}: pass ({','.join(config.checks)}"
+                              + (f"; TTFT {verdict.ttft_ms:.0f} ms" if verdict.ttft_ms is not None else "") + ")")
+    else:
+        state.consecutive_failures += 1
+        state.counts["failures"] += 1
+        result.journal.append(f"canary {deployment}: FAIL {state.consecutive_failures} in a row: "
+                              f"{verdict.failed_check}: {verdict.reason}")
+        if config.on_failure == "restart" and state.consecutive_failures >= config.after:
+            _maybe_restart(result, state, config, engine_unit=engine_unit, systemd=systemd, lock=lock, now=clock())
+    result.consecutive_failures = state.consecutive_failures
+    state.runs.append(result.entry())
+    history.save_canary(state_dir, deployment, state)
+    return result
+
+
+def _maybe_restart(
+    result: RunResult, state: history.CanaryState, config: history.CanaryConfig, *, engine_unit: str,
+    systemd: Units, lock: Callable[[], Any] | None, now: float,
+) -> None:
+    if state.restarted_in_streak:
+        result.action, result.action_detail = "restart-skipped", "already restarted once in this failure streak"
+        result.journal.append(f"canary {result.deployment}: not restarting {engine_unit} again: it was restarted "
+                              "once in this streak of failures; a passing run starts a new one")
+        return
+    active = systemd.is_active(engine_unit)
+    if active in ("inactive", "failed"):
+        result.action, result.action_detail = "restart-skipped", f"{engine_unit} is {active}"
+        result.journal.append(f"canary {result.deployment}: {engine_unit} is {active}: the canary does not start it")
+        return
+    try:
+        with lock() if lock is not None else contextlib.nullcontext():
+            systemd.restart_unit(engine_unit)
+    except LockHeldError:
+        result.action, result.action_detail = "restart-skipped", "another rigctl command holds the service's lock"
+        result.journal.append(f"canary {result.deployment}: another rigctl command is working on {engine_unit}; "
+                              "not restarting it now")
+        return
+    state.restarted_in_streak = True
+    state.counts["restarts"] += 1
+    state.restarts.append({"at": round(now, 3), "unit": engine_unit, "after_failures": state.consecutive_failures,
+                           "reason": result.reason})
+    result.action = "restarted"
+    result.action_detail = f"{engine_unit} restarted after {state.consecutive_failures} consecutive failures"
+    result.journal.append(f"canary {result.deployment}: restarting {engine_unit} once after "
+                          f"{state.consecutive_failures} consecutive failures (--on-failure restart); "
+                          "it is not restarted again until a run passes")
+
+
+def service_lock(deployment: str) -> Callable[[], Any]:
+    return lambda: locked(deployment, f"canary {deployment} (restart)")
+
+
+def command_for(deployment: str, scope: Scope, executable: str) -> list[str]:
+    """The service's command: this interpreter running rigctl, so the timer runs the rigctl that set it up."""
+    return [executable, "-m", "rigctl", "canary", deployment, "--run-once", f"--{scope}"]
+
+
+def installed(scopes: Sequence[Scope]) -> list[dict[str, Any]]:
+    """The canary units on this host (`doctor` lists them): each timer rigctl wrote, its service, and whether
+    a deployment record still goes with it (a canary without one checks nothing: `rigctl canary NAME --off`)."""
+    from rigctl.deploy.state import is_record_name, record_path  # noqa: PLC0415 - only for this listing
+    from rigctl.places import state_dir  # noqa: PLC0415
+
+    out: list[dict[str, Any]] = []
+    for scope in scopes:
+        directory = systemd_dir(scope)
+        try:
+            names = sorted(p.name for p in directory.iterdir())
+        except OSError:
+            continue
+        for name in names[:4096]:
+            stem = name.removeprefix("rigctl-").removesuffix("-canary.timer")
+            if not (name.startswith("rigctl-") and name.endswith("-canary.timer")) or not is_record_name(stem):
+                continue
+            service = directory / service_name(stem)
+            out.append({"deployment": stem, "scope": str(scope), "timer": str(directory / name),
+                        "service": str(service) if service.exists() else None,
+                        "deployed": record_path(state_dir(scope), stem).exists()})
+    return out

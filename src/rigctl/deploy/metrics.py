@@ -1,0 +1,158 @@
+"""`rigctl metrics`: every deployment's state as Prometheus text exposition (format 0.0.4), for a scrape
+through node_exporter's textfile collector (``--textfile DIR`` writes ``DIR/rigctl.prom`` atomically) or any
+other reader of that format.
+
+Names follow Prometheus' conventions: the ``rigctl_`` prefix, base units in the name (``_seconds``,
+``_bytes``), ``_total`` on counters, ``_timestamp_seconds`` for a Unix time, and one ``# HELP`` and
+``# TYPE`` per family. Each series carries ``deployment``, ``scope`` and ``unit`` labels; the model and image
+ride on ``rigctl_deployment_info`` (value 1) only, so they never split the other series. A figure rigctl
+does not know (no NVML, no canary yet) is left out, never written as 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MIB = 1 << 20
+FILE_NAME = "rigctl.prom"
+
+
+@dataclass
+class MetricRow:
+    """What the exposition needs of one deployment (from `status`, its canary record and boot history)."""
+
+    deployment: str
+    scope: str
+    unit: str
+    up: bool
+    active: str
+    restarts: int | None
+    model: str | None = None
+    image_digest: str | None = None
+    gpu_used_mib: int | None = None
+    gpu_planned_mib: int | None = None
+    canary: Mapping[str, Any] | None = None  # history.CanaryState.summary()
+    canary_counts: Mapping[str, int] | None = None
+    last_ttft_ms: float | None = None
+    last_itl_ms: float | None = None
+    last_boot_s: float | None = None
+    last_boot_at: float | None = None
+
+
+@dataclass
+class _Family:
+    name: str
+    kind: str  # gauge | counter
+    help: str
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+
+def escape_label(value: str) -> str:
+    """A label value as the text format carries it: backslash, double quote and line feed escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _value(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v)) if not float(v).is_integer() else str(int(v))
+
+
+FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("rigctl_deployment_info", "gauge", "A rigctl deployment: its served model and image digest (always 1)."),
+    ("rigctl_up", "gauge", "1 when the service is active and its endpoint answers ready, else 0."),
+    ("rigctl_service_restarts_total", "counter", "Restarts systemd counted (NRestarts) since the last start."),
+    ("rigctl_gpu_memory_used_bytes", "gauge", "GPU memory the engine's processes use now (NVML)."),
+    ("rigctl_gpu_memory_planned_bytes", "gauge", "GPU memory the recipe plans for (gpus.count x gpus.min_memory_mib)."),
+    ("rigctl_canary_ok", "gauge", "1 when the canary's last run passed, 0 when it failed."),
+    ("rigctl_canary_last_run_timestamp_seconds", "gauge", "Unix time of the canary's last run."),
+    ("rigctl_canary_interval_seconds", "gauge", "How often the canary runs."),
+    ("rigctl_canary_consecutive_failures", "gauge", "Canary runs failed in a row, up to the last one."),
+    ("rigctl_canary_runs_total", "counter", "Canary runs recorded since the canary was installed."),
+    ("rigctl_canary_failures_total", "counter", "Failed canary runs since the canary was installed."),
+    ("rigctl_canary_restarts_total", "counter", "Restarts the canary made (--on-failure restart)."),
+    ("rigctl_last_verify_ttft_seconds", "gauge", "Time to first token of the canary's last streamed probe."),
+    ("rigctl_last_verify_itl_seconds", "gauge", "Mean inter-token latency of the canary's last streamed probe."),
+    ("rigctl_last_boot_duration_seconds", "gauge", "How long the last recorded boot took until ready (or failed)."),
+    ("rigctl_last_boot_timestamp_seconds", "gauge", "Unix time the last recorded boot ended."),
+)
+
+
+def exposition(rows: Iterable[MetricRow]) -> str:
+    families = {name: _Family(name, kind, text) for name, kind, text in FAMILIES}
+
+    def add(name: str, labels: dict[str, str], value: float | None) -> None:
+        if value is not None:
+            families[name].samples.append((labels, float(value)))
+
+    for row in rows:
+        base = {"deployment": row.deployment, "scope": row.scope, "unit": row.unit}
+        add("rigctl_deployment_info", {**base, "model": row.model or "", "image_digest": row.image_digest or ""}, 1)
+        add("rigctl_up", base, 1 if row.up else 0)
+        add("rigctl_service_restarts_total", base, row.restarts)
+        add("rigctl_gpu_memory_used_bytes", base, None if row.gpu_used_mib is None else row.gpu_used_mib * MIB)
+        add("rigctl_gpu_memory_planned_bytes", base,
+            row.gpu_planned_mib * MIB if row.gpu_planned_mib else None)
+        canary = row.canary or {}
+        result = canary.get("last_result")
+        add("rigctl_canary_ok", base, None if result is None else (1 if result == "pass" else 0))
+        add("rigctl_canary_last_run_timestamp_seconds", base, _number(canary.get("last_run_at")))
+        add("rigctl_canary_interval_seconds", base, _number(canary.get("interval_s")))
+        if row.canary is not None:
+            add("rigctl_canary_consecutive_failures", base, _number(canary.get("consecutive_failures")))
+        counts = row.canary_counts or {}
+        for key, name in (("runs", "rigctl_canary_runs_total"), ("failures", "rigctl_canary_failures_total"),
+                          ("restarts", "rigctl_canary_restarts_total")):
+            if row.canary is not None:
+                add(name, base, _number(counts.get(key, 0)))
+        add("rigctl_last_verify_ttft_seconds", base, None if row.last_ttft_ms is None else row.last_ttft_ms / 1000)
+        add("rigctl_last_verify_itl_seconds", base, None if row.last_itl_ms is None else row.last_itl_ms / 1000)
+        add("rigctl_last_boot_duration_seconds", base, row.last_boot_s)
+        add("rigctl_last_boot_timestamp_seconds", base, row.last_boot_at)
+    return render_families(families.values())
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def render_families(families: Iterable[_Family]) -> str:
+    lines: list[str] = []
+    for family in families:
+        if not family.samples:
+            continue
+        lines.append(f"# HELP {family.name} {family.help}")
+        lines.append(f"# TYPE {family.name} {family.kind}")
+        for labels, value in family.samples:
+            inner = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
+            lines.append(f"{family.name}{{{inner}}} {_value(value)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def names(rows: Sequence[MetricRow]) -> list[str]:
+    """The family names the exposition of ``rows`` holds (for the view's summary line)."""
+    text = exposition(rows)
+    return [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+
+
+def row_of(status: Any, planned_mib: int | None = None) -> MetricRow:
+    """A metrics row from one ``deploy.status.ServiceStatus``."""
+    canary = status.canary
+    boot = status.last_boot or {}
+    total = _number(boot.get("total_s"))
+    return MetricRow(
+        deployment=status.recipe or status.unit.removesuffix(".service"), scope=str(status.scope), unit=status.unit,
+        up=status.active == "active" and status.health == "ready", active=status.active, restarts=status.restarts,
+        model=status.model, image_digest=status.image_digest, gpu_used_mib=status.gpu_memory_mib,
+        gpu_planned_mib=planned_mib, canary=canary, canary_counts=(canary or {}).get("counts"),
+        last_ttft_ms=_number((canary or {}).get("last_ttft_ms")),
+        last_itl_ms=_number((canary or {}).get("last_itl_ms")),
+        last_boot_s=total, last_boot_at=_number(boot.get("at")),
+    )

@@ -1,0 +1,358 @@
+"""The canary, the metrics, the boot history and verify's export, without the chain: the decisions (restart
+once per failure streak, never a loop; a hung probe bounded), the exposition read back by the official
+Prometheus parser, a stall judged against earlier boots, and the export's vLLM bench key names."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tests.fakes import RUNNING, FakeClock, FakeProbe, FakeSystemd, Script
+
+from rigctl.deploy import canary, history, metrics
+from rigctl.deploy.warmup import Phase, PhaseState, WaitStatus, WaitTarget, wait_ready
+from rigctl.errors import LockHeldError, UsageError
+from rigctl.places import Scope
+from rigctl.render.canary import CanaryUnits, render
+from rigctl.verify.export import BENCH_KEYS, soak_export
+
+ENGINE = "rigctl-demo.service"
+
+
+class Units:
+    """systemd for the canary: the engine's state, and every call."""
+
+    def __init__(self, active: str = "active") -> None:
+        self.active = active
+        self.calls: list[str] = []
+
+    def daemon_reload(self) -> None:
+        self.calls.append("daemon-reload")
+
+    def enable_now(self, unit: str) -> None:
+        self.calls.append(f"enable {unit}")
+
+    def disable_now(self, unit: str) -> None:
+        self.calls.append(f"disable {unit}")
+
+    def restart_unit(self, unit: str) -> None:
+        self.calls.append(f"restart {unit}")
+
+    def stop(self, unit: str, *, wait: bool, timeout: float) -> None:
+        self.calls.append(f"stop {unit}")
+
+    def reset_failed(self, unit: str) -> None:
+        self.calls.append(f"reset-failed {unit}")
+
+    def is_active(self, unit: str) -> str:
+        return self.active
+
+    def restarts(self) -> int:
+        return sum(c.startswith("restart ") for c in self.calls)
+
+
+def verdicts(*oks: bool) -> Any:
+    it = iter(oks)
+
+    def probe(request_timeout_s: float) -> canary.Verdict:
+        ok = next(it)
+        return canary.Verdict(ok, [{"id": "smoke", "status": "pass" if ok else "fail"}],
+                              None if ok else "smoke", None if ok else "'The capital of France is' -> salad",
+                              ttft_ms=12.5 if ok else None)
+
+    return probe
+
+
+def install_config(state_dir: Path, **changes: Any) -> None:
+    state = history.CanaryState(config=history.CanaryConfig(**{
+        "every_s": 600, "checks": ["smoke"], "on_failure": "restart", "after": 2, "timeout_s": 5, **changes}))
+    history.save_canary(state_dir, "demo", state)
+
+
+def runs(state_dir: Path, probe: Any, n: int, units: Units, **kw: Any) -> list[canary.RunResult]:
+    return [canary.run_once("demo", engine_unit=ENGINE, scope=Scope.USER, state_dir=state_dir, probe=probe,
+                            systemd=units, **kw) for _ in range(n)]
+
+
+def test_restart_once_per_failure_streak_never_a_loop(tmp_path: Path) -> None:
+    install_config(tmp_path)
+    units = Units()
+    done = runs(tmp_path, verdicts(True, False, False, False, False, False), 6, units)
+    assert [r.ok for r in done] == [True, False, False, False, False, False]
+    assert units.restarts() == 1  # after the 2nd failure in a row, and never again in this streak
+    assert done[2].action == "restarted" and done[3].action == "restart-skipped"
+    state = history.canary_state(tmp_path, "demo")
+    assert state.consecutive_failures == 5 and state.counts == {"runs": 6, "failures": 5, "restarts": 1}
+    assert state.restarts[0]["unit"] == ENGINE and state.restarts[0]["after_failures"] == 2
+    summary = state.summary()
+    assert summary is not None and summary["last_result"] == "fail" and summary["restarts"] == 1
+    assert "salad" in summary["last_failure_reason"]
+    assert any("restarting rigctl-demo.service once" in line for line in done[2].journal)
+
+
+def test_a_passing_run_starts_a_new_streak(tmp_path: Path) -> None:
+    install_config(tmp_path)
+    units = Units()
+    runs(tmp_path, verdicts(False, False, True, False, False), 5, units)
+    assert units.restarts() == 2
+    assert history.canary_state(tmp_path, "demo").consecutive_failures == 2
+
+
+def test_no_restart_with_on_failure_none_or_a_stopped_engine_or_a_held_lock(tmp_path: Path) -> None:
+    install_config(tmp_path, on_failure="none")
+    units = Units()
+    runs(tmp_path, verdicts(False, False, False), 3, units)
+    assert units.restarts() == 0
+
+    stopped = tmp_path / "stopped"
+    install_config(stopped)
+    idle = Units(active="inactive")
+    done = runs(stopped, verdicts(False, False), 2, idle)
+    assert idle.restarts() == 0 and done[1].action == "restart-skipped"
+
+    held = tmp_path / "held"
+    install_config(held)
+    busy = Units()
+
+    def lock() -> Any:
+        raise LockHeldError("held")
+
+    done = runs(held, verdicts(False, False, False), 3, busy, lock=lock)
+    assert busy.restarts() == 0 and done[1].action == "restart-skipped"
+    assert history.canary_state(held, "demo").restarted_in_streak is False  # the next failure may still restart
+
+
+def test_a_hung_probe_is_a_failure_in_time(tmp_path: Path) -> None:
+    install_config(tmp_path, timeout_s=1)
+    release = threading.Event()
+
+    def hang(request_timeout_s: float) -> canary.Verdict:
+        release.wait(30)
+        return canary.Verdict(True, [])
+
+    try:
+        done = runs(tmp_path, hang, 1, Units())[0]
+    finally:
+        release.set()
+    assert not done.ok and done.failed_check == "timeout" and "hung" in (done.reason or "")
+
+
+def test_runs_are_rotated(tmp_path: Path) -> None:
+    install_config(tmp_path)
+    runs(tmp_path, verdicts(*([True] * (history.RUNS_KEPT + 5))), history.RUNS_KEPT + 5, Units())
+    state = history.canary_state(tmp_path, "demo")
+    assert len(state.runs) == history.RUNS_KEPT and state.counts["runs"] == history.RUNS_KEPT + 5
+
+
+def test_a_damaged_canary_record_counts_as_none(tmp_path: Path) -> None:
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "demo.canary.json").write_text("{not json")
+    assert history.canary_state(tmp_path, "demo").summary() is None
+    with pytest.raises(UsageError):
+        runs(tmp_path, verdicts(True), 1, Units())
+
+
+def test_install_and_remove(tmp_path: Path) -> None:
+    units = Units()
+    unit_dir, state_dir = tmp_path / "units", tmp_path / "state"
+    change = canary.install("demo", engine_unit=ENGINE, every_s=600, checks=["smoke"], on_failure="none", after=2,
+                            timeout_s=60, command=["/usr/bin/python3", "-m", "rigctl", "canary", "demo", "--run-once",
+                                                   "--user"], unit_dir=unit_dir, state_dir=state_dir, systemd=units,
+                            now=1.0)
+    assert change.action == "installed" and sorted(p.name for p in unit_dir.iterdir()) == [
+        "rigctl-demo-canary.service", "rigctl-demo-canary.timer"]
+    assert "enable rigctl-demo-canary.timer" in units.calls
+    again = canary.install("demo", engine_unit=ENGINE, every_s=600, checks=["smoke"], on_failure="none", after=2,
+                           timeout_s=60, command=["/usr/bin/python3", "-m", "rigctl", "canary", "demo", "--run-once",
+                                                  "--user"], unit_dir=unit_dir, state_dir=state_dir, systemd=units,
+                           now=2.0)
+    assert again.action == "unchanged"
+    gone = canary.remove("demo", unit_dir=unit_dir, state_dir=state_dir, systemd=units)
+    assert gone.action == "removed" and not list(unit_dir.iterdir())
+    assert history.canary_state(state_dir, "demo").summary() is None
+    assert canary.remove("demo", unit_dir=unit_dir, state_dir=state_dir, systemd=units).action == "absent"
+
+
+def test_settings_refused() -> None:
+    assert canary.parse_span("10m", option="--every") == 600 and canary.parse_span("45", option="--every") == 45
+    with pytest.raises(UsageError):
+        canary.parse_span("ten", option="--every")
+    with pytest.raises(UsageError):  # a few seconds only on the test bed
+        canary.check_settings(3, ["smoke"], 2, 3, minimum=canary.min_interval({}))
+    canary.check_settings(3, ["smoke"], 2, 3, minimum=canary.min_interval({"RIGCTL_TESTBED": "1"}))
+    with pytest.raises(UsageError):
+        canary.check_settings(600, ["soak"], 2, 60, minimum=60)
+
+
+def test_units_pass_systemd_analyze_verify(tmp_path: Path, need: Any) -> None:
+    need(shutil.which("systemd-analyze") is not None, "systemd-analyze is not installed")
+    files = render(CanaryUnits("demo", ENGINE, 600, 120, ("health", "smoke"),
+                               (shutil.which("python3") or "/usr/bin/python3", "-m", "rigctl", "canary", "demo",
+                                "--run-once", "--system")))
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    done = subprocess.run(["systemd-analyze", "verify", *(str(tmp_path / n) for n in files)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "OnUnitActiveSec=600s" in files["rigctl-demo-canary.timer"]
+    service = files["rigctl-demo-canary.service"]
+    assert "Type=oneshot" in service and "TimeoutStartSec=150s" in service and "--run-once --system" in service
+
+
+def test_exec_line_quotes_an_odd_interpreter_path() -> None:
+    files = render(CanaryUnits("demo", ENGINE, 60, 60, ("smoke",), ("/opt/my env/100%/python", "-m", "rigctl")))
+    assert 'ExecStart="/opt/my env/100%%/python" -m rigctl' in files["rigctl-demo-canary.service"]
+
+
+# --- metrics -------------------------------------------------------------------------------------------------
+
+
+def test_exposition_reads_back_with_the_official_parser() -> None:
+    rows = [
+        metrics.MetricRow("demo", "user", ENGINE, up=True, active="active", restarts=3, model='odd "model"\\x',
+                          image_digest="sha256:ab", gpu_used_mib=1024, gpu_planned_mib=2048,
+                          canary={"last_result": "fail", "last_run_at": 1700000000.5, "interval_s": 600,
+                                  "consecutive_failures": 2}, canary_counts={"runs": 9, "failures": 2, "restarts": 1},
+                          last_ttft_ms=12.5, last_itl_ms=2.0, last_boot_s=212.4, last_boot_at=1699999000.0),
+        metrics.MetricRow("other", "system", "rigctl-other.service", up=False, active="inactive", restarts=None),
+    ]
+    text = metrics.exposition(rows)
+    got: dict[tuple[str, str], float] = {}
+    types: dict[str, str] = {}
+    for family in text_string_to_metric_families(text):
+        assert family.name.startswith("rigctl_")
+        types[family.name] = family.type
+        for sample in family.samples:
+            got[(sample.name, sample.labels["deployment"])] = sample.value
+            if sample.name == "rigctl_deployment_info" and sample.labels["deployment"] == "demo":
+                assert sample.labels["model"] == 'odd "model"\\x'
+    assert got[("rigctl_up", "demo")] == 1 and got[("rigctl_up", "other")] == 0
+    assert got[("rigctl_service_restarts_total", "demo")] == 3 and types["rigctl_service_restarts"] == "counter"
+    assert got[("rigctl_canary_ok", "demo")] == 0
+    assert got[("rigctl_canary_restarts_total", "demo")] == 1
+    assert got[("rigctl_gpu_memory_used_bytes", "demo")] == 1024 * 2**20
+    assert got[("rigctl_gpu_memory_planned_bytes", "demo")] == 2048 * 2**20
+    assert got[("rigctl_last_verify_ttft_seconds", "demo")] == pytest.approx(0.0125)
+    assert got[("rigctl_last_boot_duration_seconds", "demo")] == pytest.approx(212.4)
+    assert ("rigctl_canary_ok", "other") not in got  # unknown is left out, never 0
+    assert ("rigctl_service_restarts_total", "other") not in got
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            assert kind != "counter" or name.endswith("_total"), line
+
+
+def test_no_deployment_is_an_empty_exposition() -> None:
+    assert metrics.exposition([]) == ""
+
+
+# --- boot history --------------------------------------------------------------------------------------------
+
+
+def boot(total: float, loading: float, *, status: str = "ready", image: str = "img@sha256:1") -> history.Boot:
+    return history.Boot(at=1.0, recipe_digest="sha256:r", image=image, status=status, total_s=total,
+                        phases=(("starting", 1.0), (str(Phase.LOADING), loading), ("ready", 0.0)))
+
+
+def test_boots_are_kept_rotated_and_budgets_need_history(tmp_path: Path) -> None:
+    for i in range(history.BOOTS_KEPT + 3):
+        history.record_boot(tmp_path, "demo", boot(100 + i, 10))
+    kept = history.boots(tmp_path, "demo")
+    assert len(kept) == history.BOOTS_KEPT and kept[-1].total_s == 100 + history.BOOTS_KEPT + 2
+    assert history.budgets([boot(200, 10)], "sha256:r", "img@sha256:1") is None  # one boot is no history yet
+    assert history.budgets([boot(200, 10), boot(240, 12, image="other")], "sha256:r", "img@sha256:1") is None
+    assert history.budgets([boot(200, 10), boot(240, 90, status="stalled")], "sha256:r", "img@sha256:1") is None
+    budget = history.budgets([boot(212, 10), boot(240, 12)], "sha256:r", "img@sha256:1")
+    assert budget is not None and budget.allowance(str(Phase.LOADING), 5) == 36.0
+    assert budget.allowance(str(Phase.GRAPHS), 5) is None
+
+
+class Follower:
+    """The warmup watcher's view: in ``phase`` since ``since``; its output keeps coming when ``chatty``."""
+
+    def __init__(self, clock: FakeClock, phase: Phase, since: float, *, chatty: bool) -> None:
+        self.clock, self.since, self.chatty = clock, since, chatty
+        self.phase = PhaseState(phase)
+        self.pid = None
+        self.line_count = 0
+        self._quiet_from = since
+
+    @property
+    def last_output_mono(self) -> float:
+        return self.clock.now if self.chatty else self._quiet_from
+
+    def phase_since(self) -> float:
+        return self.since
+
+    def tail(self, n: int = 40) -> list[str]:
+        return []
+
+
+def wait(budget: history.BootBudget | None, *, chatty: bool) -> Any:
+    clock = FakeClock()
+    systemd = FakeSystemd(Path("/nonexistent"), clock, script=Script([(0.0, RUNNING)]))
+    systemd.loaded.add(ENGINE)
+    systemd.start(ENGINE)
+    probe = FakeProbe(systemd, ENGINE, "m", ready_after=None)
+    target = WaitTarget(unit=ENGINE, container="rigctl-demo", base_url="http://127.0.0.1:1", health_path="/health",
+                        served_name="m", warmup_budget_s=300, stall_budget_s=5, baseline_restarts=0,
+                        start_mono=clock.now, budget=budget)
+    follower = Follower(clock, Phase.LOADING, clock.now, chatty=chatty)
+    return wait_ready(target, systemd=systemd, probe=probe, follower=follower, clock=clock)  # type: ignore[arg-type]
+
+
+def test_a_stall_is_judged_against_history() -> None:
+    budget = history.budgets([boot(212, 10), boot(240, 12)], "sha256:r", "img@sha256:1")
+    # a phase that keeps printing but lasts 3x longer than it ever did is a stall, with history
+    stalled = wait(budget, chatty=True)
+    assert stalled.status is WaitStatus.STALLED
+    assert stalled.detail.startswith("the last 2 boots were ready in 212-240 s; 36 s in loading weights is a stall")
+    assert wait(None, chatty=True).status is WaitStatus.TIMEOUT  # one flat budget: only the warmup budget ends it
+    # a silence longer than the flat stall budget but within what this phase took before is no stall yet
+    silent = wait(budget, chatty=False)
+    assert silent.status is WaitStatus.STALLED and silent.elapsed_s > 30
+    assert wait(None, chatty=False).elapsed_s < 6
+
+
+# --- verify --export -----------------------------------------------------------------------------------------
+
+
+def test_export_uses_vllm_bench_key_names() -> None:
+    from rigctl.severity import Severity
+    from rigctl.verify.report import CheckResult
+
+    figures = {"completed": 7, "failed": 1, "duration_s": 3.5, "total_output_tokens": 300, "request_throughput": 2.0,
+               "output_throughput": 85.7, "requests": 8, "concurrency": 4, "prefix_tokens": 2100,
+               **{k: 1.0 for k in BENCH_KEYS if k.endswith("_ms")}}
+    soak = CheckResult("soak", Severity.FAIL, "1/8 requests failed", figures)
+    doc = soak_export(soak, model="m", base_url="http://127.0.0.1:8000", recipe="demo", recipe_source="/r.yaml",
+                      image="img@sha256:ab", image_digest="sha256:ab", gpus=[{"index": 0, "name": "H200"}],
+                      gpu_note=None, version="rigctl 0", now=0)
+    assert {"date", "backend", "model_id", "num_prompts", "max_concurrency", "duration", *BENCH_KEYS} <= set(doc)
+    assert doc["duration"] == 3.5 and doc["num_prompts"] == 8 and doc["max_concurrency"] == 4
+    assert doc["rigctl"]["image_digest"] == "sha256:ab" and doc["rigctl"]["status"] == "fail"
+    json.dumps(doc)
+
+
+def test_doctor_lists_the_canaries_and_those_without_a_deployment(tmp_path: Path, monkeypatch: Any) -> None:
+    import rigctl.places
+
+    units, state = tmp_path / "units", tmp_path / "state"
+    units.mkdir()
+    state.mkdir()
+    for name in ("demo", "gone"):
+        for file_name, text in render(CanaryUnits(name, ENGINE, 60, 60, ("smoke",), ("/usr/bin/python3",))).items():
+            (units / file_name).write_text(text)
+    (units / "rigctl-other.timer").write_text("[Timer]\n")  # not a canary's
+    (state / "demo.json").write_text("{}")
+    monkeypatch.setattr(canary, "systemd_dir", lambda scope: units)
+    monkeypatch.setattr(rigctl.places, "state_dir", lambda scope: state)
+    listed = canary.installed([Scope.USER])
+    assert [(c["deployment"], c["deployed"]) for c in listed] == [("demo", True), ("gone", False)]
+    assert listed[0]["service"] == str(units / "rigctl-demo-canary.service")

@@ -1,0 +1,166 @@
+"""The canary on the real chain (podman 4.3, quadlet, `systemd --user`, the test engine): a healthy engine keeps
+passing; the same running engine switched to word salad (the test engine's --mode-file, read before each
+answer) fails the first run after the switch, which `status --json` and `rigctl metrics` show; with
+--on-failure restart it is restarted exactly once; `down` removes the timer, the service and the records.
+
+The container runs this checkout's test engine (mounted over the image's copy), so the knob exists whatever
+engine the image was built with. The test interval (3 s) is allowed on the test bed only (RIGCTL_TESTBED=1).
+Every wait is bounded; nothing here depends on how fast a run is, only on the order of runs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tests.deploy.conftest import REPO, Rig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+USER_UNITS = Path("/root/.config/systemd/user")
+
+
+def _engine_dir(rig: Rig) -> tuple[Path, Path]:
+    engine = rig.workdir / "engine"
+    engine.mkdir()
+    shutil.copy(REPO / "tests" / "engine" / "fake_vllm.py", engine / "engine.py")
+    shutil.copy(REPO / ".ci" / "testbed" / "vllm-entrypoint.py", engine / "entrypoint.py")
+    knob = rig.workdir / "knob"
+    knob.mkdir()
+    return engine, knob
+
+
+def _deploy(rig: Rig, name: str, port: int) -> Path:
+    engine, knob = _engine_dir(rig)
+    rig.env["RIGCTL_TESTBED"] = "1"
+    path = rig.recipe(name, port, env={"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MODE_FILE": "/knob/mode"},
+                      container={"publish": {"port": port}, "volumes": [
+                          {"host": str(rig.ckpt), "container": "/models/test"},
+                          {"host": str(engine), "container": "/opt/rigctl-test-engine"},
+                          {"host": str(knob), "container": "/knob"}]})
+    code, doc = rig.run("up", str(path), "--user")
+    assert code == 0, doc
+    return knob / "mode"
+
+
+def _canary(rig: Rig, unit: str) -> dict[str, Any]:
+    code, doc = rig.run("status", "--user")
+    assert code == 0, doc
+    row = next((s for s in doc["services"] if s["unit"] == unit), {})
+    return row.get("canary") or {}
+
+
+def _wait(rig: Rig, unit: str, done: Any, what: str, limit_s: float = 90) -> dict[str, Any]:
+    deadline = time.monotonic() + limit_s
+    seen: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        seen = _canary(rig, unit)
+        if done(seen):
+            return seen
+        time.sleep(1)
+    raise AssertionError(f"{what}: not within {limit_s} s; canary {seen}")
+
+
+def _metrics(rig: Rig, name: str) -> dict[str, float]:
+    done = subprocess.run([*rig_cmd(), "metrics", "--user"], env=rig.env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    out = {}
+    for family in text_string_to_metric_families(done.stdout):
+        for sample in family.samples:
+            if sample.labels.get("deployment") == name:
+                out[sample.name] = sample.value
+    return out
+
+
+def rig_cmd() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "rigctl"]
+
+
+def _runs(rig: Rig, name: str) -> list[dict[str, Any]]:
+    import json
+
+    path = Path("/root/.local/state/rigctl/deployments/history") / f"{name}.canary.json"
+    return json.loads(path.read_text())["runs"] if path.exists() else []
+
+
+def test_canary_passes_then_catches_word_salad_restarts_once_and_down_removes_it(rig: Rig) -> None:
+    name, unit = "canary-salad", "rigctl-canary-salad.service"
+    knob = _deploy(rig, name, 18261)
+    code, doc = rig.run("canary", name, "--user", "--every", "3s", "--timeout", "3s", "--on-failure", "restart",
+                        "--after", "2")
+    assert code == 0, doc
+    assert doc["action"] == "installed" and doc["timer"] == "rigctl-canary-salad-canary.timer"
+    files = [USER_UNITS / "rigctl-canary-salad-canary.timer", USER_UNITS / "rigctl-canary-salad-canary.service"]
+    assert all(f.is_file() for f in files)
+    verify = subprocess.run(["systemd-analyze", "--user", "verify", *map(str, files)], env=rig.env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert verify.returncode == 0, verify.stderr
+
+    # healthy: it keeps passing
+    passing = _wait(rig, unit, lambda c: (c.get("counts") or {}).get("runs", 0) >= 2, "two runs")
+    assert passing["last_result"] == "pass" and passing["consecutive_failures"] == 0, passing
+    assert all(r["ok"] for r in _runs(rig, name)), _runs(rig, name)
+    assert passing["last_ttft_ms"] is not None
+    figures = _metrics(rig, name)
+    assert figures["rigctl_canary_ok"] == 1 and figures["rigctl_up"] == 1
+    pid_before = rig.systemctl("show", "-p", "MainPID", "--value", unit).strip()
+
+    # the same running engine switched to word salad: the first run that starts after the switch fails
+    switched = time.time()
+    knob.write_text("word-salad\n")
+    _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the canary failing")
+    after = [r for r in _runs(rig, name) if r["at"] > switched]
+    assert after and not after[0]["ok"], after
+    failing = _canary(rig, unit)
+    assert failing["last_failure_reason"], failing
+    assert any(r["failed_check"] in ("smoke", "repetition") for r in after), after
+    figures = _metrics(rig, name)
+    assert figures["rigctl_canary_ok"] == 0
+    assert figures["rigctl_canary_failures_total"] >= 1
+
+    # after 2 failures in a row: restarted once; the engine still talks salad, and is not restarted again
+    restarted = _wait(rig, unit, lambda c: c.get("restarts") == 1, "the restart")
+    assert restarted["last_restart"]["unit"] == unit
+    _wait(rig, unit, lambda c: c.get("consecutive_failures", 0) >= 6, "four more failing runs", limit_s=120)
+    final = _canary(rig, unit)
+    assert final["restarts"] == 1 and final["counts"]["restarts"] == 1, final
+    assert rig.systemctl("show", "-p", "MainPID", "--value", unit).strip() != pid_before  # it was restarted
+    journal = subprocess.run(["journalctl", "--user", "-u", "rigctl-canary-salad-canary.service", "--no-pager"],
+                             env=rig.env, capture_output=True, text=True, timeout=30, check=False).stdout
+    if "canary canary-salad:" in journal:  # the testbed's user manager runs without journald: nothing to read there
+        assert journal.count("restarting rigctl-canary-salad.service once") == 1
+
+    code, down = rig.run("down", name, "--user", "--remove")
+    assert code == 0, down
+    removed = "\n".join(down["canary_removed"])
+    assert "canary-salad-canary.timer" in removed and "canary-salad-canary.service" in removed
+    assert "canary-salad.canary.json" in removed and "canary-salad.boots.json" in removed
+    assert not any(f.exists() for f in files)
+    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-canary-salad-canary.timer").strip() == "not-found"
+
+
+def test_canary_fails_a_hung_engine_whose_health_answers_and_off_removes_it(rig: Rig) -> None:
+    name, unit = "canary-hang", "rigctl-canary-hang.service"
+    knob = _deploy(rig, name, 18262)
+    code, doc = rig.run("status", "--user")
+    row = next(s for s in doc["services"] if s["unit"] == unit)
+    assert row["last_boot"]["status"] == "ready" and row["last_boot"]["total_s"] > 0, row  # the boot history
+    assert row["last_boot"]["phases"][0]["phase"] == "starting"
+    code, doc = rig.run("canary", name, "--user", "--every", "3s", "--timeout", "4s")
+    assert code == 0, doc
+    _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a passing run")
+    knob.write_text("hang\n")
+    failed = _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the hung engine failing")
+    assert failed["restarts"] == 0  # --on-failure none: only recorded
+    code, health = rig.run("verify", name, "--user", "--checks", "health")
+    assert code == 0, health  # /health still says 200: only the canary's content check sees it
+    code, off = rig.run("canary", name, "--user", "--off")
+    assert code == 0 and off["action"] == "removed", off
+    assert _canary(rig, unit) == {}
