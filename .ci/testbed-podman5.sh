@@ -22,7 +22,6 @@ p5_runtime=/run/testbed5/user/0      # inside the root
 p5_venv=/opt/rigctl-venv            # inside the root: trixie's python 3.13, the project's locked dependencies
 p5_uv_cache=/var/cache/rigctl-uv    # inside the root: the host's uv cache, mounted
 p5_marker=/etc/rigctl-testbed5      # inside the root: says what this root is
-p5_cdi_uuid=GPU-5f1c0de0-0000-4000-8000-00000000beef  # the stand-in GPU's UUID in the CDI spec
 # runc: crun refuses a cgroup v1 hybrid host; nftables: netavark needs `nft`; iproute2: `ip link set lo up`
 # in the fresh network namespace; procps: pgrep/kill for the tests; python3: the test process.
 p5_packages=podman,crun,runc,conmon,netavark,aardvark-dns,catatonit,fuse-overlayfs,uidmap,systemd,systemd-sysv,dbus,dbus-user-session,ca-certificates,nftables,iptables,passt,python3,procps,iproute2
@@ -115,33 +114,8 @@ p5_configure() {
     # for 90 s; with none it held each restart in auto-restart-queued. Masked in the root's own /etc.
     mkdir -p "$r/etc/systemd/user"
     ln -sfn /dev/null "$r/etc/systemd/user/podman-user-wait-network-online.service"
-    # CDI for real: a spec naming nvidia.com/gpu devices (by UUID and by index) whose device node is a harmless
-    # stand-in (/dev/null seen as /dev/nvidia-testbed0), so AddDevice=nvidia.com/gpu=UUID goes through
-    # podman's own CDI resolver.
-    mkdir -p "$r/etc/cdi"
-    cat > "$r/etc/cdi/rigctl-testbed.yaml" <<EOF
-# Written by .ci/testbed.sh up --podman 5: a stand-in GPU for the CDI resolver (no NVIDIA device here).
-cdiVersion: "0.6.0"
-kind: nvidia.com/gpu
-devices:
-  - name: "$p5_cdi_uuid"
-    containerEdits:
-      deviceNodes:
-        - path: /dev/nvidia-testbed0
-          hostPath: /dev/null
-      env:
-        - RIGCTL_TESTBED_CDI_DEVICE=$p5_cdi_uuid
-  - name: "0"
-    containerEdits:
-      deviceNodes:
-        - path: /dev/nvidia-testbed0
-          hostPath: /dev/null
-      env:
-        - RIGCTL_TESTBED_CDI_DEVICE=0
-containerEdits:
-  env:
-    - NVIDIA_VISIBLE_DEVICES=void
-EOF
+    # CDI for real, in the root's own /etc/cdi (write_cdi_spec says what it holds)
+    write_cdi_spec "$r/etc/cdi/rigctl-testbed.yaml"
 }
 
 p5_manager_pid() {
@@ -202,7 +176,7 @@ export RIGCTL_TESTBED=1
 export RIGCTL_TESTBED_FLAVOUR=podman5
 export RIGCTL_TESTBED_ENV=$p5_dir/env
 export RIGCTL_TESTBED_MARKER=$p5_marker
-export RIGCTL_TESTBED_CDI_GPU=$p5_cdi_uuid
+export RIGCTL_TESTBED_CDI_GPU=$cdi_uuid
 export CONTAINERS_CONF=/etc/containers/containers.conf
 export XDG_RUNTIME_DIR=$p5_runtime
 export PODMAN_IGNORE_CGROUPSV1_WARNING=1

@@ -194,11 +194,45 @@ start_manager() {
         mkdir -p /run/systemd/user
         ln -sfn /dev/null /run/systemd/user/podman-user-wait-network-online.service
         echo /run/systemd/user/podman-user-wait-network-online.service >> "$bed/made-links"
+        # the stand-in GPU, in the runtime CDI directory: gone with `down`
+        write_cdi_spec /run/cdi/rigctl-testbed.yaml
+        echo /run/cdi/rigctl-testbed.yaml >> "$bed/made-links"
         manager_env systemctl --user daemon-reload
     fi
     # Services inherit the manager's environment; say it explicitly so podman in units sees the conf.
     manager_env systemctl --user set-environment CONTAINERS_CONF="$bed/containers.conf"
     manager_env systemctl --user daemon-reload
+}
+
+# CDI for real: a spec naming nvidia.com/gpu devices (by UUID and by index) whose device node is a harmless
+# stand-in (/dev/null seen as /dev/nvidia-testbed0), so AddDevice=nvidia.com/gpu=UUID goes through podman's own
+# CDI resolver. Only podman 5 flavours write it (the 4.3 testbed's tests never ask for a GPU).
+cdi_uuid=GPU-5f1c0de0-0000-4000-8000-00000000beef
+write_cdi_spec() {
+    mkdir -p "$(dirname "$1")"
+    cat > "$1" <<EOF
+# Written by .ci/testbed.sh up --podman 5: a stand-in GPU for the CDI resolver (no NVIDIA device here).
+cdiVersion: "0.6.0"
+kind: nvidia.com/gpu
+devices:
+  - name: "$cdi_uuid"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/nvidia-testbed0
+          hostPath: /dev/null
+      env:
+        - RIGCTL_TESTBED_CDI_DEVICE=$cdi_uuid
+  - name: "0"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/nvidia-testbed0
+          hostPath: /dev/null
+      env:
+        - RIGCTL_TESTBED_CDI_DEVICE=0
+containerEdits:
+  env:
+    - NVIDIA_VISIBLE_DEVICES=void
+EOF
 }
 
 debian_mirror() {
@@ -266,6 +300,7 @@ write_env() {
 # Written by .ci/testbed.sh up; source it before running the integration tests.
 export RIGCTL_TESTBED=1
 export RIGCTL_TESTBED_FLAVOUR=podman$native_major
+$([[ $native_major == 5 ]] && echo "export RIGCTL_TESTBED_CDI_GPU=$cdi_uuid")
 export CONTAINERS_CONF=$bed/containers.conf
 export PODMAN_IGNORE_CGROUPSV1_WARNING=1
 export XDG_RUNTIME_DIR=$runtime_dir

@@ -38,8 +38,10 @@ main()
 
 
 @pytest.fixture
-def rig5(rig: Rig, need: Any) -> Rig:
-    need(rig.flavour == "podman5", "needs the podman 5 testbed (.ci/testbed.sh up --podman 5, then exec --podman 5)")
+def rig5(rig: Rig) -> Rig:
+    if rig.flavour != "podman5":
+        # not a missing component: the podman 4.3 testbed cannot run these, and CI's podman 5 pass does
+        pytest.skip("podman 5 only: .ci/testbed.sh up --podman 5, then .ci/testbed.sh exec --podman 5 -- pytest ...")
     return rig
 
 
