@@ -240,19 +240,29 @@ def wait_ready(
         if not seen_started and last.active == "inactive" and elapsed > 10 and last.result not in ("", "success"):
             return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
                           noticed=noticed)
+        # The engine answering is ready only once systemd agrees: a unit with podman 5's Notify=healthy stays
+        # "activating" until podman's health check passes, and one whose checks never run is killed at
+        # TimeoutStartSec. (Units without it are active from the container's start, long before this.)
+        awaiting_systemd = False
         if last.active in {"active", "activating"}:
             readiness = probe.check(target.base_url, target.health_path, target.served_name)
             if readiness.ready_for(target.served_name):
-                return WaitResult(WaitStatus.READY, elapsed, str(Phase.READY), last, readiness,
-                                  noticed_mono=clock.monotonic(), tail=follower.tail())
+                if last.active == "active":
+                    return WaitResult(WaitStatus.READY, elapsed, str(Phase.READY), last, readiness,
+                                      noticed_mono=clock.monotonic(), tail=follower.tail())
+                awaiting_systemd = True
         since_output = now - max(follower.last_output_mono, target.start_mono)
-        if since_output > target.stall_budget_s:
+        if since_output > target.stall_budget_s and not awaiting_systemd:
             return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
                               detail=f"no output for {since_output:.0f} s (stall budget {target.stall_budget_s} s)",
                               noticed_mono=clock.monotonic(), tail=follower.tail())
         if elapsed > target.warmup_budget_s:
+            detail = f"not ready after the warmup budget of {target.warmup_budget_s} s"
+            if awaiting_systemd:
+                detail += (": the engine answers, but systemd still waits for podman's healthy signal "
+                           "(Notify=healthy): its health checks did not pass, or did not run")
             return WaitResult(WaitStatus.TIMEOUT, elapsed, follower.phase.label(), last, readiness,
-                              detail=f"not ready after the warmup budget of {target.warmup_budget_s} s",
+                              detail=detail,
                               noticed_mono=clock.monotonic(), tail=follower.tail())
         if on_progress is not None:
             tail = follower.tail(1)
