@@ -102,7 +102,8 @@ def test_service_section(scope: str) -> None:
     text = render_units(recipe, podman_version=(5, 4), scope="user" if scope == "user" else "system").files[0].text
     assert _values(text, "Restart") == ["always"]
     assert _values(text, "TimeoutStartSec") == [str(recipe.service.warmup_budget_s)]
-    assert _values(text, "HealthStartPeriod") == [f"{recipe.service.warmup_budget_s}s"]
+    # the warmup is the startup check's (HealthStartupInterval), bounded by TimeoutStartSec: no start period
+    assert _values(text, "HealthStartPeriod") == [] and _values(text, "HealthStartupInterval") == ["2s"]
     assert _values(text, "WantedBy") == ["multi-user.target" if scope == "system" else "default.target"]
 
 
@@ -137,5 +138,9 @@ def test_notify_healthy_gets_a_startup_check_that_polls_during_warmup(
         assert _values(text, "HealthStartupSuccess") == ["1"]
         assert _values(text, "HealthInterval") == ["30s"]
         assert not _values(text, "HealthStartupRetries")  # a slow warmup is TimeoutStartSec's to end, not a restart
+        # the startup check gates the regular one: a start period (from the container's start, as long as
+        # the warmup budget) would only shield an engine that hangs after a short warmup
+        assert not _values(text, "HealthStartPeriod")
     else:
         assert not [k for k in _container_keys(text) if k.startswith("HealthStartup")]
+        assert _values(text, "HealthStartPeriod") or "--health-start-period=" in " ".join(_values(text, "PodmanArgs"))
