@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# The real deployment testbed: podman 4.3 (runc, cgroupfs), trixie's quadlet generator, a real
-# `systemd --user` manager and a locally built test-engine image. Run as root on Debian 12.
+# The real deployment testbed, in one of two flavours (docs/testbed.md says why each piece is as it is):
+#   podman 4: the host's podman 4.3 (runc, cgroupfs), trixie's quadlet generator, a real `systemd --user`
+#             manager and a locally built test-engine image. Debian 12 only (Debian 13 has no podman 4).
+#   podman 5: podman 5.4 with its own conmon/runc/netavark, quadlet 5.4 and systemd 257's `systemd --user`:
+#             on Debian 12 in a debootstrapped trixie root (a chroot with its own network namespace, so its
+#             ports, manager and sockets cannot be mistaken for the host's); on Debian 13 the host's own.
+# Run as root.
 #
-#   .ci/testbed.sh up      set everything up (idempotent; a few seconds when already done)
-#   .ci/testbed.sh down    stop the manager and undo what `up` put under /run
-#   .ci/testbed.sh env     print the environment file's path (source it before pytest)
+#   .ci/testbed.sh up [--podman 4|5]     set it up (idempotent; seconds when already done). Default: 4 on
+#                                        Debian 12, 5 on Debian 13
+#   .ci/testbed.sh down [--podman 4|5]   stop its manager and undo what `up` put under /run (and the mounts)
+#   .ci/testbed.sh env [--podman 4|5]    print the flavour's environment file's path
+#   .ci/testbed.sh exec [--podman 4|5] [--] CMD...
+#                                        run CMD where that flavour's rigctl and tests run, with its
+#                                        environment: for podman 5 on Debian 12, inside the trixie root (the
+#                                        repository is mounted there at the same path, with its own venv)
 #
 # Why each piece looks the way it does is in ../shared/reference/testbed.md: crun fails on this cgroup
 # v1 hybrid host, podman's default nofile ulimit exceeds the sandbox's hard limit, bookworm has no
@@ -17,7 +27,7 @@
 #        RIGCTL_TESTBED_CACHE (rootfs tarball cache; default <repo>/.cache/testbed).
 set -euo pipefail
 
-repo="$(cd "$(dirname "$0")/.." && pwd)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bed="${RIGCTL_TESTBED_DIR:-$repo/.testbed}"
 cache="${RIGCTL_TESTBED_CACHE:-$repo/.cache/testbed}"
 engine_src="${RIGCTL_TEST_ENGINE:-$repo/tests/engine/fake_vllm.py}"
@@ -32,9 +42,27 @@ die() { echo "testbed: error: $*" >&2; exit 1; }
 
 need_root() { [[ $(id -u) -eq 0 ]] || die "run as root (the testbed drives podman and a systemd --user manager as root)"; }
 
-install_packages() {
-    local want=(podman runc uidmap fuse-overlayfs slirp4netns catatonit debootstrap) missing=()
-    for pkg in "${want[@]}"; do
+# /etc/os-release decides, never an assumption: Debian 12 (bookworm) has podman 4.3 and needs trixie's
+# quadlet; Debian 13 (trixie) has podman 5.4, its quadlet and systemd 257 from apt.
+os_codename() {
+    local file="${RIGCTL_OS_RELEASE:-/etc/os-release}" id="" codename="" version=""
+    if [[ -r $file ]]; then
+        # shellcheck disable=SC1090
+        id="$(. "$file"; echo "${ID:-}")"; codename="$(. "$file"; echo "${VERSION_CODENAME:-}")"
+        # shellcheck disable=SC1090
+        version="$(. "$file"; echo "${VERSION_ID:-}")"
+    fi
+    [[ $id == debian ]] || { echo "unsupported:${id:-unknown}"; return; }
+    case "$codename:$version" in
+        bookworm:* | :12*) echo bookworm ;;
+        trixie:* | :13*) echo trixie ;;
+        *) echo "unsupported:debian-${codename:-$version}" ;;
+    esac
+}
+
+install_host_packages() {
+    local missing=() pkg
+    for pkg in "$@"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
     if ((${#missing[@]})); then
@@ -45,16 +73,31 @@ install_packages() {
     fi
 }
 
-write_containers_conf() {
+host_packages() {
+    if [[ $codename == trixie ]]; then
+        # podman 5.4 with its own helpers; runc because crun refuses a cgroup v1 hybrid host; nft for netavark
+        echo podman runc crun conmon netavark aardvark-dns uidmap fuse-overlayfs passt catatonit nftables \
+            dbus-user-session debootstrap
+    else
+        echo podman runc uidmap fuse-overlayfs slirp4netns catatonit debootstrap
+    fi
+}
+
+install_packages() {
+    # shellcheck disable=SC2046
+    install_host_packages $(host_packages)
+}
+
+write_containers_conf_to() {
     # Derive nofile from the hard limit we actually have: podman's default is above it here.
-    local hard_nofile hard_nproc
+    local dest="$1" what="$2" hard_nofile hard_nproc
     hard_nofile="$(ulimit -Hn)"; [[ $hard_nofile == unlimited ]] && hard_nofile=1048576
     ((hard_nofile > 1048576)) && hard_nofile=1048576
     hard_nproc="$(ulimit -Hu)"; [[ $hard_nproc == unlimited ]] && hard_nproc=32768
     ((hard_nproc > 32768)) && hard_nproc=32768
-    mkdir -p "$bed"
-    cat > "$bed/containers.conf.tmp" <<EOF
-# Written by .ci/testbed.sh: podman settings this host needs (see shared/reference/testbed.md).
+    mkdir -p "$(dirname "$dest")"
+    cat > "$dest.tmp" <<EOF
+# Written by .ci/testbed.sh ($what): podman settings this host needs (docs/testbed.md).
 [containers]
 default_ulimits = ["nofile=${hard_nofile}:${hard_nofile}", "nproc=${hard_nproc}:${hard_nproc}"]
 # No journald on the testbed: keep container output readable through \`podman logs\`.
@@ -65,11 +108,23 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
-    mv -f "$bed/containers.conf.tmp" "$bed/containers.conf"
+    mv -f "$dest.tmp" "$dest"
+}
+
+write_containers_conf() {
+    mkdir -p "$bed"
+    write_containers_conf_to "$bed/containers.conf" "pointed to by CONTAINERS_CONF"
 }
 
 install_generator() {
     local quadlet
+    if [[ $codename == trixie ]]; then
+        # trixie's podman ships quadlet and installs it as the user generator itself: nothing to fetch
+        quadlet=/usr/libexec/podman/quadlet
+        [[ -x $quadlet ]] || die "$quadlet missing: is trixie's podman installed?"
+        echo "$quadlet" > "$bed/quadlet-path"
+        return
+    fi
     quadlet="$("$repo/.ci/get-quadlet.sh")" || die "could not install the quadlet binary"
     mkdir -p "$generator_dir"
     # quadlet decides between system and user mode from its own name: it must contain "user".
@@ -79,7 +134,18 @@ install_generator() {
 
 manager_env() {
     env -i HOME=/root USER=root LOGNAME=root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        XDG_RUNTIME_DIR="$runtime_dir" CONTAINERS_CONF="$bed/containers.conf" "$@"
+        XDG_RUNTIME_DIR="$runtime_dir" CONTAINERS_CONF="$bed/containers.conf" PODMAN_IGNORE_CGROUPSV1_WARNING=1 "$@"
+}
+
+# The host's `systemd --user` manager (the oldest; the newest with -n). A podman 5 testbed's manager in its
+# trixie root has the same command line but another root, and is never taken for this one.
+host_manager_pid() {
+    local pid found=()
+    for pid in $(pgrep -f '^/lib/systemd/systemd --user' || true); do
+        [[ $(readlink "/proc/$pid/root" 2>/dev/null) == / ]] && found+=("$pid")
+    done
+    ((${#found[@]})) || return 1
+    if [[ ${1:-} == -n ]]; then echo "${found[-1]}"; else echo "${found[0]}"; fi
 }
 
 manager_running() {
@@ -95,7 +161,7 @@ start_manager() {
     if manager_running; then
         log "systemd --user already running (pid $(cat "$pidfile"))"
     elif [[ $state0 == running || $state0 == degraded ]] \
-        && adopted="$(pgrep -o -f '^/lib/systemd/systemd --user')"; then
+        && adopted="$(host_manager_pid)"; then
         # a manager for this runtime dir is already answering (another checkout's testbed): a second one
         # would fight it for the same bus, so take it over instead
         log "adopting the systemd --user already running (pid $adopted)"
@@ -115,21 +181,77 @@ start_manager() {
         [[ $state == running || $state == degraded ]] \
             || die "systemd --user did not come up (state '$state'); see $bed/systemd-user.log"
         # $! is setsid's (or env's) pid when setsid has to fork: record the manager itself, so `down` stops it
-        pgrep -n -f '^/lib/systemd/systemd --user' > "$pidfile" || true
+        host_manager_pid -n > "$pidfile" || true
+    fi
+    if [[ $codename == trixie ]]; then
+        # podman 5 as root asks the system manager for its health-check timers: with none here (PID 1 is not
+        # systemd) its socket's name leads to the user manager's. quadlet 5.4's
+        # podman-user-wait-network-online.service polls a system manager for 90 s: masked, at runtime only.
+        if [[ ! -e /run/systemd/private ]]; then
+            ln -sfn "$runtime_dir/systemd/private" /run/systemd/private
+            echo /run/systemd/private >> "$bed/made-links"
+        fi
+        mkdir -p /run/systemd/user
+        ln -sfn /dev/null /run/systemd/user/podman-user-wait-network-online.service
+        echo /run/systemd/user/podman-user-wait-network-online.service >> "$bed/made-links"
+        # the stand-in GPU, in the runtime CDI directory: gone with `down`
+        write_cdi_spec /run/cdi/rigctl-testbed.yaml
+        echo /run/cdi/rigctl-testbed.yaml >> "$bed/made-links"
+        manager_env systemctl --user daemon-reload
     fi
     # Services inherit the manager's environment; say it explicitly so podman in units sees the conf.
     manager_env systemctl --user set-environment CONTAINERS_CONF="$bed/containers.conf"
     manager_env systemctl --user daemon-reload
 }
 
+# CDI for real: a spec naming nvidia.com/gpu devices (by UUID and by index) whose device node is a harmless
+# stand-in (/dev/null seen as /dev/nvidia-testbed0), so AddDevice=nvidia.com/gpu=UUID goes through podman's own
+# CDI resolver. Only podman 5 flavours write it (the 4.3 testbed's tests never ask for a GPU).
+cdi_uuid=GPU-5f1c0de0-0000-4000-8000-00000000beef
+write_cdi_spec() {
+    mkdir -p "$(dirname "$1")"
+    cat > "$1" <<EOF
+# Written by .ci/testbed.sh up --podman 5: a stand-in GPU for the CDI resolver (no NVIDIA device here).
+cdiVersion: "0.6.0"
+kind: nvidia.com/gpu
+devices:
+  - name: "$cdi_uuid"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/nvidia-testbed0
+          hostPath: /dev/null
+      env:
+        - RIGCTL_TESTBED_CDI_DEVICE=$cdi_uuid
+  - name: "0"
+    containerEdits:
+      deviceNodes:
+        - path: /dev/nvidia-testbed0
+          hostPath: /dev/null
+      env:
+        - RIGCTL_TESTBED_CDI_DEVICE=0
+containerEdits:
+  env:
+    - NVIDIA_VISIBLE_DEVICES=void
+EOF
+}
+
+debian_mirror() {
+    local mirror
+    mirror="$(grep -rhoE '^URIs:\s*\S+/debian/?$' /etc/apt/sources.list.d/ 2>/dev/null | head -1 | awk '{print $2}')"
+    [[ -n $mirror ]] || mirror="$(grep -rhoE '^deb\s+\S+/debian/?\s+[a-z]+\s' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | awk '{print $2}')"
+    [[ -n $mirror ]] || die "found no Debian mirror URI in /etc/apt/sources.list.d"
+    echo "$mirror"
+}
+
+# The podman that builds the images: the host's, or (podman 5 on Debian 12) the trixie root's.
+PODMAN=(podman)
+
 build_base_image() {
-    if podman image exists "$base_image"; then return; fi
+    if "${PODMAN[@]}" image exists "$base_image"; then return; fi
     local tarball="$cache/base-bookworm-python3.tar"
     if [[ ! -s $tarball ]]; then
         local mirror rootfs
-        mirror="$(grep -rhoE '^URIs:\s*\S+/debian/?$' /etc/apt/sources.list.d/ 2>/dev/null | head -1 | awk '{print $2}')"
-        [[ -n $mirror ]] || mirror="$(grep -rhoE '^deb\s+\S+/debian/?\s+bookworm\s' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | awk '{print $2}')"
-        [[ -n $mirror ]] || die "found no Debian mirror URI in /etc/apt/sources.list.d"
+        mirror="$(debian_mirror)"
         mkdir -p "$cache"
         rootfs="$(mktemp -d /var/tmp/rigctl-rootfs.XXXXXX)"
         log "debootstrap bookworm with python3 from $mirror (about a minute; cached afterwards in $tarball)"
@@ -140,18 +262,20 @@ build_base_image() {
         rm -rf "$rootfs"
     fi
     log "podman import $tarball"
-    podman import "$tarball" "$base_image" >/dev/null
+    "${PODMAN[@]}" import - "$base_image" < "$tarball" >/dev/null
 }
 
 build_engine_image() {
     [[ -f $engine_src ]] || die "test engine $engine_src not found (set RIGCTL_TEST_ENGINE)"
     local sum have shim="$repo/.ci/testbed/vllm-entrypoint.py"
     sum="$(cat "$engine_src" "$shim" | sha256sum | cut -d' ' -f1)"
-    have="$(podman image inspect --format '{{index .Labels "rigctl.test-engine.sha256"}}' "$engine_image:latest" 2>/dev/null || true)"
+    have="$("${PODMAN[@]}" image inspect --format '{{index .Labels "rigctl.test-engine.sha256"}}' "$engine_image:latest" 2>/dev/null || true)"
     if [[ $have != "$sum" ]]; then
         log "building $engine_image from $engine_src"
-        local ctx
-        ctx="$(mktemp -d)"
+        local ctx inside
+        # IMAGE_CTX_PARENT/IMAGE_CTX_INSIDE: one directory as the host and as the building podman name it
+        ctx="$(mktemp -d "${IMAGE_CTX_PARENT:-/tmp}/rigctl-engine.XXXXXX")"
+        inside="${IMAGE_CTX_INSIDE:+$IMAGE_CTX_INSIDE/$(basename "$ctx")}"
         cp "$engine_src" "$ctx/engine.py"
         cp "$shim" "$ctx/entrypoint.py"
         cat > "$ctx/Containerfile" <<EOF
@@ -161,11 +285,11 @@ LABEL rigctl.test-engine.sha256=$sum
 # The entrypoint takes vLLM's command line, as rigctl renders it, and runs the test engine.
 ENTRYPOINT ["python3", "-u", "/opt/rigctl-test-engine/entrypoint.py"]
 EOF
-        podman build -q -t "$engine_image:latest" "$ctx" >/dev/null
+        "${PODMAN[@]}" build -q -t "$engine_image:latest" "${inside:-$ctx}" >/dev/null
         rm -rf "$ctx"
     fi
     local digest
-    digest="$(podman image inspect --format '{{.Digest}}' "$engine_image:latest")"
+    digest="$("${PODMAN[@]}" image inspect --format '{{.Digest}}' "$engine_image:latest")"
     [[ $digest == sha256:* ]] || die "image $engine_image has no digest ('$digest')"
     echo "$engine_image@$digest"
 }
@@ -175,7 +299,10 @@ write_env() {
     cat > "$bed/env.tmp" <<EOF
 # Written by .ci/testbed.sh up; source it before running the integration tests.
 export RIGCTL_TESTBED=1
+export RIGCTL_TESTBED_FLAVOUR=podman$native_major
+$([[ $native_major == 5 ]] && echo "export RIGCTL_TESTBED_CDI_GPU=$cdi_uuid")
 export CONTAINERS_CONF=$bed/containers.conf
+export PODMAN_IGNORE_CGROUPSV1_WARNING=1
 export XDG_RUNTIME_DIR=$runtime_dir
 export RIGCTL_TEST_ENGINE_IMAGE=$image
 export RIGCTL_QUADLET=$(cat "$bed/quadlet-path")
@@ -217,6 +344,10 @@ cmd_down() {
     # Containers the tests started that outlived their units.
     podman ps -a --filter label=rigctl.managed --format '{{.Names}}' 2>/dev/null \
         | xargs -r podman rm -f -t 5 >/dev/null 2>&1 || true
+    if [[ -f $bed/made-links ]]; then
+        xargs -r rm -f < "$bed/made-links"
+        rm -f "$bed/made-links"
+    fi
     rm -f "$generator_dir/podman-user-generator"
     rmdir "$generator_dir" 2>/dev/null || true
     # It persists on this machine and makes tools believe systemd is PID 1.
@@ -225,9 +356,52 @@ cmd_down() {
     log "down"
 }
 
-case "${1:-}" in
-    up) cmd_up ;;
-    down) cmd_down ;;
-    env) echo "$bed/env" ;;
-    *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+usage() { echo "usage: $0 up|down|env [--podman 4|5]  |  $0 exec [--podman 4|5] [--] CMD..." >&2; exit 2; }
+
+cmd="${1:-}"; (($#)) && shift
+flavour=""
+while (($#)); do
+    case "$1" in
+        --podman) [[ $# -ge 2 ]] || usage; flavour="$2"; shift 2 ;;
+        --podman=*) flavour="${1#--podman=}"; shift ;;
+        --) shift; break ;;
+        *) [[ $cmd == exec ]] && break; usage ;;
+    esac
+done
+codename="$(os_codename)"
+case "$codename" in
+    bookworm) native_major=4 ;;
+    trixie) native_major=5 ;;
+    *) die "this testbed needs Debian 12 (bookworm) or 13 (trixie); /etc/os-release says ${codename#unsupported:}" ;;
 esac
+flavour="${flavour:-$native_major}"
+[[ $flavour == 4 || $flavour == 5 ]] || die "--podman takes 4 or 5, not '$flavour'"
+if [[ $flavour == 4 && $native_major == 5 ]]; then
+    die "no podman 4 testbed on Debian 13: its podman is 5.4 (use --podman 5, the default here)"
+fi
+
+if [[ $flavour == "$native_major" ]]; then
+    case "$cmd" in
+        up) cmd_up ;;
+        down) cmd_down ;;
+        env) echo "$bed/env" ;;
+        exec)
+            (($#)) || die "exec: give a command"
+            [[ -f $bed/env ]] || die "no testbed here: bash .ci/testbed.sh up"
+            # shellcheck disable=SC1091
+            set -a; . "$bed/env"; set +a
+            exec "$@" ;;
+        *) usage ;;
+    esac
+else
+    # podman 5 on Debian 12: the trixie root
+    # shellcheck source=.ci/testbed-podman5.sh
+    . "$repo/.ci/testbed-podman5.sh"
+    case "$cmd" in
+        up) need_root; p5_up ;;
+        down) need_root; p5_down ;;
+        env) echo "$p5_dir/env" ;;
+        exec) need_root; p5_exec "$@" ;;
+        *) usage ;;
+    esac
+fi

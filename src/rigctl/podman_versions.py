@@ -17,6 +17,8 @@ QUADLET_KEYS: dict[str, Version] = {
     "Notify": (4, 4), "RunInit": (4, 4),
     "HealthCmd": (4, 5), "HealthInterval": (4, 5), "HealthTimeout": (4, 5), "HealthStartPeriod": (4, 5),
     "HealthRetries": (4, 5), "HealthOnFailure": (4, 5), "Secret": (4, 5),
+    "HealthStartupCmd": (4, 5), "HealthStartupInterval": (4, 5), "HealthStartupTimeout": (4, 5),
+    "HealthStartupSuccess": (4, 5),
     "ShmSize": (4, 7),
     "StopTimeout": (5, 0), "Entrypoint": (5, 0),
 }

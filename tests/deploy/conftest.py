@@ -1,5 +1,7 @@
-"""Fixtures for deploy tests on the real chain: podman 4.3, trixie's quadlet, a `systemd --user`
-manager and the locally built test-engine image, all set up by `.ci/testbed.sh up`."""
+"""Fixtures for deploy tests on the real chain, in the flavour `.ci/testbed.sh` set up: podman 4.3 with
+trixie's quadlet (`up`), or podman 5.4 with its own quadlet and systemd 257 (`up --podman 5`, whose tests
+run inside its trixie root through `.ci/testbed.sh exec --podman 5 -- ...`); both with a `systemd --user`
+manager and the locally built test-engine image."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ENV_FILE = REPO / ".testbed" / "env"
+# The flavour's environment file: `testbed.sh exec` names it (the podman 5 one lives in .testbed/podman5/);
+# otherwise the podman 4.3 testbed's.
+ENV_FILE = Path(os.environ.get("RIGCTL_TESTBED_ENV") or REPO / ".testbed" / "env")
 
 
 def testbed_env() -> dict[str, str]:
@@ -30,6 +34,23 @@ def testbed_env() -> dict[str, str]:
                 key, value = line.removeprefix("export ").split("=", 1)
                 env.setdefault(key, value)
     return env
+
+
+def flavour(env: dict[str, str]) -> str:
+    """``podman4`` or ``podman5``: which testbed the environment names (an env file from before the switch
+    is the 4.3 one)."""
+    return env.get("RIGCTL_TESTBED_FLAVOUR") or "podman4"
+
+
+def outside_its_root(env: dict[str, str]) -> str | None:
+    """Why this process cannot use the testbed ``env`` names, or None. The podman 5 testbed on Debian 12 is a
+    trixie root: its env file names paths (the manager's runtime directory) that mean nothing, or another
+    manager, on the host."""
+    marker = env.get("RIGCTL_TESTBED_MARKER")
+    if marker and not Path(marker).is_file():
+        return (f"the {flavour(env)} testbed's tests run inside its root (no {marker} here): "
+                "bash .ci/testbed.sh exec --podman 5 -- uv run --frozen pytest ...")
+    return None
 
 
 def _manager_running(env: dict[str, str]) -> bool:
@@ -47,6 +68,7 @@ class Rig:
         self.env = env
         self.workdir = workdir
         self.image = env["RIGCTL_TEST_ENGINE_IMAGE"]
+        self.flavour = flavour(env)
         self.deployed: list[str] = []
         ckpt = workdir / "ckpt"
         ckpt.mkdir(exist_ok=True)
@@ -94,6 +116,13 @@ class Rig:
                               timeout=60, check=False)
         return done.stdout
 
+    def podman(self, *args: str) -> str:
+        done = subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True, timeout=60, check=False)
+        return done.stdout
+
+    def container_running(self, name: str) -> bool:
+        return self.podman("container", "inspect", "--format", "{{.State.Running}}", "--", name).strip() == "true"
+
     def cleanup(self) -> None:
         for name in self.deployed:
             self.run("down", name, "--user", "--remove", timeout=120)
@@ -103,6 +132,8 @@ class Rig:
 def rig(need: Callable[[bool, str], None], tmp_path: Path) -> Iterator[Rig]:
     env = testbed_env()
     need("RIGCTL_TEST_ENGINE_IMAGE" in env, "no test-engine image: run `.ci/testbed.sh up` and source .testbed/env")
+    elsewhere = outside_its_root(env)
+    need(elsewhere is None, elsewhere or "")
     need(shutil.which("podman") is not None, "podman is not installed (.ci/testbed.sh up)")
     need(_manager_running(env), "no `systemd --user` manager running (.ci/testbed.sh up)")
     # The records live under the user's state dir; recipes must sit where the manager can mount them.

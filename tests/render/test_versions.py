@@ -104,7 +104,8 @@ def test_service_section(scope: str) -> None:
     text = render_units(recipe, podman_version=(5, 4), scope="user" if scope == "user" else "system").files[0].text
     assert _values(text, "Restart") == ["always"]
     assert _values(text, "TimeoutStartSec") == [str(recipe.service.warmup_budget_s)]
-    assert _values(text, "HealthStartPeriod") == [f"{recipe.service.warmup_budget_s}s"]
+    # the warmup is the startup check's (HealthStartupInterval), bounded by TimeoutStartSec: no start period
+    assert _values(text, "HealthStartPeriod") == [] and _values(text, "HealthStartupInterval") == ["2s"]
     assert _values(text, "WantedBy") == ["multi-user.target" if scope == "system" else "default.target"]
 
 
@@ -119,3 +120,29 @@ def test_parse_version(text: str, expected: tuple[int, int]) -> None:
 def test_parse_version_refuses(text: str) -> None:
     with pytest.raises(RenderError):
         parse_version(text)
+
+
+@pytest.mark.parametrize(("podman", "quadlet", "startup"), [
+    ((5, 4), (5, 4), True), ((5, 0), (5, 0), True),
+    ((4, 8), (4, 8), False), ((4, 3), (5, 4), False),  # no Notify=healthy: nothing waits for the first check
+])
+def test_notify_healthy_gets_a_startup_check_that_polls_during_warmup(
+    podman: tuple[int, int], quadlet: tuple[int, int], startup: bool
+) -> None:
+    # podman 5.4.2 on the testbed: with only the regular check (HealthInterval=30s) a unit whose engine was
+    # warm after 3 s stayed `activating` until 38 s, so `up` attached to a ready engine instead of finding it
+    # unchanged. The startup check runs every 2 s until it first passes, then the regular one takes over.
+    text = render_units(_recipe("qwen3-8b-vllm"), podman_version=podman, quadlet_version=quadlet).files[0].text
+    assert ("Notify=healthy" in text) is startup
+    if startup:
+        assert _values(text, "HealthStartupCmd") == _values(text, "HealthCmd")
+        assert _values(text, "HealthStartupInterval") == ["2s"]
+        assert _values(text, "HealthStartupSuccess") == ["1"]
+        assert _values(text, "HealthInterval") == ["30s"]
+        assert not _values(text, "HealthStartupRetries")  # a slow warmup is TimeoutStartSec's to end, not a restart
+        # the startup check gates the regular one: a start period (from the container's start, as long as
+        # the warmup budget) would only shield an engine that hangs after a short warmup
+        assert not _values(text, "HealthStartPeriod")
+    else:
+        assert not [k for k in _container_keys(text) if k.startswith("HealthStartup")]
+        assert _values(text, "HealthStartPeriod") or "--health-start-period=" in " ".join(_values(text, "PodmanArgs"))

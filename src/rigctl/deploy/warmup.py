@@ -265,15 +265,21 @@ def wait_ready(
         if not seen_started and last.active == "inactive" and elapsed > 10 and last.result not in ("", "success"):
             return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
                           noticed=noticed)
+        # The engine answering is ready only once systemd agrees: a unit with podman 5's Notify=healthy stays
+        # "activating" until podman's health check passes, and one whose checks never run is killed at
+        # TimeoutStartSec. (Units without it are active from the container's start, long before this.)
+        awaiting_systemd = False
         if last.active in {"active", "activating"}:
             readiness = probe.check(target.base_url, target.health_path, target.served_name)
             if readiness.ready_for(target.served_name):
-                return WaitResult(WaitStatus.READY, elapsed, str(Phase.READY), last, readiness,
-                                  noticed_mono=clock.monotonic(), tail=follower.tail())
+                if last.active == "active":
+                    return WaitResult(WaitStatus.READY, elapsed, str(Phase.READY), last, readiness,
+                                      noticed_mono=clock.monotonic(), tail=follower.tail())
+                awaiting_systemd = True
         # the follower may have stamped a line after ``now`` was read: that output is 0 s old, not -0.01 s
         since_output = max(0.0, now - max(follower.last_output_mono, target.start_mono))
         silent_limit: float = target.stall_budget_s
-        if target.budget is not None:  # judged against history: the time this phase took before
+        if target.budget is not None and not awaiting_systemd:  # judged against history
             phase = str(follower.phase.phase)
             allowed = target.budget.allowance(phase, target.stall_budget_s)
             in_phase = max(0.0, now - max(follower.phase_since(), target.start_mono))
@@ -282,15 +288,19 @@ def wait_ready(
                                   detail=target.budget.stall_detail(phase, in_phase, allowed),
                                   noticed_mono=clock.monotonic(), tail=follower.tail())
             silent_limit = allowed if allowed is not None else silent_limit
-        if since_output > silent_limit:
+        if since_output > silent_limit and not awaiting_systemd:
             return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
                               detail=f"no output for {since_output:.0f} s (stall budget {silent_limit:.0f} s"
                                      + (", learnt from earlier boots)" if silent_limit != target.stall_budget_s
                                         else ")"),
                               noticed_mono=clock.monotonic(), tail=follower.tail())
         if elapsed > target.warmup_budget_s:
+            detail = f"not ready after the warmup budget of {target.warmup_budget_s} s"
+            if awaiting_systemd:
+                detail += (": the engine answers, but systemd still waits for podman's healthy signal "
+                           "(Notify=healthy): its health checks did not pass, or did not run")
             return WaitResult(WaitStatus.TIMEOUT, elapsed, follower.phase.label(), last, readiness,
-                              detail=f"not ready after the warmup budget of {target.warmup_budget_s} s",
+                              detail=detail,
                               noticed_mono=clock.monotonic(), tail=follower.tail())
         if on_progress is not None:
             tail = follower.tail(1)

@@ -45,6 +45,16 @@ if TYPE_CHECKING:
 HEALTH_INTERVAL = "30s"
 HEALTH_TIMEOUT = "5s"
 HEALTH_RETRIES = 5
+# With Notify=healthy the unit turns active only when a health check passes, and podman's regular checks run
+# HEALTH_INTERVAL apart: a warm engine would wait up to 30 s for systemd to say so (seen with podman 5.4.2,
+# docs/testbed.md). A startup check every HEALTH_STARTUP_INTERVAL during warmup, handing over to the regular
+# check on its first pass, makes the unit active within seconds of warmup's end. It has no retry limit
+# (HealthStartupRetries unset: a failing startup check never restarts the container); the warmup budget,
+# TimeoutStartSec, bounds the warmup. The startup check gates the regular one, so no HealthStartPeriod is
+# rendered with it: podman counts that period from the container's start, so set to the warmup budget it
+# kept an engine that hung after a short warmup from being killed for the rest of the budget (90 s of a
+# 90 s budget on the podman 5 testbed; 30 min by default).
+HEALTH_STARTUP_INTERVAL = "2s"
 # podman gets this long beyond the engine's own stop timeout before systemd kills the service.
 STOP_GRACE_S = 30
 
@@ -311,6 +321,9 @@ def render_units(
         notes.append(Note("adapted", f"quadlet {fmt(qv)} has no Health* keys (4.5): using PodmanArgs=--health-*"))
 
     notify_healthy = qv >= NOTIFY_HEALTHY and pv >= NOTIFY_HEALTHY
+    if notify_healthy and health is not None:
+        health["startup_interval"] = HEALTH_STARTUP_INTERVAL
+        health["start_period"] = None
     if not notify_healthy:
         notes.append(Note("adapted", (
             f"podman {fmt(min(pv, qv))} has no Notify=healthy (5.0; podman {fmt(pv)} rejects --sdnotify=healthy): "
