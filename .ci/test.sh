@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS"; }
 
 if ! command -v uv >/dev/null 2>&1; then
-  log "installing uv"
-  python3 -m pip install --quiet uv
+  # a distribution's python3 refuses pip installs (PEP 668): tools/uv.py fetches uv from PyPI instead
+  log "fetching uv (tools/uv.py)"
+  python3 tools/uv.py --version
+  export PATH="${XDG_CACHE_HOME:-$HOME/.cache}/rigctl/uv-$(sed -n 's/^VERSION = "\(.*\)".*/\1/p' tools/uv.py):$PATH"
 fi
 export PATH="$HOME/.local/bin:$PATH"
 

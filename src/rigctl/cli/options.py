@@ -35,7 +35,7 @@ RootHostsOpt = Annotated[
 RootAllowSshCommandsOpt = Annotated[
     bool,
     typer.Option("--allow-ssh-commands",
-                 help="With --host: let the inventory's ssh options run local commands (ProxyCommand...)."),
+                 help="With --host: let the inventory's ssh options run local commands (ProxyCommand and the like)."),
 ]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="Print only the result and errors: no notes, no progress.")

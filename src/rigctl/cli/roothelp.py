@@ -18,7 +18,7 @@ Options:
   --hosts FILE          Host inventory for --host and the fleet commands
                         (default $XDG_CONFIG_HOME/rigctl/hosts.yaml).
   --allow-ssh-commands  With --host: let the inventory's ssh options run local
-                        commands (ProxyCommand...).
+                        commands (ProxyCommand and the like).
   -q, --quiet           Print only the result and errors: no notes, no
                         progress.
   -v, --verbose         Also print each command rigctl runs (podman,
