@@ -197,12 +197,13 @@ def _phase(events: Sequence[ContainerEvent], container_id: str) -> str:
     return "serving" if healthy else "warmup"
 
 
-def judge(active: str, sub: str, restarts: int | None, health: str, unit: UnitState | None,
-          record: records.DeploymentRecord | None, exit_: LastExit | None) -> tuple[str, str]:
+def judge(unit: UnitState | None, health: str, *, record: records.DeploymentRecord | None,
+          exit_: LastExit | None) -> tuple[str, str]:
     """(verdict, the sentence that says it)."""
     ended = f" after {exit_.words()}" if exit_ is not None else ""
-    if unit is None or active == "unknown":
+    if unit is None:
         return "unknown", "the service manager did not answer"
+    active, restarts = unit.active, unit.restarts
     if unit.load == "not-found":
         return "down", "deployed (rigctl has its record) but systemd has no such unit: `systemctl daemon-reload`?"
     if active == "failed":
@@ -269,7 +270,7 @@ def describe(
         since = time.time() - record.installed_at if record and record.installed_at else EVENTS_WINDOW_S
         events = podman.events(container, since_s=min(EVENTS_WINDOW_S, since + 60.0))
     exit_ = last_exit(unit, events, info.id if info and info.running else None, record)
-    verdict, verdict_detail = judge(active, sub, restarts, health, unit, record, exit_)
+    verdict, verdict_detail = judge(unit, health, record=record, exit_=exit_)
     # the engine's workers hold the memory, not the process podman names as the container's
     gpu_mib = gpu.used_by(process_tree(info.pid)) if info and info.pid else None
     return ServiceStatus(
