@@ -1,10 +1,12 @@
 """`rigctl logs -f` follows the service, not one container: on the real testbed (quadlet, systemd --user,
 podman 4.3 with k8s-file logs, no journald) an engine that exits 0 is restarted by Restart=always as a
 new container, and the follower marks the restart, goes on with the new container's output, and ends by
-itself once the unit is stopped for good. Every wait is bounded."""
+itself once the unit is stopped for good. A k8s-file log is read from the file itself, so a container
+removed on exit (--rm) keeps its last words. Every wait is bounded."""
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import subprocess
@@ -191,6 +193,16 @@ def _podman_logs_children(container_id: str) -> list[str]:
     return found
 
 
+def _holds_open(pid: int, path: str) -> bool:
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) == path:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def test_ctrl_c_stops_following_and_leaves_no_podman_behind(rig: Rig, followers: list[Follower]) -> None:
     path = rig.recipe("rt-follow-int", 18213, env={"FAKE_VLLM_WARMUP_SECONDS": "1"})
     code, doc = rig.run("up", str(path), "--user", "--no-verify")
@@ -204,10 +216,51 @@ def test_ctrl_c_stops_following_and_leaves_no_podman_behind(rig: Rig, followers:
     follower = Follower(rig, "rt-follow-int", argv=[sys.executable, "-c", boot])
     followers.append(follower)
     follower.wait_for(READY_LINE)
-    assert _podman_logs_children(container_id)  # following through `podman logs -f` on the container's id
+    log_path = subprocess.run(["podman", "container", "inspect", "--format", "{{.HostConfig.LogConfig.Path}}", "--",
+                               container_id], env=rig.env, capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+    # k8s-file on the testbed: the follower reads the log through its own descriptor (nothing to leave
+    # behind but that), where another driver would have it run `podman logs -f` on the container's id
+    assert _holds_open(follower.proc.pid, log_path) or _podman_logs_children(container_id)
     follower.proc.send_signal(signal.SIGINT)
     assert follower.finish() == 130
     deadline = time.monotonic() + 10  # its child is terminated on the way out; give the kernel a moment
     while _podman_logs_children(container_id) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _podman_logs_children(container_id) == []
+
+
+def test_follow_keeps_the_last_words_of_a_container_removed_on_exit(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    # quadlet's --rm removes the log with the container; podman-logs(1) says `logs -f` may then miss the
+    # end. The adapter reads the k8s-file through its own descriptor: the end is read after the removal.
+    for key in ("XDG_RUNTIME_DIR", "CONTAINERS_CONF"):
+        monkeypatch.setenv(key, rig.env[key])
+    podman = PodmanCli()
+    image = rig.env["RIGCTL_TEST_ENGINE_IMAGE"]
+    program = ("import sys, time\nfor k in range(200): print('INFO line', k, flush=True)\ntime.sleep(1.5)\n"
+               "print('Traceback (most recent call last):', flush=True)\n"
+               "print('ValueError: ReplaySSM prefill source/state row count mismatch', file=sys.stderr, flush=True)\n")
+    for attempt in range(3):
+        name = f"rigctl-lf-rm-{attempt}"
+        subprocess.run(["podman", "run", "-d", "--rm", "--log-driver", "k8s-file", "--name", name,
+                        "--entrypoint", "python3", "--", image, "-c", program],
+                       env=rig.env, capture_output=True, timeout=60, check=True)
+        stream = podman.follow(name)
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                got = stream.next_lines(1.0)
+                if got is None:
+                    break
+                lines += got
+            else:
+                pytest.fail(f"following {name} did not end within 60 s")
+        finally:
+            stream.close()
+        assert type(stream).__name__ == "LogFileLines"  # the testbed's driver is k8s-file: read from the file
+        assert lines[-1] == "ValueError: ReplaySSM prefill source/state row count mismatch", lines[-3:]
+        assert len(lines) == 202
+        gone = subprocess.run(["podman", "container", "exists", "--", name], env=rig.env, capture_output=True,
+                              timeout=30, check=False)
+        assert gone.returncode == 1  # removed by --rm: these lines came from rigctl's own descriptor

@@ -2,9 +2,9 @@
 
 One loop polls systemd (cheap: one ``systemctl show``) and the endpoint every ``POLL_S`` seconds, so
 readiness is noticed within about 0.1-0.2 s and a dead container within the same, far inside the 0.3 s
-and 1 s promises. A background thread follows the container's output (``podman logs -f``): quadlet
-runs containers with ``--rm``, so once the engine is gone its output is gone too, unless it was read
-while it lived.
+and 1 s promises. A background thread follows the container's output (``Podman.follow``): quadlet
+runs containers with ``--rm``, so once the engine is gone its output is gone too, unless it was opened
+while it lived (``adapters.logfile``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from rigctl.deploy.history import BootBudget
 
 POLL_S = 0.1
 TAIL_LINES = 40
+DRAIN_S = 2.0  # the longest a death report waits for the dead engine's last lines
 
 
 class Phase(StrEnum):
@@ -95,6 +96,7 @@ class OutputFollower:
         self.last_output_mono = clock.monotonic()
         self.line_count = 0
         self.attached_ids: list[str] = []
+        self._streams_ended = 0
         # (phase, when it began): each change of phase as the output shows it, for the boot history
         self.phase_log: list[tuple[str, float]] = [(str(Phase.STARTING), self.last_output_mono)]
         # The host PID of the container's first process. systemd learns of a death only once conmon has
@@ -122,6 +124,8 @@ class OutputFollower:
                         break
             finally:
                 stream.close()
+                with self._lock:
+                    self._streams_ended += 1
 
     def _add(self, line: str) -> None:
         if _OWN_PROBES.search(line):
@@ -152,6 +156,11 @@ class OutputFollower:
             if end > begin or i == len(log) - 1:
                 out.append((phase, max(0.0, min(end, end_mono) - begin)))
         return out
+
+    def drained(self) -> bool:
+        """Whether every container followed so far has had its output read to the end."""
+        with self._lock:
+            return bool(self.attached_ids) and self._streams_ended >= len(self.attached_ids)
 
     def tail(self, n: int = TAIL_LINES) -> list[str]:
         with self._lock:
@@ -335,12 +344,15 @@ def _ended(
     target: WaitTarget, unit: UnitState, readiness: Readiness | None, *, follower: OutputFollower, clock: Clock,
     elapsed: float, noticed: float,
 ) -> WaitResult:
-    # The follower may still be draining the dead container's last lines: give it a moment (bounded).
-    deadline = noticed + 0.4
+    # The follower may still be reading the dead container's last lines: wait until its stream has
+    # ended (the writer gone, the log read to its end), for at most DRAIN_S; when it never attached,
+    # only until its output has been quiet for a moment.
+    deadline = noticed + DRAIN_S
     count = follower.line_count
-    while clock.monotonic() < deadline:
+    while clock.monotonic() < deadline and not follower.drained():
         clock.sleep(0.05)
-        if follower.line_count == count and clock.monotonic() - follower.last_output_mono > 0.15:
+        if (not follower.attached_ids and follower.line_count == count
+                and clock.monotonic() - follower.last_output_mono > 0.15 and clock.monotonic() > noticed + 0.4):
             break
         count = follower.line_count
     stopped = unit.active == "inactive" and unit.result == "success" and unit.sub != "auto-restart"
