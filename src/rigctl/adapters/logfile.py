@@ -17,17 +17,16 @@ from __future__ import annotations
 import errno
 import os
 import queue
-import stat
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+
+from rigctl.util.safefs import open_regular
 
 LINE_LIMIT = 64 * 1024
 TAIL_LOOKBACK = 8 * 1024 * 1024
 CHUNK = 64 * 1024
 POLL_S = 0.1
-
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 def conmon_alive(pid: int) -> bool:
@@ -41,14 +40,7 @@ def conmon_alive(pid: int) -> bool:
 
 def open_log(path: str) -> int | None:
     """A descriptor on the regular file ``path`` (never through a link), or None."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return fd
+    return open_regular(path)
 
 
 def parse_record(raw: bytes) -> tuple[bytes, bool]:

@@ -132,6 +132,20 @@ def read_file(path: str | os.PathLike[str], *, limit: int, nofollow: bool = Fals
         os.close(fd)
 
 
+def open_regular(path: str | os.PathLike[str]) -> int | None:
+    """A read-only descriptor on the regular file ``path``, opened without following a link and without
+    blocking, for a caller that reads it in bounded pieces as it grows (a container's log); None when
+    it cannot be opened or is not a regular file."""
+    try:
+        fd = os.open(path, _READ_FLAGS | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
 def read_text(path: str | os.PathLike[str], *, limit: int, nofollow: bool = False) -> str:
     got = read_file(path, limit=limit, nofollow=nofollow)
     assert got is not None
