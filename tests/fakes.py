@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from rigctl.adapters.podman import ContainerInfo
+from rigctl.adapters.podman import ContainerEvent, ContainerInfo
 from rigctl.adapters.probe import Readiness
 from rigctl.adapters.systemd import UnitState
 from rigctl.places import Scope
@@ -115,17 +115,30 @@ class FakeSystemd:
     def reset_failed(self, unit: str) -> None:
         self._call(f"reset-failed {unit}")
 
+    def restart(self, unit: str) -> None:
+        self._call(f"restart {unit}")
+        self.started_at[unit] = self.clock.monotonic()
+
+    live: dict[str, dict[str, str]] | None = None  # unit -> what `systemctl show -p ...` says beyond show()
+
+    def properties(self, unit: str, names: Sequence[str]) -> dict[str, str]:
+        state = {**self._props(unit), **(self.live or {}).get(unit, {})}
+        return {name: state[name] for name in names if name in state}
+
     manager_env: dict[str, str] | None = None  # what `systemctl show-environment` says; None: not asked
 
     def manager_environment(self) -> dict[str, str] | None:
         return self.manager_env
 
-    def show(self, unit: str) -> UnitState:
+    def _props(self, unit: str) -> dict[str, str]:
         if unit not in self.loaded:
-            return UnitState.from_props(NOT_FOUND)
+            return NOT_FOUND
         if unit not in self.started_at:
-            return UnitState.from_props(self.resting.get(unit, STOPPED))
-        return UnitState.from_props(self._scripted(self.clock.monotonic() - self.started_at[unit]))
+            return self.resting.get(unit, STOPPED)
+        return self._scripted(self.clock.monotonic() - self.started_at[unit])
+
+    def show(self, unit: str) -> UnitState:
+        return UnitState.from_props({**self._props(unit), **(self.live or {}).get(unit, {})})
 
     def _scripted(self, since_start: float) -> dict[str, str]:
         """The script's state at ``since_start``; each exit is followed by a restart that replays it."""
@@ -177,6 +190,11 @@ class FakePodman:
 
     def image_present(self, ref: str) -> bool | None:
         return True if self.images is None else ref in self.images
+
+    past: list[ContainerEvent] | None = None  # podman's events (deaths, health changes), oldest first
+
+    def events(self, name: str, *, since_s: float) -> list[ContainerEvent]:
+        return list(self.past or [])
 
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]:
         lines = self.output.get(name, [])

@@ -34,11 +34,46 @@ def _int(value: Any) -> int:
         return 0
 
 
+@dataclass(frozen=True)
+class ContainerEvent:
+    """One of podman's events about a container: ``died`` (with its exit code) or ``health_status``."""
+
+    at: float  # seconds since the epoch
+    status: str  # died | health_status
+    id: str
+    exit_code: int | None = None  # died: podman leaves it out for 0
+    health: str = ""  # health_status: starting | healthy | unhealthy
+
+
+EVENTS_KEPT = 2000  # the newest events of one container looked at; a long-lived box has many more
+
+
+def parse_events(text: str) -> list[ContainerEvent]:
+    """``podman events --format json``: one object a line; what cannot be read is skipped."""
+    from datetime import datetime  # noqa: PLC0415
+
+    out: list[ContainerEvent] = []
+    for line in text.splitlines()[-EVENTS_KEPT:]:
+        try:
+            item = json.loads(line)
+            stamp = str(item["Time"])
+            head, _, frac = stamp.rstrip("Z").partition(".")
+            at = datetime.fromisoformat(head + "+00:00").timestamp() + float(f"0.{frac or 0}")
+        except (ValueError, KeyError, TypeError):
+            continue
+        code = item.get("ContainerExitCode")
+        out.append(ContainerEvent(at, str(item.get("Status", "")), str(item.get("ID", "")),
+                                  int(code) if isinstance(code, int) else (0 if item.get("Status") == "died" else None),
+                                  str(item.get("HealthStatus", ""))))
+    return out
+
+
 class Podman(Protocol):
     def container(self, name: str) -> ContainerInfo | None: ...
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]: ...
     def follow(self, name: str, *, tail: int | None = None, since: str | None = None) -> LineStream: ...
     def image_present(self, ref: str) -> bool | None: ...
+    def events(self, name: str, *, since_s: float) -> list[ContainerEvent]: ...
 
 
 class PodmanCli:
@@ -77,6 +112,15 @@ class PodmanCli:
         """``podman image exists``: True, False, or None when podman could not say."""
         done = run([self.binary, "image", "exists", "--", ref], timeout=30.0)
         return True if done.ok else False if done.rc == 1 else None
+
+    def events(self, name: str, *, since_s: float) -> list[ContainerEvent]:
+        """The deaths and health changes of containers named ``name`` in the last ``since_s`` seconds, oldest
+        first. They outlive the container (quadlet's ``--rm``) and systemd's memory of the exit, which it
+        drops when it starts the next one."""
+        done = run([self.binary, "events", "--stream=false", "--since", f"{max(1, int(since_s))}s",
+                    "--filter", f"container={name}", "--filter", "event=died", "--filter", "event=health_status",
+                    "--format", "json"], timeout=15.0)
+        return parse_events(done.stdout) if done.ok else []
 
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]:
         argv = [self.binary, "logs"]

@@ -4,7 +4,7 @@ and deployment records, which are files, and a file's text must never be read as
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,8 +15,11 @@ from rigctl.util.proc import Completed, run
 UNIT_PROPS = (
     "ActiveState", "SubState", "LoadState", "Result", "NRestarts", "Restart", "RestartUSec",
     "ExecMainStatus", "ExecMainCode", "MainPID", "ActiveEnterTimestampMonotonic",
-    "ExecMainStartTimestampMonotonic", "FragmentPath", "SourcePath",
+    "ExecMainStartTimestampMonotonic", "FragmentPath", "SourcePath", "NeedDaemonReload",
+    "ExecMainExitTimestampMonotonic", "InactiveEnterTimestampMonotonic",
 )
+# ExecMainCode as systemctl prints it: the si_code of the main process's end (CLD_EXITED, CLD_KILLED, CLD_DUMPED)
+EXIT_CODES = {"1": "exited", "2": "killed", "3": "dumped"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,10 @@ class UnitState:
     main_pid: int
     active_since_mono_us: int
     source_path: str
+    need_daemon_reload: bool = False  # the files on disk changed since the manager last read them
+    exit_code: str = ""  # how the main process ended: exited (exit_status is its status) | killed | dumped (a signal)
+    exited_mono_us: int = 0  # when it ended (CLOCK_MONOTONIC); 0: not since the unit last started
+    inactive_since_mono_us: int = 0  # when the unit last went down (0: not since the manager started)
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> UnitState:
@@ -55,11 +62,28 @@ class UnitState:
             main_pid=num("MainPID"),
             active_since_mono_us=num("ActiveEnterTimestampMonotonic"),
             source_path=props.get("SourcePath", ""),
+            need_daemon_reload=props.get("NeedDaemonReload", "no") == "yes",
+            exit_code=EXIT_CODES.get(code, "") if code not in ("", "0") else "",
+            exited_mono_us=num("ExecMainExitTimestampMonotonic"),
+            inactive_since_mono_us=num("InactiveEnterTimestampMonotonic"),
         )
 
     @property
     def running(self) -> bool:
         return self.active == "active" and self.sub == "running"
+
+    @property
+    def restart_pending(self) -> bool:
+        """Between two runs: the main process ended and systemd will start it again (systemd 254 says
+        ``auto-restart-queued`` once the restart job is queued)."""
+        return self.sub.startswith("auto-restart")
+
+    def ended(self) -> str | None:
+        """How the main process ended last, in words (``exit 137``, ``signal 9``); None when systemd does
+        not know (it forgets at the next start)."""
+        if self.exit_status is None or not self.exit_code:
+            return None
+        return f"exit {self.exit_status}" if self.exit_code == "exited" else f"signal {self.exit_status}"
 
 
 class Systemd(Protocol):
@@ -70,6 +94,8 @@ class Systemd(Protocol):
     def stop(self, unit: str, *, wait: bool, timeout: float) -> None: ...
     def reset_failed(self, unit: str) -> None: ...
     def show(self, unit: str) -> UnitState: ...
+    def properties(self, unit: str, names: Sequence[str]) -> dict[str, str]: ...
+    def restart(self, unit: str) -> None: ...
     def manager_environment(self) -> dict[str, str] | None: ...
 
 
@@ -120,11 +146,20 @@ class SystemctlCli:
         self._run("reset-failed", "--", unit)  # fails harmlessly when the unit is not failed
 
     def show(self, unit: str) -> UnitState:
-        done = self._run("show", "-p", ",".join(UNIT_PROPS), "--", unit, timeout=10.0)
+        return UnitState.from_props(self.properties(unit, UNIT_PROPS))
+
+    def properties(self, unit: str, names: Sequence[str]) -> dict[str, str]:
+        """``systemctl show -p NAME,...``: the live values the manager holds (what it runs, not the files)."""
+        done = self._run("show", "-p", ",".join(names), "--", unit, timeout=10.0)
         if not done.ok:
             raise CommandError(done.describe())
-        props = dict(line.split("=", 1) for line in done.stdout.split("\n") if "=" in line)
-        return UnitState.from_props(props)
+        return dict(line.split("=", 1) for line in done.stdout.split("\n") if "=" in line)
+
+    def restart(self, unit: str) -> None:
+        """``systemctl restart --no-block``: queued, not waited for (a warmup takes minutes)."""
+        done = self._run("restart", "--no-block", "--", unit)
+        if not done.ok:
+            raise CommandError(done.describe())
 
     def enable_now(self, unit: str) -> None:
         """Enable and start ``unit`` (the canary's timer: it comes back after a reboot)."""

@@ -83,7 +83,8 @@ def _dry_run(plan: Plan, inventory: str | None, again: str) -> Outcome:
 
 @app.command("status")
 def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json: opt.JsonOpt = False) -> None:
-    """Every rigctl-managed service on this host: state, restarts, health, endpoint, model, image, GPU memory."""
+    """Every rigctl-managed service on this host: state, restarts, health, endpoint, model, image, GPU memory.
+    Exits 7 (SERVICE_DOWN) when one is failed, restarting, or down while deployed (not stopped by `down`)."""
 
     def produce() -> Outcome:
         from rigctl.deploy.status import discover_all
@@ -101,7 +102,11 @@ def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json
                                       gpu=adapters.gpu) for item in found if item.scope == scope]
                 finally:
                     adapters.probe.close()
-        return Outcome("status", True, {"services": rows}, view=views.status(rows))
+        from rigctl.exitcodes import ExitCode
+
+        failing = [row.unit for row in rows if row.failing]  # a dead model fails status: cron and CI act on it
+        return Outcome("status", not failing, {"services": rows, "failing": failing}, view=views.status(rows),
+                       exit_code=ExitCode.SERVICE_DOWN if failing else ExitCode.OK)
 
     finish("status", as_json, produce)
 

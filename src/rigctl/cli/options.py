@@ -197,6 +197,11 @@ PathOpt = Annotated[
     list[str] | None,
     typer.Option("--path", metavar="DIR", help="Audit only units under this directory or file (repeatable)."),
 ]
+RestartFixedOpt = Annotated[
+    bool,
+    typer.Option("--restart", help="With --fix: restart each fixed service whose new container command line "
+                 "runs only at its next start (queued, not waited for)."),
+]
 FixOpt = Annotated[
     bool,
     typer.Option("--fix", help="Rewrite rigctl-managed units atomically (keeping .bak); print a patch for the others."),

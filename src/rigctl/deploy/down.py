@@ -99,6 +99,9 @@ def down(
     if before.load == "loaded" or before.active != "inactive":
         systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
     after = systemd.show(unit)
+    if record is not None and not remove and after.active in ("inactive", "failed"):
+        record.stopped_at = clock.time()  # `status` tells a service stopped on purpose from a dead one
+        records.save(state_dir, record)
     # ExecStopPost removes the container; wait for it (bounded) so "GPUs released" means something.
     gone = _wait_until_gone(podman, container, clock)
     result = DownResult(

@@ -76,6 +76,7 @@ class DeploymentRecord:
     recipe_source: str = ""
     installed_at: float = 0.0
     last_failure: dict[str, Any] | None = None
+    stopped_at: float | None = None  # when `rigctl down` stopped it (kept): a unit down since then is meant to be
     version: int = RECORD_VERSION
 
     def to_json(self) -> str:

@@ -9,14 +9,15 @@ parsed by the one parser (``rigctl.host.unitfile``) and judged rigctl's by the o
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rigctl.adapters.gpu_memory import GpuMemory
-from rigctl.adapters.podman import Podman
+from rigctl.adapters.podman import ContainerEvent, Podman
 from rigctl.adapters.probe import Probe
-from rigctl.adapters.systemd import Systemd
+from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.errors import CommandError
@@ -125,6 +126,14 @@ class ServiceStatus:
     last_failure: dict[str, Any] | None = None
     canary: dict[str, Any] | None = None  # history.CanaryState.summary(): interval, last run and result, ...
     last_boot: dict[str, Any] | None = None  # the last recorded boot: when, outcome, seconds, phases
+    # what the service is, judged (VERDICTS); a FAILING one makes `status` exit SERVICE_DOWN, ok false
+    verdict: str = "unknown"
+    verdict_detail: str = ""
+    last_exit: dict[str, Any] | None = None  # how its engine last ended: LastExit.to_dict()
+
+    @property
+    def failing(self) -> bool:
+        return self.verdict in FAILING
 
 
 def _learnt(item: Managed) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -134,6 +143,101 @@ def _learnt(item: Managed) -> tuple[dict[str, Any] | None, dict[str, Any] | None
     state_dir = Dirs.of(item.scope).state
     boot = history.last_boot(state_dir, item.record.recipe)
     return history.canary_state(state_dir, item.record.recipe).summary(), boot.to_dict() if boot else None
+
+
+# serving: active and ready; starting: its first warmup; not-ready: active, no restart, /health says no;
+# restarting: it died and systemd is bringing it back (waiting, or warming up again); failed: systemd gave up;
+# down: inactive though deployed (not stopped by `rigctl down`); stopped: by `rigctl down`; unknown: no answer
+VERDICTS = ("serving", "starting", "not-ready", "restarting", "failed", "down", "stopped", "unknown")
+FAILING = frozenset({"restarting", "failed", "down"})
+EVENTS_WINDOW_S = 7 * 24 * 3600.0  # how far back podman's events are asked about a container's last death
+
+
+@dataclass(frozen=True)
+class LastExit:
+    """How the engine's container last ended, from whoever still knows: systemd until it starts the next
+    one, podman's events after that, else the record of the failed warmup rigctl watched."""
+
+    said: str  # "exit 137", "signal 9"
+    status: int
+    how: str  # exited | killed | dumped
+    at: float | None  # seconds since the epoch
+    phase: str | None  # warmup (before a health check passed) | serving (after one had) | None: not known
+    source: str  # systemd | podman-events | record
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"said": self.said, "status": self.status, "how": self.how, "at": self.at, "phase": self.phase,
+                "source": self.source}
+
+    def words(self) -> str:
+        when = f" at {time.strftime('%H:%M', time.localtime(self.at))}" if self.at is not None else ""
+        phase = {"warmup": " during warmup", "serving": " while serving"}.get(self.phase or "", "")
+        return f"{self.said}{when}{phase}"
+
+
+def _wall(mono_us: int) -> float | None:
+    """A CLOCK_MONOTONIC timestamp of systemd's as seconds since the epoch (None for systemd's 0: never)."""
+    if not mono_us:
+        return None
+    return time.time() - max(0.0, time.monotonic() - mono_us / 1e6)
+
+
+def last_exit(unit: UnitState | None, events: Sequence[ContainerEvent], current_id: str | None,
+              record: records.DeploymentRecord | None) -> LastExit | None:
+    """The engine's last end: systemd's while it keeps it, else the newest death podman recorded of a
+    container that is not the one running now, else the failed warmup in the record."""
+    if unit is not None and (said := unit.ended()) is not None and unit.exit_status is not None:
+        died = [e for e in events if e.status == "died"]
+        phase = _phase(events, died[-1].id) if died else None
+        return LastExit(said, unit.exit_status, unit.exit_code, _wall(unit.exited_mono_us), phase, "systemd")
+    died = [e for e in events if e.status == "died" and e.id != current_id and e.exit_code is not None]
+    if died:
+        last = died[-1]
+        code = last.exit_code if last.exit_code is not None else 0
+        return LastExit(f"exit {code}", code, "exited", last.at, _phase(events, last.id), "podman-events")
+    failure = record.last_failure if record else None
+    if failure and isinstance(failure.get("exit_status"), int):
+        at = failure.get("at")
+        return LastExit(f"exit {failure['exit_status']}", failure["exit_status"], "exited",
+                        float(at) if isinstance(at, (int, float)) else None, "warmup", "record")
+    return None
+
+
+def _phase(events: Sequence[ContainerEvent], container_id: str) -> str:
+    """warmup unless a health check of that container had passed before it died."""
+    healthy = any(e.id == container_id and e.status == "health_status" and e.health == "healthy" for e in events)
+    return "serving" if healthy else "warmup"
+
+
+def judge(unit: UnitState | None, health: str, *, record: records.DeploymentRecord | None,
+          exit_: LastExit | None) -> tuple[str, str]:
+    """(verdict, the sentence that says it)."""
+    ended = f" after {exit_.words()}" if exit_ is not None else ""
+    if unit is None:
+        return "unknown", "the service manager did not answer"
+    active, restarts = unit.active, unit.restarts
+    if unit.load == "not-found":
+        return "down", "deployed (rigctl has its record) but systemd has no such unit: `systemctl daemon-reload`?"
+    if active == "failed":
+        return "failed", f"failed (result {unit.result or '?'}){ended}: systemd will not start it again by itself"
+    if unit.restart_pending:
+        return "restarting", f"down, systemd restarts it{ended} (restart {(restarts or 0) + 1})"
+    if active in ("inactive", "deactivating"):
+        went_down = _wall(unit.inactive_since_mono_us)
+        stopped_at = record.stopped_at if record else None
+        if stopped_at is not None and (went_down is None or went_down <= stopped_at + 1.0):
+            return "stopped", f"stopped by `rigctl down` at {time.strftime('%H:%M', time.localtime(stopped_at))}"
+        if record is not None and record.last_failure and active == "inactive" and exit_ is not None \
+                and exit_.source == "record":
+            return "down", f"down: its last warmup failed ({record.last_failure.get('status')}){ended}"
+        return "down", f"down{ended or ' (inactive)'} though deployed; `rigctl down` did not stop it"
+    if health == "ready":
+        return "serving", "serving" if not restarts else f"serving (restarted {restarts} time(s){ended})"
+    if restarts:
+        return "restarting", f"warming up again{ended or ' after a restart'} (restart {restarts})"
+    if active == "activating":
+        return "starting", "starting"
+    return "not-ready", f"active but not ready ({health})"
 
 
 def describe(
@@ -148,6 +252,7 @@ def describe(
     container = record.container if record else keys.value("Container", "ContainerName")
     model = record.served_name if record else None
 
+    unit: UnitState | None
     try:
         unit = systemd.show(item.unit)
         active, sub, restarts = unit.active, unit.sub, unit.restarts
@@ -156,6 +261,7 @@ def describe(
         if unit.active == "active" and unit.active_since_mono_us:
             uptime = round(max(0.0, time.monotonic() - unit.active_since_mono_us / 1e6), 1)
     except CommandError:
+        unit = None
         active, sub, restarts, policy, exit_status, uptime = "unknown", "manager unreachable", None, "", None, None
 
     info = podman.container(container) if container else None
@@ -170,7 +276,13 @@ def describe(
     elif active == "unknown":
         health = "unknown"
     elif active == "activating":
-        health = "starting" if sub != "auto-restart" else "restarting"
+        health = "starting" if not sub.startswith("auto-restart") else "restarting"
+    events: list[ContainerEvent] = []
+    if container and unit is not None and (restarts or unit.exit_status is not None or not unit.running):
+        since = time.time() - record.installed_at if record and record.installed_at else EVENTS_WINDOW_S
+        events = podman.events(container, since_s=min(EVENTS_WINDOW_S, since + 60.0))
+    exit_ = last_exit(unit, events, info.id if info and info.running else None, record)
+    verdict, verdict_detail = judge(unit, health, record=record, exit_=exit_)
     # the engine's workers hold the memory, not the process podman names as the container's
     gpu_mib = gpu.used_by(process_tree(info.pid)) if info and info.pid else None
     canary, last_boot = _learnt(item)
@@ -180,4 +292,6 @@ def describe(
         restart_policy=policy, exit_status=exit_status, health=health, endpoint=endpoint, model=model, image=image,
         image_digest=digest, uptime_s=uptime, gpu_memory_mib=gpu_mib, gpu_ids=list(record.gpu_ids) if record else [],
         last_failure=record.last_failure if record else None, canary=canary, last_boot=last_boot,
+        verdict=verdict, verdict_detail=verdict_detail,
+        last_exit=exit_.to_dict() if exit_ is not None else None,
     )

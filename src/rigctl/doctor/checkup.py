@@ -5,21 +5,30 @@ prepare patches for the others. Returns a DoctorReport; never prints."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
+from rigctl.adapters.systemd import SystemctlCli, Systemd
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.discover import local_roots, path_roots
-from rigctl.doctor.facts import DoctorFacts, local_facts
+from rigctl.doctor.facts import DoctorFacts, live_units, local_facts, service_of
 from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
 from rigctl.doctor.model import UnitFinding
-from rigctl.errors import InvalidInputError, UsageError
+from rigctl.errors import CommandError, InvalidInputError, UsageError
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import Root, UnitFile, collect
-from rigctl.host.unitfile import shared_dropin_dir
-from rigctl.host.unitsnapshot import Skipped, Snapshot, local_snapshot
+from rigctl.host.unitfile import parse_timespan, shared_dropin_dir
+from rigctl.host.unitsnapshot import Skipped, Snapshot, local_snapshot, login_roots
+from rigctl.places import Scope
+
+SystemdFor = Callable[[Scope], Systemd]
+# [Service] keys --fix may set, and the property `systemctl show` reads each back as
+LIVE_KEYS = {"Restart": "Restart", "RestartSec": "RestartUSec", "TimeoutStartSec": "TimeoutStartUSec"}
+# fixes that change [Service] only: in effect for the running service once the manager has reloaded; every
+# other fix changes the container's command line, which runs only when the service is started again
+SERVICE_ONLY = frozenset({"restart-not-always", "notify-healthy-short-timeout"})
 
 
 @dataclass
@@ -29,6 +38,17 @@ class AppliedFix:
     backups: list[str]
     fixed: list[str]
     patch: str
+    # what the manager runs after the fix (None: no manager of this login runs the file: --path, another user's)
+    service: str | None = None
+    scope: str | None = None
+    reloaded: bool = False  # doctor reloaded that manager after writing
+    expected: dict[str, str] = field(default_factory=dict)  # property -> what the fixed files say
+    live: dict[str, str] = field(default_factory=dict)  # property -> what the manager holds, read back
+    in_effect: bool | None = None  # the manager holds every fixed value and needs no reload; None: not asked
+    needs_restart: bool = False  # a fix changed the container's command line: it runs at the next start
+    restarted: bool = False  # restart queued (--restart)
+    next_steps: list[str] = field(default_factory=list)  # commands to paste, with the real unit names
+    problem: str | None = None  # why the fix is not (all) in effect, in words
 
 
 @dataclass
@@ -45,6 +65,7 @@ class DoctorReport:
     refused: dict[str, str] = field(default_factory=dict)  # unit -> why --fix left it to a patch
     fix_error: str | None = None  # the fixes were not applied at all (all or none), and why
     canaries: list[dict[str, Any]] = field(default_factory=list)  # `rigctl canary` timers on this host
+    restart_requested: bool = False  # --restart
 
     @property
     def final(self) -> list[UnitFinding]:
@@ -52,7 +73,8 @@ class DoctorReport:
 
     @property
     def ok(self) -> bool:
-        return self.fix_error is None and not any(f.fails for f in self.final)
+        not_in_effect = any(a.in_effect is False for a in self.applied)
+        return self.fix_error is None and not not_in_effect and not any(f.fails for f in self.final)
 
     def counts(self) -> dict[str, int]:
         out = {"fail": 0, "warn": 0, "info": 0}
@@ -80,21 +102,31 @@ class DoctorReport:
                     for p in self.patches
                 ],
                 "error": self.fix_error,
+                "restart": self.restart_requested,
                 "remaining": [f.model_dump(mode="json") for f in self.final],
             }
         return data
 
 
 def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: DoctorFacts | None = None,
-           roots: Sequence[Root] | None = None) -> DoctorReport:
+           roots: Sequence[Root] | None = None, restart: bool = False,
+           systemd_for: SystemdFor | None = None) -> DoctorReport:
+    """``restart``: with ``fix``, restart each fixed service whose new files need it. ``systemd_for``: the
+    manager of a scope (tests pass a fake); with ``facts`` given and no ``systemd_for``, no manager is asked."""
+    if restart and not fix:
+        raise UsageError("--restart restarts what --fix changed: give --fix too")
     for path in paths or ():
         if not os.path.lexists(path):
             raise UsageError(f"--path {path}: no such file or directory")
     chosen = list(roots) if roots is not None else (path_roots(paths) if paths else local_roots())
+    ask = systemd_for if systemd_for is not None else (None if facts is not None else SystemctlCli)
     with local_snapshot(chosen) as snap:  # a --path directory stays open until the fixes are written
         units = collect(snap.files, chosen)
         serving = serving_units(units)
+        targets = live_targets(serving, snap) if ask is not None else {}
         host = facts if facts is not None else local_facts(serving)
+        if ask is not None:
+            host = replace(host, live={**host.live, **live_units(targets, ask)})
         findings = audit(serving, host)
         report = DoctorReport([r.path for r in chosen], [u.path for u in serving], host, findings,
                               skipped=snap.skipped)
@@ -104,8 +136,108 @@ def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: Doct
 
             report.canaries = installed(search_scopes(None))
         if fix:
-            apply_fixes(report, serving, host, snap)
+            report.restart_requested = restart
+            after = apply_fixes(report, serving, host, snap)
+            if ask is not None and report.applied:
+                take_effect(report, after, host, targets, ask, restart=restart)
     return report
+
+
+def live_targets(units: Sequence[UnitFile], snap: Snapshot) -> dict[str, tuple[str, str]]:
+    """{unit file: (scope, service)} for the units a manager of this login runs: the system's, and the
+    user manager's for this login's own directories (another user's units run under their manager)."""
+    own = {r.path for r in login_roots()}
+    targets: dict[str, tuple[str, str]] = {}
+    for unit in units:
+        found = snap.found.get(unit.path)
+        service = service_of(unit)
+        if found is None or service is None or unit.scope not in ("system", "user"):
+            continue
+        if unit.scope == "user" and found.root.path not in own:
+            continue
+        targets[unit.path] = (unit.scope, service)
+    return targets
+
+
+def _same(prop: str, live: str, want: str) -> bool:
+    if prop == "Restart":
+        return live == want
+    a, b = parse_timespan(live), parse_timespan(want)
+    return a is not None and a == b
+
+
+def take_effect(report: DoctorReport, after: Mapping[str, UnitFile], host: DoctorFacts,
+                targets: Mapping[str, tuple[str, str]], systemd_for: SystemdFor, *, restart: bool) -> None:
+    """After the files are written: reload the manager of each fixed unit's scope, read back what it now
+    holds, restart (``restart``) what needs it, and audit the live state again. Every applied fix says
+    whether it is in effect, and what to paste where it is not."""
+    managers: dict[str, Systemd] = {}
+    reload_error: dict[str, str] = {}
+    for applied in report.applied:
+        if applied.unit not in targets:
+            continue
+        scope, _ = targets[applied.unit]
+        if scope not in managers:
+            managers[scope] = systemd_for(Scope(scope))
+            try:
+                managers[scope].daemon_reload()
+            except CommandError as exc:
+                reload_error[scope] = str(exc)
+    for applied in report.applied:
+        _read_back(applied, after[applied.unit], targets, managers, reload_error, restart=restart)
+    if managers:  # what the managers say now, audited again with the fixed files
+        live = live_units({p: t for p, t in targets.items() if t[0] in managers}, systemd_for)
+        report.remaining = audit(list(after.values()), replace(host, live={**host.live, **live}))
+
+
+def _read_back(applied: AppliedFix, fixed: UnitFile, targets: Mapping[str, tuple[str, str]],
+               managers: Mapping[str, Systemd], reload_error: Mapping[str, str], *, restart: bool) -> None:
+    if applied.unit not in targets:
+        applied.problem = ("no manager of this login runs this file (a --path file, or another user's): "
+                           "doctor did not reload anything; its owner runs `systemctl --user daemon-reload`")
+        return
+    scope, service = targets[applied.unit]
+    applied.scope, applied.service = scope, service
+    systemctl = "systemctl --user" if scope == "user" else "systemctl"
+    if scope in reload_error:
+        applied.problem = f"`{systemctl} daemon-reload` failed: {reload_error[scope]}"
+        applied.in_effect = False
+        applied.next_steps = [f"{systemctl} daemon-reload"]
+        return
+    applied.reloaded = True
+    merged = fixed.merged()
+    applied.expected = {prop: value for key, prop in LIVE_KEYS.items()
+                        if (value := merged.value("Service", key)) is not None}
+    applied.needs_restart = any(f not in SERVICE_ONLY for f in applied.fixed)
+    names = [*applied.expected, "NeedDaemonReload", "ActiveState", "SubState"]
+    try:
+        applied.live = managers[scope].properties(service, names)
+    except CommandError as exc:
+        applied.problem = f"`{systemctl} show {service}` failed: {exc}"
+        applied.in_effect = False
+        return
+    wrong = [f"{p}={applied.live.get(p, '?')} (the files say {v})" for p, v in applied.expected.items()
+             if not _same(p, applied.live.get(p, ""), v)]
+    if applied.live.get("NeedDaemonReload") == "yes":
+        wrong.append("NeedDaemonReload=yes")
+    applied.in_effect = not wrong
+    if wrong:
+        applied.problem = f"reloaded, but the {scope} manager still holds {', '.join(wrong)}"
+        applied.next_steps = [f"{systemctl} daemon-reload", f"{systemctl} show -p {','.join(names)} -- {service}"]
+        return
+    running = applied.live.get("ActiveState") in ("active", "activating", "reloading")
+    if applied.needs_restart and running:
+        if restart:
+            try:
+                managers[scope].restart(service)
+                applied.restarted = True
+            except CommandError as exc:
+                applied.problem = f"`{systemctl} restart {service}` failed: {exc}"
+                applied.in_effect = False
+                applied.next_steps = [f"{systemctl} restart {service}"]
+        else:
+            applied.problem = "the new container command line runs only once the service is started again"
+            applied.next_steps = [f"{systemctl} restart {service}"]
 
 
 def _refusal(plan: FixPlan, snap: Snapshot, takers: Mapping[str, Sequence[UnitFile]]) -> str | None:
@@ -133,8 +265,10 @@ def _refusal(plan: FixPlan, snap: Snapshot, takers: Mapping[str, Sequence[UnitFi
     return None
 
 
-def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFacts, snap: Snapshot) -> None:
-    """Rewrite every fixable managed unit, all of them or none; the others get a patch and a reason."""
+def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFacts,
+                snap: Snapshot) -> dict[str, UnitFile]:
+    """Rewrite every fixable managed unit, all of them or none; the others get a patch and a reason.
+    Returns every unit as it now is on disk."""
     report.fix_requested = True
     chosen: list[FixPlan] = []
     planned: dict[str, tuple[str, str]] = {}  # path -> (unit, new text): a drop-in two units share
@@ -161,7 +295,7 @@ def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFac
     except InvalidInputError as exc:
         report.fix_error = exc.message
         report.remaining = audit(list(after.values()), host)
-        return
+        return after
     for plan in chosen:
         files = [c.path for c in plan.changes]
         report.applied.append(
@@ -169,3 +303,4 @@ def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFac
         )
         after[plan.unit.path] = plan.fixed_unit()
     report.remaining = audit(list(after.values()), host)
+    return after

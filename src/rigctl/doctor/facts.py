@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.doctor.serving import describe
+from rigctl.errors import CommandError
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
 from rigctl.host.facts import Cdi, CdiSpec
 from rigctl.host.probes import probe_cdi
@@ -21,6 +23,21 @@ from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import UnitParseError
 from rigctl.places import Scope
 from rigctl.util.proc import run
+
+
+@dataclass(frozen=True)
+class LiveUnit:
+    """What the manager of a unit's scope says about the service it runs from the file: the live state,
+    not the file (a changed file runs only after a daemon-reload, a new command line only after a restart)."""
+
+    service: str  # the systemd service, e.g. rigctl-x.service
+    scope: str  # system | user: whose manager (`systemctl` or `systemctl --user`)
+    state: UnitState
+
+    @property
+    def systemctl(self) -> str:
+        """The command to paste for this unit's manager."""
+        return "systemctl --user" if self.scope == "user" else "systemctl"
 
 
 @dataclass(frozen=True)
@@ -33,6 +50,9 @@ class DoctorFacts:
     image_digests: Mapping[str, str] = field(default_factory=dict)  # image as written -> sha256:<hex>
     default_timeout_start_s: float = 90.0  # systemd's DefaultTimeoutStartSec
     min_warmup_s: float = 600.0  # a start timeout below this is too short for a large model's warmup
+    # unit file path -> its service as its manager runs it; a unit not here was not asked about (--path, a
+    # manager doctor cannot reach, another user's)
+    live: Mapping[str, LiveUnit] = field(default_factory=dict)
 
     @property
     def cdi_specs(self) -> list[CdiSpec]:
@@ -91,3 +111,33 @@ def local_image_digests(images: Sequence[str]) -> dict[str, str]:
         if done.ok and re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
             digests[image] = digest
     return digests
+
+
+def service_of(unit: UnitFile) -> str | None:
+    """The service systemd runs from ``unit``: quadlet's NAME.service for NAME.container (or its
+    ServiceName=), a .service file's own name; None for a template, which runs under other names."""
+    name = unit.path.rsplit("/", 1)[-1]
+    if unit.kind == "container":
+        try:
+            given = unit.merged().value("Container", "ServiceName")
+        except UnitParseError:
+            given = None
+        stem = given.removesuffix(".service") if given else name.removesuffix(".container")
+        return None if stem.endswith("@") or not stem else f"{stem}.service"
+    return None if name.endswith("@.service") or not name.endswith(".service") else name
+
+
+def live_units(targets: Mapping[str, tuple[str, str]], systemd_for: Callable[[Scope], Systemd]) -> dict[str, LiveUnit]:
+    """``targets``: unit file path -> (scope, service). Each manager is asked once per service; one that
+    does not answer leaves its units out (no live finding is guessed)."""
+    live: dict[str, LiveUnit] = {}
+    managers: dict[str, Systemd] = {}
+    for path, (scope, service) in targets.items():
+        systemd = managers.setdefault(scope, systemd_for(Scope(scope)))
+        try:
+            state = systemd.show(service)
+        except CommandError:
+            continue
+        if state.load != "not-found":
+            live[path] = LiveUnit(service, scope, state)
+    return live

@@ -694,6 +694,10 @@ class _RemoteApplied(BaseModel):
     backups: list[str]
     fixed: list[str]
     patch: str
+    service: str | None = None  # what the host's manager runs, read back after its reload (doctor 0.x on: absent)
+    in_effect: bool | None = None
+    problem: str | None = None
+    next_steps: list[str] = Field(default_factory=list)
 
 
 class _RemotePatch(BaseModel):
@@ -793,12 +797,16 @@ def fix_lines(fix: dict[str, Any]) -> list[str]:
         lines.append(f"fixed {one_line(applied['unit'])} ({one_line(', '.join(applied['fixed']))}); "
                      f"backup: {one_line(', '.join(applied['backups']))}")
         lines += _patch_lines(applied["patch"])
+        if applied.get("in_effect") is True:
+            lines.append(f"in effect: {one_line(applied.get('service') or applied['unit'])} reloaded and read back")
+        if applied.get("problem"):
+            lines.append(f"{'NOT in effect' if applied.get('in_effect') is False else 'note'}: "
+                         f"{one_line(applied['problem'])}")
+        lines += [f"run on the host: {one_line(step)}" for step in applied.get("next_steps") or []]
     for patch in fix["patches"]:
         lines.append(f"left untouched: {one_line(patch['unit'])} ({one_line(patch.get('why') or 'not applied')}); "
                      f"proposed patch ({one_line(', '.join(patch['fixed']))}):")
         lines += _patch_lines(patch["patch"])
-    if fix["applied"]:
-        lines.append("apply with: systemctl [--user] daemon-reload && systemctl [--user] restart <unit>")
     remaining = fix.get("remaining")
     if isinstance(remaining, list):
         lines.append(f"after --fix: {sum(1 for f in remaining if f.get('severity') == 'fail')} failing finding(s) "

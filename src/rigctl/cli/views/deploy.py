@@ -162,8 +162,11 @@ def status(services: Sequence[ServiceStatus]) -> View:
             uptime = "-" if s.uptime_s is None else duration(s.uptime_s)
             gpu_mem = "n/a" if s.gpu_memory_mib is None else f"{s.gpu_memory_mib} MiB"
             policy = printable(s.restart_policy)
-            out.write(f"{printable(s.unit)} ({s.scope})  {printable(s.active)}/{printable(s.sub)}  "
+            verdict = s.verdict.upper() if s.failing else s.verdict
+            out.write(f"{printable(s.unit)} ({s.scope})  {verdict}  {printable(s.active)}/{printable(s.sub)}  "
                       f"health {printable(s.health)}\n")
+            if s.verdict_detail and s.verdict_detail != s.verdict:
+                out.write(f"  {printable(s.verdict_detail, LINE_LIMIT)}\n")
             out.write(f"  restarts {s.restarts} (Restart={policy or '?'})  up {uptime}  GPU memory {gpu_mem}\n")
             out.write(f"  endpoint {printable(s.endpoint or '-')}  model {printable(s.model or '-')}\n")
             out.write(f"  image {printable(s.image or '-')}\n")
@@ -176,6 +179,10 @@ def status(services: Sequence[ServiceStatus]) -> View:
                           f"{printable(lf.get('detail'), LINE_LIMIT)} (signatures: "
                           f"{printable(', '.join(map(str, lf.get('signatures') or [])) or 'none')})\n")
             _learnt_lines(out, s)
+        failing = [s for s in services if s.failing]
+        if failing:
+            out.write(f"{len(failing)} of {len(services)} service(s) not serving: "
+                      f"{', '.join(printable(s.unit) for s in failing)} (`rigctl logs NAME` says why)\n")
 
     return view
 

@@ -14,7 +14,7 @@ from rigctl.cli.views.base import View
 from rigctl.severity import Severity
 
 if TYPE_CHECKING:
-    from rigctl.doctor.checkup import DoctorReport
+    from rigctl.doctor.checkup import AppliedFix, DoctorReport
     from rigctl.doctor.model import UnitFinding
     from rigctl.fleet.remote import FleetResult
 
@@ -70,8 +70,7 @@ def doctor(report: DoctorReport) -> View:
         for applied in report.applied:
             out.write(f"\nfixed {applied.unit} ({', '.join(applied.fixed)}); backup: {', '.join(applied.backups)}\n")
             out.write(applied.patch)
-        if report.applied:
-            out.write("\napply with: systemctl [--user] daemon-reload && systemctl [--user] restart <unit>\n")
+            _live(out, applied)
         for patch in report.patches:
             why = report.refused.get(patch.unit.path, "not applied")
             out.write(f"\nleft untouched: {patch.unit.path} ({why}); proposed patch ({', '.join(patch.fixed)}):\n")
@@ -80,6 +79,24 @@ def doctor(report: DoctorReport) -> View:
         out.write(f"\nafter --fix: {len(remaining)} failing finding(s) remain\n")
 
     return view
+
+
+def _live(out: TextIO, applied: AppliedFix) -> None:
+    """Whether the fix runs: the manager reloaded, what it holds now, and what to paste where it is not."""
+    from rigctl.fleet.remote import shown
+
+    systemctl = "systemctl --user" if applied.scope == "user" else "systemctl"
+    if applied.reloaded:
+        held = " ".join(f"{k}={v}" for k, v in applied.live.items())
+        out.write(f"reloaded the {applied.scope} manager (`{systemctl} daemon-reload`); "
+                  f"{applied.service} now holds: {shown(held)}\n")
+    if applied.in_effect is True and not applied.next_steps:
+        out.write("in effect" + ("; restart queued (--restart)" if applied.restarted else "") + "\n")
+    elif applied.problem:
+        head = "NOT in effect" if applied.in_effect is False else "not yet in effect"
+        out.write(f"{head}: {shown(applied.problem)}\n")
+    for step in applied.next_steps:
+        out.write(f"  run: {step}\n")
 
 
 def inventory_lines(about: dict[str, Any]) -> list[str]:

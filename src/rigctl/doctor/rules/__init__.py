@@ -4,7 +4,7 @@ module of its kind, see ``base`` for what it gets and returns) plus one entry he
 
 from __future__ import annotations
 
-from rigctl.doctor.rules import container, exposure, host, secrets, service
+from rigctl.doctor.rules import container, exposure, host, live, secrets, service
 from rigctl.doctor.rules.base import HostRule, UnitRule
 from rigctl.severity import Severity
 
@@ -20,6 +20,10 @@ UNIT_RULES: tuple[UnitRule, ...] = (
     UnitRule("published-without-auth", FAIL, "published on a non-loopback address without auth", exposure.published),
     UnitRule("secret-in-unit", Severity.WARN, "a credential-looking value written in clear into the unit",
              secrets.in_clear),
+    UnitRule("unit-failed", FAIL, "the service is failed: systemd will not start it again", live.failed),
+    UnitRule("unit-restarting", FAIL, "the service's engine died and systemd is restarting it", live.restarting),
+    UnitRule("unit-needs-daemon-reload", FAIL, "its files changed since the manager read them (NeedDaemonReload)",
+             live.needs_reload),
 )
 
 HOST_RULES: tuple[HostRule, ...] = (
