@@ -200,7 +200,8 @@ class FakePodman:
         lines = self.output.get(name, [])
         return lines[-tail:] if tail else list(lines)
 
-    def follow(self, name: str, *, tail: int | None = None, since: str | None = None) -> FakeLines:
+    def follow(self, name: str, *, tail: int | None = None, since: str | None = None,
+               known: ContainerInfo | None = None) -> FakeLines:
         return FakeLines(self.logs(name, tail=tail))
 
 

@@ -42,8 +42,10 @@ SIGNATURE_KEYS = frozenset({"id", "line_number", "line", "meaning", "remedy", "l
 UNIT_FINDING_KEYS = frozenset({"unit", "id", "severity", "message", "fix", "where", "line", "managed", "autofix"})
 UNIT_SEVERITIES = frozenset({"fail", "warn", "info"})
 DOCTOR_COUNTS_KEYS = frozenset({"fail", "warn", "info"})
-FIX_KEYS = frozenset({"applied", "patches", "error", "remaining"})
-APPLIED_KEYS = frozenset({"unit", "files", "backups", "fixed", "patch"})
+FIX_KEYS = frozenset({"applied", "patches", "error", "restart", "remaining"})
+# service ... problem (#25): what the unit's manager holds after the fix, read back after its reload
+APPLIED_KEYS = frozenset({"unit", "files", "backups", "fixed", "patch", "service", "scope", "reloaded", "expected",
+                          "live", "in_effect", "needs_restart", "restarted", "next_steps", "problem"})
 PATCH_KEYS = frozenset({"unit", "fixed", "patch", "why"})
 # scope, scope_hint (#15): the manager checked, and what to type instead when the other one could run it
 PREFLIGHT_KEYS = ENVELOPE | {"recipe", "inventory", "findings", "gpus", "layout", "forced", "scope", "scope_hint"}

@@ -130,7 +130,9 @@ def _fake_rigctl(where: Path, document: dict[str, Any], rc: int) -> tuple[Path, 
 FINDING = {"unit": "/u/a.container", "id": "restart-not-always", "severity": "fail", "message": "m", "fix": "f",
            "where": "/u/a.container", "line": 3, "managed": True, "autofix": True}
 APPLIED = {"unit": "/u/a.container", "files": ["/u/a.container"], "backups": ["/u/a.container.bak"],
-           "fixed": ["restart-not-always"], "patch": "--- a\n+++ b\n"}
+           "fixed": ["restart-not-always"], "patch": "--- a\n+++ b\n",
+           # what doctor --fix says of the manager after its reload (doctor.checkup.AppliedFix)
+           "service": "a.service", "in_effect": True, "problem": None, "next_steps": []}
 
 
 @pytest.mark.parametrize(("fix", "expect"), [

@@ -71,7 +71,8 @@ def parse_events(text: str) -> list[ContainerEvent]:
 class Podman(Protocol):
     def container(self, name: str) -> ContainerInfo | None: ...
     def logs(self, name: str, *, tail: int | None = None, since: str | None = None) -> list[str]: ...
-    def follow(self, name: str, *, tail: int | None = None, since: str | None = None) -> LineStream: ...
+    def follow(self, name: str, *, tail: int | None = None, since: str | None = None,
+               known: ContainerInfo | None = None) -> LineStream: ...
     def image_present(self, ref: str) -> bool | None: ...
     def events(self, name: str, *, since_s: float) -> list[ContainerEvent]: ...
 
@@ -134,11 +135,14 @@ class PodmanCli:
         # podman logs writes the container's stdout to stdout and its stderr to stderr; keep both
         return (done.stdout + done.stderr).splitlines()
 
-    def follow(self, name: str, *, tail: int | None = None, since: str | None = None) -> LineStream:
+    def follow(self, name: str, *, tail: int | None = None, since: str | None = None,
+               known: ContainerInfo | None = None) -> LineStream:
         """The container's output as it comes, until it exits. A k8s-file log is read from the file
         itself (``adapters.logfile``: ``--rm`` cannot take the last lines away); other drivers, a
-        ``since``, or a log rigctl cannot open go through ``podman logs -f``."""
-        info = self.container(name) if since is None else None
+        ``since``, or a log rigctl cannot open go through ``podman logs -f``. ``known``: the container's
+        inspection the caller already holds (each inspection is a podman process, and a short-lived
+        container may be gone after a second one)."""
+        info = None if since is not None else known if known is not None and known.id == name else self.container(name)
         if info is not None and info.log_driver == "k8s-file" and info.log_path and info.conmon_pid > 0:
             pid = info.conmon_pid
             if conmon_alive(pid) or not info.running:

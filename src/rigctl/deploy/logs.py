@@ -169,7 +169,7 @@ def _follow_podman(
         first = followed is None
         followed = current.id
         # By id: the name passes to the next container the moment this one is replaced.
-        stream = podman.follow(current.id, tail=tail if first else None, since=since if first else None)
+        stream = podman.follow(current.id, tail=tail if first else None, since=since if first else None, known=current)
         try:
             yield from _drain_container(stream, current.id, podman, clock, signatures)
         finally:

@@ -115,7 +115,7 @@ class OutputFollower:
                 continue
             self.attached_ids.append(info.id)
             self.pid = info.pid or None
-            stream = self._podman.follow(info.id)
+            stream = self._podman.follow(info.id, known=info)
             self._stream = stream
             try:
                 for line in stream:
