@@ -73,6 +73,29 @@ def state_dir(scope: Scope) -> Path:
     return current().state_home / "rigctl" / "deployments"
 
 
+# Each rigctl unit's engine log, below the state directory of the manager that runs it (systemd's %S:
+# /var/lib for the system manager, the manager's $XDG_STATE_HOME or ~/.local/state for a user's). The
+# rendered unit names it (StateDirectory=, --log-opt path=%S/ENGINE_LOG_SUBDIR/%N.log); it outlives --rm.
+ENGINE_LOG_SUBDIR = "rigctl/logs"
+
+
+def engine_log(scope: Scope, unit: str, manager_env: dict[str, str] | None = None) -> Path:
+    """The engine log of ``unit`` (``NAME.service``). ``manager_env``: the user manager's environment,
+    when it could be asked (it decides %S, and may differ from this shell's); else this login's."""
+    stem = unit.removesuffix(".service")
+    if scope == Scope.SYSTEM:
+        return Path("/var/lib") / ENGINE_LOG_SUBDIR / f"{stem}.log"
+    env = manager_env or {}
+    given = env.get("XDG_STATE_HOME", "")
+    if given.startswith("/"):
+        base = Path(given)
+    elif env.get("HOME", "").startswith("/"):
+        base = Path(env["HOME"]) / ".local" / "state"
+    else:
+        base = current().state_home
+    return base / ENGINE_LOG_SUBDIR / f"{stem}.log"
+
+
 def lock_dir() -> Path:
     # Host-wide for root whatever the scope, so `up --user` and `up --system` of one recipe still exclude
     # each other; a plain user can only lock within their own runtime dir.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.adapters.logfile import LINE_LIMIT, LogFileLines, conmon_alive, open_log, parse_record
+from rigctl.adapters.logfile import LINE_LIMIT, LogFileLines, conmon_alive, open_log, parse_record, parse_stamp
 
 TS = "2026-12-02T10:58:30.123456789+00:00"
 
@@ -66,9 +66,31 @@ def test_records_in_conmon_shape_become_lines_and_partials_are_joined(tmp_path: 
 
 def test_parse_record_keeps_spaces_in_the_text() -> None:
     assert parse_record(f"{TS} stderr F Traceback (most recent call last):".encode()) == (
-        b"Traceback (most recent call last):", True)
-    assert parse_record(f"{TS} stdout P ".encode()) == (b"", False)
-    assert parse_record(b"plain") == (b"plain", True)
+        b"Traceback (most recent call last):", True, TS.encode())
+    assert parse_record(f"{TS} stdout P ".encode()) == (b"", False, TS.encode())
+    assert parse_record(b"plain") == (b"plain", True, b"")
+
+
+def test_parse_stamp_reads_conmon_and_podman_times() -> None:
+    conmon = parse_stamp("2026-12-02T10:58:30.123456789+00:00")
+    assert conmon is not None and abs(conmon - 1796209110.123456789) < 1e-6
+    assert parse_stamp("2026-12-02T11:58:30.123456789+01:00") == conmon  # an offset, as conmon writes local time
+    assert parse_stamp("2026-12-02T10:58:30.123456789Z") == conmon  # podman inspect's Created
+    assert parse_stamp("2026-12-02T10:58:30Z") == int(conmon)
+    assert parse_stamp("yesterday") is None
+
+
+def test_not_before_skips_the_lines_of_an_earlier_container_in_a_shared_log(tmp_path: Path) -> None:
+    # every container of a rigctl unit writes one log (it outlives --rm): a new container's follower
+    # starts at the new container's creation, not at the crash before it
+    log = tmp_path / "shared.log"
+    w = Writer(log)
+    w.write("2026-12-02T10:00:00.5+00:00 stderr F ValueError: the previous container's crash\n"
+            "2026-12-02T10:00:09.999999999+00:00 stdout F INFO the new one starts\n"
+            "2026-12-02T10:00:08.0+00:00 stdout F later lines are kept whatever their time\n")
+    s = stream_for(log, w, not_before=parse_stamp("2026-12-02T10:00:09Z"))
+    w.die()
+    assert read_all(s) == ["INFO the new one starts", "later lines are kept whatever their time"]
 
 
 def test_last_words_are_read_after_the_file_is_removed(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from rigctl.util.safefs import open_regular
 
@@ -43,12 +44,33 @@ def open_log(path: str) -> int | None:
     return open_regular(path)
 
 
-def parse_record(raw: bytes) -> tuple[bytes, bool]:
-    """(text, complete) of one record; a line that is not conmon's shape is taken whole, as written."""
+def parse_stamp(text: str | bytes) -> float | None:
+    """An RFC 3339 time as conmon and podman write it (nanoseconds, ``Z`` or an offset) in seconds since
+    the epoch; None when it is not one."""
+    if isinstance(text, bytes):
+        text = text.decode("ascii", "replace")
+    text = text.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    head, dot, rest = text.partition(".")
+    fraction = 0.0
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        fraction = float("0." + rest[:digits]) if digits else 0.0
+        text = head + rest[digits:]
+    try:
+        return datetime.fromisoformat(text).timestamp() + fraction
+    except ValueError:
+        return None
+
+
+def parse_record(raw: bytes) -> tuple[bytes, bool, bytes]:
+    """(text, complete, time) of one record; a line that is not conmon's shape is taken whole, as
+    written, with no time."""
     parts = raw.split(b" ", 3)
     if len(parts) >= 3 and parts[1] in (b"stdout", b"stderr") and parts[2] in (b"F", b"P"):
-        return (parts[3] if len(parts) == 4 else b""), parts[2] == b"F"
-    return raw, True
+        return (parts[3] if len(parts) == 4 else b""), parts[2] == b"F", parts[0]
+    return raw, True, b""
 
 
 class LogFileLines:
@@ -56,7 +78,7 @@ class LogFileLines:
     says the writer is gone and the file is read to its end, or until ``close``."""
 
     def __init__(self, fd: int, path: str, writer_alive: Callable[[], bool], *, tail: int | None = None,
-                 poll_s: float = POLL_S) -> None:
+                 not_before: float | None = None, poll_s: float = POLL_S) -> None:
         self._fd = fd
         self._path = path
         self._writer_alive = writer_alive
@@ -71,6 +93,9 @@ class LogFileLines:
         self._piece = bytearray()  # a line continued over P records
         self._discard = False  # a record cut at LINE_LIMIT: its rest, up to the newline, is dropped
         self._size_at_start = os.fstat(fd).st_size  # what ``tail`` counts back from
+        # lines written before this (another container's, in a log a unit's containers share) are skipped;
+        # once one is not, none after it is looked at
+        self._not_before = not_before
 
     # -- reading ----------------------------------------------------------------------------------
     def _records(self, data: bytes) -> Iterator[str]:
@@ -87,7 +112,12 @@ class LogFileLines:
             self._pending = b""
             self._discard = True
         for raw in whole:
-            text, complete = parse_record(raw)
+            text, complete, stamp = parse_record(raw)
+            if self._not_before is not None:
+                at = parse_stamp(stamp) if stamp else None
+                if at is not None and at < self._not_before:
+                    continue
+                self._not_before = None
             room = LINE_LIMIT - len(self._piece)
             if room > 0:
                 self._piece += text[:room]

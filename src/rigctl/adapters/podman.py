@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rigctl.adapters.lines import LineStream, ProcLines
-from rigctl.adapters.logfile import LogFileLines, conmon_alive, open_log
+from rigctl.adapters.logfile import LogFileLines, conmon_alive, open_log, parse_stamp
 from rigctl.util.proc import run
 
 
@@ -25,6 +25,7 @@ class ContainerInfo:
     log_driver: str = ""  # k8s-file, journald, passthrough...: where `logs -f` must read the output from
     log_path: str = ""  # the k8s-file log (podman's own storage unless the unit gives a path)
     conmon_pid: int = 0  # the log's writer
+    created_at: str = ""  # RFC 3339: a log shared by a unit's containers holds older ones' lines before it
 
 
 def _int(value: Any) -> int:
@@ -107,6 +108,7 @@ class PodmanCli:
             log_driver=str(log.get("Type") or ""),
             log_path=str(log.get("Path") or ""),
             conmon_pid=_int(state.get("ConmonPid")),
+            created_at=str(item.get("Created") or ""),
         )
 
     def image_present(self, ref: str) -> bool | None:
@@ -148,7 +150,12 @@ class PodmanCli:
             if conmon_alive(pid) or not info.running:
                 fd = open_log(info.log_path)
                 if fd is not None:
-                    return LogFileLines(fd, info.log_path, lambda: conmon_alive(pid), tail=tail)
+                    # rigctl's units give every container of the unit one log (render: it outlives --rm):
+                    # from the start, only this container's lines; a tail may reach back before it
+                    return LogFileLines(fd, info.log_path, lambda: conmon_alive(pid), tail=tail,
+                                        not_before=parse_stamp(info.created_at) if tail is None else None)
+        if since is None and tail is None and info is not None and info.log_driver == "k8s-file" and info.created_at:
+            since = info.created_at  # a log the unit's containers share: from this one's creation on
         argv = [self.binary, "logs", "-f"]
         if tail is not None:
             argv += ["--tail", str(tail)]

@@ -12,6 +12,8 @@ from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rigctl.deploy.target import Target
     from rigctl.host.early import EarlyProbes
     from rigctl.places import Scope
@@ -134,12 +136,21 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             return _follow(target, tail=tail, since=since, restart_wait_s=restart_wait)
         lines = logmod.collect(container=target.container, unit=target.unit, podman=PodmanCli(),
                                journal=Journalctl(target.scope), signatures=target.signatures, record=target.record,
-                               since=since, tail=tail)
+                               since=since, tail=tail, engine_log=_engine_log(target))
         hits = [ln.signature for ln in lines if ln.signature is not None]
         return Outcome("logs", True, {"recipe": target.name, "container": target.container, "lines": lines,
                                       "signatures": hits}, view=views.logs(lines))
 
     finish("logs", as_json, produce)
+
+
+def _engine_log(target: Target) -> Path:
+    """Where the target unit's engine log is: %S of the manager that runs it (a user manager is asked)."""
+    from rigctl.adapters.systemd import SystemctlCli
+    from rigctl.places import Scope, engine_log
+
+    env = SystemctlCli(target.scope).manager_environment() if target.scope == Scope.USER else None
+    return engine_log(target.scope, target.unit, env)
 
 
 def _follow(target: Target, *, tail: int | None, since: str | None, restart_wait_s: float) -> Outcome:

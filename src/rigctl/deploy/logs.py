@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from rigctl.adapters.clock import Clock
 from rigctl.adapters.journal import Journal
 from rigctl.adapters.lines import LineStream
+from rigctl.adapters.logfile import LogFileLines, open_log
 from rigctl.adapters.podman import ContainerInfo, Podman
 from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy.state import DeploymentRecord
@@ -34,7 +36,7 @@ RIGCTL = "rigctl"  # the source of lines rigctl writes into the stream itself
 
 @dataclass(frozen=True)
 class LogLine:
-    source: str  # podman | journal | last-failure | rigctl (a marker rigctl adds)
+    source: str  # podman | journal | engine-log | last-failure | rigctl (a marker rigctl adds)
     text: str
     signature: SignatureMatch | None = None
 
@@ -51,18 +53,47 @@ def last_failure(record: DeploymentRecord | None, signatures: Sequence[CrashSign
     return _mark("last-failure", list(record.last_failure.get("last_lines", [])), signatures)
 
 
+ENGINE_LOG_TAIL = 2000  # the lines shown from the engine log when no --tail is given
+
+
+def engine_log_lines(path: Path, tail: int | None) -> list[str] | None:
+    """The last lines of a unit's engine log (``places.engine_log``), the one its containers share and
+    that outlives them; None when there is none to read (a unit rendered before rigctl kept one)."""
+    fd = open_log(str(path))
+    if fd is None:
+        return None
+    stream = LogFileLines(fd, str(path), lambda: False, tail=ENGINE_LOG_TAIL if tail is None else tail)
+    try:
+        return list(stream)
+    finally:
+        stream.close()
+
+
 def collect(
     *, container: str, unit: str, podman: Podman, journal: Journal, signatures: Sequence[CrashSignature],
-    record: DeploymentRecord | None, since: str | None, tail: int | None,
+    record: DeploymentRecord | None, since: str | None, tail: int | None, engine_log: Path | None = None,
 ) -> list[LogLine]:
+    """The last failed warmup's kept output, then the engine's: from its container (whose k8s-file log,
+    in a unit rigctl rendered, holds the earlier containers' output too), else from the journal, else,
+    the container gone, from the unit's engine log; when none of them has any, a line that says the
+    output is gone."""
     out: list[LogLine] = last_failure(record, signatures) if since is None else []
     lines = podman.logs(container, tail=tail, since=since)
-    if not lines and journal.available():
+    if lines:
+        return out + _mark("podman", lines, signatures)
+    if journal.available():
         # The container is gone (quadlet runs it with --rm): its output may survive in the journal.
         lines = journal.lines(unit, since=since, tail=tail)
-        out += _mark("journal", lines, signatures)
-    else:
-        out += _mark("podman", lines, signatures)
+        if lines:
+            return out + _mark("journal", lines, signatures)
+    kept = engine_log_lines(engine_log, tail) if engine_log is not None and since is None else None
+    if kept:
+        return out + _mark("engine-log", kept, signatures)
+    if podman.container(container) is None:
+        where = f"; none in {engine_log}" if engine_log is not None and since is None else ""
+        out.append(LogLine(RIGCTL, f"--- older output is gone: no {container} container (it is removed when it "
+                                   f"exits, --rm), no journal{where}; units rendered by this rigctl keep it "
+                                   f"(`rigctl up` again to re-render) ---"))
     return out
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import UsageError
-from rigctl.places import Scope
+from rigctl.places import ENGINE_LOG_SUBDIR, Scope
 from rigctl.podman_versions import (
     CIDFILE_CLEANED,
     NOTIFY_HEALTHY,
@@ -378,6 +378,7 @@ def render_units(
         "notify_healthy": notify_healthy,
         "stop_timeout": stop_timeout,
         "podman_args": podman_args,
+        "engine_log_subdir": ENGINE_LOG_SUBDIR,
         "service": {
             "restart": recipe.service.restart,
             "restart_sec": recipe.service.restart_sec,
