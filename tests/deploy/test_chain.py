@@ -128,6 +128,20 @@ def test_exit_zero_under_load_is_restarted_by_systemd(rig: Rig) -> None:
     assert int(str(row["restarts"])) >= 1, row  # exit 0 did not leave it down: Restart=always brought it back
     assert row["restart_policy"] == "always"
     assert row["health"] == "ready", row
+    assert row["last_exit"]["said"] == "exit 0", row  # status says how the crashed engine ended
+
+    # The crashed container was removed (--rm), but its output is in the unit's engine log: `logs` shows
+    # the crash and the restart's output, now from the running container and, after `down`, from the log.
+    code, logs = rig.run("logs", "rt-crash", "--user")
+    assert code == 0 and [s["id"] for s in logs["signatures"]][:1] == ["replayssm-row-mismatch"], logs
+    assert [ln["source"] for ln in logs["lines"] if "ReplaySSM" in ln["text"]][:1] == ["podman"]
+    code, doc = rig.run("down", "rt-crash", "--user")
+    assert code == 0, doc
+    code, logs = rig.run("logs", "rt-crash", "--user")
+    assert code == 0, logs
+    crash = [ln for ln in logs["lines"] if "ReplaySSM" in ln["text"]]
+    assert crash and {ln["source"] for ln in crash} == {"engine-log"}, logs["lines"][-5:]
+    assert logs["signatures"][0]["id"] == "replayssm-row-mismatch"
 
 
 def test_rendered_for_the_testbeds_podman_runs(rig: Rig) -> None:

@@ -145,10 +145,16 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
 
 def _engine_log(target: Target) -> Path:
-    """Where the target unit's engine log is: %S of the manager that runs it (a user manager is asked)."""
+    """Where the target unit's engine log is: as its container named it at `up` (the record), else below
+    %S of the manager that runs it (a user manager is asked)."""
+    from pathlib import Path
+
     from rigctl.adapters.systemd import SystemctlCli
     from rigctl.places import Scope, engine_log
 
+    kept = target.record.engine_log if target.record is not None else ""
+    if kept.startswith("/") and kept.endswith(".log"):
+        return Path(kept)
     env = SystemctlCli(target.scope).manager_environment() if target.scope == Scope.USER else None
     return engine_log(target.scope, target.unit, env)
 

@@ -76,6 +76,7 @@ class DeploymentRecord:
     recipe_source: str = ""
     installed_at: float = 0.0
     last_failure: dict[str, Any] | None = None
+    engine_log: str = ""  # the engine's k8s-file log as its container named it (shared by the unit's containers)
     stopped_at: float | None = None  # when `rigctl down` stopped it (kept): a unit down since then is meant to be
     version: int = RECORD_VERSION
 
@@ -97,6 +98,10 @@ class DeploymentRecord:
         for name in self.unit_files:
             if not _PLAIN.fullmatch(name) or not name.startswith(f"{stem}."):
                 out.append(f"unit file {clip(name)} is not a file of {self.unit} (<container>.<suffix>, no directory)")
+        if self.engine_log and not (os.path.isabs(self.engine_log) and self.engine_log.endswith(".log")
+                                    and "\0" not in self.engine_log
+                                    and os.path.normpath(self.engine_log) == self.engine_log):
+            out.append(f"engine_log {clip(self.engine_log)} is not a plain absolute path of a .log file")
         plain = "\0" not in self.unit_dir and os.path.normpath(self.unit_dir) == self.unit_dir
         if not plain or not os.path.isabs(self.unit_dir):
             out.append(f"unit_dir {clip(self.unit_dir)} is not a plain absolute directory")

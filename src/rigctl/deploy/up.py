@@ -313,6 +313,8 @@ def _install_and_run(
         raise UpInterrupted(_interrupted_state(files, dirs.units, unit, started)) from None
 
     result.wait = wait
+    if wait is not None and wait.engine_log:
+        _remember_engine_log(dirs.state, recipe.name, wait.engine_log)
     if wait is not None and wait.status is not WaitStatus.READY:
         return _failed_warmup(recipe, result, wait, adapters=adapters, dirs=dirs, options=options)
     if wait is not None and wait.readiness is not None and wait.readiness.max_model_len not in (None,
@@ -326,6 +328,14 @@ def _install_and_run(
     result.exit_code = ExitCode.OK
     result.message = f"{recipe.served_name} ready at {result.endpoint}"
     return result
+
+
+def _remember_engine_log(state: Path, name: str, path: str) -> None:
+    """Keep where the engine's output goes in the record: ``logs`` reads it once no container is left."""
+    record = records.load_record(state, name)
+    if record is not None and record.engine_log != path:
+        record.engine_log = path
+        records.save(state, record)
 
 
 def _recipe_digest(files: Mapping[str, str]) -> str:
@@ -358,6 +368,7 @@ def _watch(
                           clock=adapters.clock, on_progress=on_progress)
     finally:
         follower.stop()
+    wait.engine_log = follower.log_path
     if learn is not None and wait.status is not WaitStatus.STOPPED:
         _record_boot(recipe, wait=wait, follower=follower, adapters=adapters, learn=learn, start_mono=start_mono)
     return wait

@@ -97,6 +97,7 @@ class OutputFollower:
         self.line_count = 0
         self.attached_ids: list[str] = []
         self._streams_ended = 0
+        self.log_path = ""  # the followed container's k8s-file log
         # (phase, when it began): each change of phase as the output shows it, for the boot history
         self.phase_log: list[tuple[str, float]] = [(str(Phase.STARTING), self.last_output_mono)]
         # The host PID of the container's first process. systemd learns of a death only once conmon has
@@ -115,6 +116,8 @@ class OutputFollower:
                 continue
             self.attached_ids.append(info.id)
             self.pid = info.pid or None
+            if info.log_driver == "k8s-file" and info.log_path:
+                self.log_path = info.log_path
             stream = self._podman.follow(info.id, known=info)
             self._stream = stream
             try:
@@ -213,6 +216,7 @@ class WaitResult:
     detail: str = ""
     noticed_mono: float = 0.0  # when the loop noticed the outcome (benchmarks measure against it)
     tail: list[str] = field(default_factory=list)
+    engine_log: str = ""  # where podman wrote the engine's output (its k8s-file log), as the container said
 
 
 @dataclass(frozen=True)
