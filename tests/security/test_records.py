@@ -487,3 +487,15 @@ def test_records_round_trip_and_are_written_atomically(tmp_path: Path) -> None:
     bad = records.DeploymentRecord(**{**rec.__dict__, "unit_files": ["../../etc/x.container"]})
     with pytest.raises(InvalidInputError):
         records.save(states, bad)
+
+
+@pytest.mark.parametrize("engine_log", ["relative/x.log", "/var/lib/rigctl/logs/../../../etc/shadow",
+                                        "/var/lib/rigctl/logs/x.txt", "/a/\0b.log"])
+def test_a_record_naming_an_odd_engine_log_is_refused(tmp_path: Path, engine_log: str) -> None:
+    # `logs` reads the file a record names: only a plain absolute .log path is taken from one
+    rec = records.DeploymentRecord(recipe=NAME, scope=Scope.USER, unit=f"{CONTAINER}.service", container=CONTAINER,
+                                   unit_dir="/x/units", unit_files=[UNIT_FILE], endpoint="http://127.0.0.1:1",
+                                   served_name="m", image="i", engine_log=engine_log)
+    assert any(p.startswith("engine_log ") for p in rec.problems())
+    fine = records.DeploymentRecord(**{**rec.__dict__, "engine_log": "/var/lib/rigctl/logs/rigctl-x.log"})
+    assert fine.problems() == []
