@@ -49,18 +49,30 @@ class ContainerEvent:
 EVENTS_KEPT = 2000  # the newest events of one container looked at; a long-lived box has many more
 
 
-def parse_events(text: str) -> list[ContainerEvent]:
-    """``podman events --format json``: one object a line; what cannot be read is skipped."""
+def _event_time(item: dict[str, Any]) -> float:
+    """When an event happened: podman 4 writes ``"Time": "<RFC 3339, UTC>"``; podman 5 ``"time"`` (seconds)
+    and ``"timeNano"`` (nanoseconds since the epoch)."""
     from datetime import datetime  # noqa: PLC0415
 
+    nano = item.get("timeNano")
+    if isinstance(nano, int) and not isinstance(nano, bool):
+        return nano / 1e9
+    seconds = item.get("time")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+        return float(seconds)
+    stamp = str(item["Time"])
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(head + "+00:00").timestamp() + float(f"0.{frac or 0}")
+
+
+def parse_events(text: str) -> list[ContainerEvent]:
+    """``podman events --format json``: one object a line; what cannot be read is skipped."""
     out: list[ContainerEvent] = []
     for line in text.splitlines()[-EVENTS_KEPT:]:
         try:
             item = json.loads(line)
-            stamp = str(item["Time"])
-            head, _, frac = stamp.rstrip("Z").partition(".")
-            at = datetime.fromisoformat(head + "+00:00").timestamp() + float(f"0.{frac or 0}")
-        except (ValueError, KeyError, TypeError):
+            at = _event_time(item)
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
         code = item.get("ContainerExitCode")
         out.append(ContainerEvent(at, str(item.get("Status", "")), str(item.get("ID", "")),
