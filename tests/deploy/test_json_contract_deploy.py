@@ -46,7 +46,9 @@ SERVICE_KEYS = frozenset({
     "recipe", "scope", "unit", "unit_file", "active", "sub", "restarts", "restart_policy", "exit_status", "health",
     "endpoint", "model", "image", "image_digest", "uptime_s", "gpu_memory_mib", "gpu_ids", "last_failure",
     "canary", "last_boot",  # #24: the canary's summary and the last recorded boot (None when there is none)
+    "verdict", "verdict_detail", "last_exit",  # #25: the unit judged, and how its engine last ended
 })
+LAST_EXIT_KEYS = frozenset({"said", "status", "how", "at", "phase", "source"})
 HEALTH_WORDS = frozenset({"ready", "down", "unknown", "starting", "restarting"})  # or "unhealthy (<why>)"
 LAST_FAILURE_KEYS = frozenset({"at", "status", "detail", "exit_status", "phase", "last_lines", "signatures"})
 LOG_LINE_KEYS = frozenset({"source", "text", "signature"})
@@ -179,6 +181,8 @@ def test_status_keeps_the_last_failure(walk: Answers) -> None:
     assert "rigctl-contract-dies.service" in doc["failing"]
     row = _service(doc, "rigctl-contract-dies.service")
     check_keys(row["last_failure"], LAST_FAILURE_KEYS, "status.services[].last_failure")
+    assert row["verdict"] == "down", row
+    check_keys(row["last_exit"], LAST_EXIT_KEYS, "status.services[].last_exit")
 
 
 def test_logs(walk: Answers) -> None:
