@@ -132,7 +132,9 @@ FINDING = {"unit": "/u/a.container", "id": "restart-not-always", "severity": "fa
 APPLIED = {"unit": "/u/a.container", "files": ["/u/a.container"], "backups": ["/u/a.container.bak"],
            "fixed": ["restart-not-always"], "patch": "--- a\n+++ b\n",
            # what doctor --fix says of the manager after its reload (doctor.checkup.AppliedFix)
-           "service": "a.service", "in_effect": True, "problem": None, "next_steps": []}
+           "service": "a.service", "scope": "system", "reloaded": True, "expected": {"Restart": "always"},
+           "live": {"Restart": "always"}, "in_effect": True, "needs_restart": False, "restarted": False,
+           "next_steps": [], "problem": None}
 
 
 @pytest.mark.parametrize(("fix", "expect"), [
@@ -161,7 +163,7 @@ def test_a_malformed_fix_report_is_a_failing_finding(
 
 
 def test_a_well_formed_fix_report_is_taken_as_it_is(ssh_fleet: Any, private_control_dir: Any, tmp_path: Path) -> None:
-    fix = {"applied": [APPLIED], "patches": [], "error": None, "remaining": []}
+    fix = {"applied": [APPLIED], "patches": [], "error": None, "restart": False, "remaining": []}
     document = {"findings": [FINDING], "units": ["/u/a.container"], "counts": {"fail": 0}, "fix": fix}
     script, _ = _fake_rigctl(tmp_path / "p", document, 0)
     inventory = _hosts_file(ssh_fleet, tmp_path, {ssh_fleet.hosts[2].name: str(script)})

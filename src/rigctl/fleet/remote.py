@@ -694,10 +694,17 @@ class _RemoteApplied(BaseModel):
     backups: list[str]
     fixed: list[str]
     patch: str
-    service: str | None = None  # what the host's manager runs, read back after its reload (doctor 0.x on: absent)
+    # what the host's manager holds after the fix (doctor.checkup.AppliedFix; an older rigctl says none of it)
+    service: str | None = None
+    scope: str | None = None
+    reloaded: bool = False
+    expected: dict[str, str] = Field(default_factory=dict)
+    live: dict[str, str] = Field(default_factory=dict)
     in_effect: bool | None = None
-    problem: str | None = None
+    needs_restart: bool = False
+    restarted: bool = False
     next_steps: list[str] = Field(default_factory=list)
+    problem: str | None = None
 
 
 class _RemotePatch(BaseModel):
@@ -719,6 +726,7 @@ class _RemoteFix(BaseModel):
     applied: list[Any]
     patches: list[Any]
     error: str | None = None
+    restart: bool = False  # whether --restart was asked (an older rigctl does not say: it had none)
     remaining: list[Any] | None = None  # missing: malformed (what is left after --fix is not known)
 
 
@@ -824,11 +832,13 @@ def _remote_fix(host: Host, fix: _RemoteFix | None) -> tuple[dict[str, Any] | No
     if fix.remaining is None:
         missing = _malformed(host, "doctor --fix report", ["fix.remaining: missing: the host did not say what "
                                                            "failing findings remain"])
-        return ({"applied": applied, "patches": patches, "error": fix.error, "remaining": [missing]},
+        return ({"applied": applied, "patches": patches, "error": fix.error, "restart": fix.restart,
+                 "remaining": [missing]},
                 [*bad_applied, *bad_patches, missing])
     remaining, bad_remaining = _checked(host, _RemoteFinding, "remaining", fix.remaining)
     # a malformed remaining finding fails among the remaining ones too: what is left is not known
-    return ({"applied": applied, "patches": patches, "error": fix.error, "remaining": remaining + bad_remaining},
+    return ({"applied": applied, "patches": patches, "error": fix.error, "restart": fix.restart,
+             "remaining": remaining + bad_remaining},
             bad_applied + bad_patches + bad_remaining)
 
 
@@ -877,7 +887,7 @@ def _no_remote_fix(host: Host, units: Sequence[Any], facts: DoctorFacts) -> dict
     patches = [{"unit": p.unit.path, "fixed": list(p.fixed), "patch": p.patch(),
                 "why": "not changed: rigctl is not installed on the host; apply by hand or install rigctl"}
                for p in plan_fixes(units, facts)]
-    return {"applied": [], "patches": patches, "error": why, "remaining": None}
+    return {"applied": [], "patches": patches, "error": why, "restart": False, "remaining": None}
 
 
 def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False) -> HostResult:
