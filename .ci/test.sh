@@ -49,7 +49,7 @@ log "ruff"
 uv run --frozen ruff check src tests benchmarks tools
 log "mypy"
 uv run --frozen mypy
-uv run --frozen mypy tools tests/support/nvml_fake.py  # moved out of src/ (#11): still strict
+uv run --frozen mypy tools tests/support/nvml_fake.py tests/fakes.py  # tools and test support, strict too: the fakes are checked against the adapter Protocols (fake_adapters)
 
 log "pytest"
 export RIGCTL_REQUIRE_TESTBED=1  # everything above was installed: a skip for a missing part is a failure

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from rigctl.adapters import Adapters
 from rigctl.adapters.podman import ContainerEvent, ContainerInfo
 from rigctl.adapters.probe import Readiness
 from rigctl.adapters.systemd import UnitState
@@ -246,6 +247,15 @@ class FakeGpu:
         if self.busy_polls is None:
             return None
         return self.looks <= self.busy_polls
+
+
+def fake_adapters(systemd: FakeSystemd, *, podman: FakePodman | None = None, probe: FakeProbe | None = None,
+                  gpu: FakeGpu | None = None, unit: str = "x", served_name: str = "m") -> Adapters:
+    """The fakes as one ``Adapters`` value, as `up` and `swap` take it. mypy checks this file (``.ci/test.sh``):
+    each fake must satisfy its adapter's Protocol here, so a Protocol that changes breaks the fakes at once."""
+    clock = systemd.clock
+    return Adapters(systemd=systemd, podman=podman or FakePodman(), probe=probe or FakeProbe(systemd, unit, served_name),
+                    clock=clock, gpu=gpu or FakeGpu())
 
 
 def plan_of(recipe: Recipe, *, scope: Scope = Scope.USER, findings: Sequence[Finding] = (),

@@ -281,3 +281,17 @@ def test_the_lint_reads_the_yaml_it_is_given() -> None:
     results = lint(rendered.manifests, expect, text.replace('- "0.90"\n', "- 0.90\n"))
     result = next(r for r in results if r.rule == "yaml-faithful")
     assert not result.ok and "0.90" in result.detail
+
+
+def test_lint_rules_are_a_registry_that_refuses_a_second_id_and_a_wrong_report() -> None:
+    from rigctl.render import kubelint
+
+    with pytest.raises(ValueError, match="registered twice"):
+        kubelint._rule("gpu-count")(lambda given: kubelint.LintResult("gpu-count", True, ""))
+    kubelint._rule("test-misreported")(lambda given: kubelint.LintResult("shm", True, ""))
+    try:
+        with pytest.raises(ValueError, match="reported as shm"):
+            kubelint._REGISTRY["test-misreported"](kubelint.LintInput([], kubelint.LintExpectations(world=1, warmup_budget_s=60)))
+    finally:
+        del kubelint._REGISTRY["test-misreported"]
+    assert tuple(kubelint._REGISTRY) == kubelint.RULES

@@ -19,35 +19,27 @@ class LineStream(Protocol):
     def close(self) -> None: ...
 
 
-class ProcLines:
-    """Lines from a long-running child; stdout and stderr merged, as the engine wrote them. The only
-    subprocess not run through ``proc.run``: that helper waits for completion."""
+class QueuedLines:
+    """``next_lines`` over a subclass's ``__iter__`` (a blocking read): a reader thread puts each line on a
+    queue, so the caller can look around between lines."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
-        self._proc = subprocess.Popen(  # fixed argv, no shell
-            list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, errors="replace", bufsize=1,
-        )
-        self._queue: queue.SimpleQueue[str | None] | None = None
-        self._ended = False
+    _queue: queue.SimpleQueue[str | None] | None = None
+    _ended = False
 
     def __iter__(self) -> Iterator[str]:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            yield line.rstrip("\r\n")
+        raise NotImplementedError
 
     def _read_into(self, into: queue.SimpleQueue[str | None]) -> None:
         try:
             for line in self:
                 into.put(line)
-        except (OSError, ValueError):  # the pipe closed under the reader by close(): the stream is over
+        except (OSError, ValueError):  # the pipe or file closed under the reader by close(): the stream is over
             pass
         finally:
             into.put(None)  # the end of the stream
 
     def next_lines(self, timeout: float) -> list[str] | None:
         if self._queue is None:
-            # a reader thread: a pipe read cannot time out, and the caller must look around between lines
             self._queue = queue.SimpleQueue()
             threading.Thread(target=self._read_into, args=(self._queue,), name="lines", daemon=True).start()
         if self._ended:
@@ -65,6 +57,22 @@ class ProcLines:
                 item = self._queue.get_nowait()
         except queue.Empty:
             return out
+
+
+class ProcLines(QueuedLines):
+    """Lines from a long-running child; stdout and stderr merged, as the engine wrote them. The only
+    subprocess not run through ``proc.run``: that helper waits for completion."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self._proc = subprocess.Popen(  # fixed argv, no shell
+            list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            text=True, errors="replace", bufsize=1,
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            yield line.rstrip("\r\n")
 
     def close(self) -> None:
         if self._proc.poll() is None:

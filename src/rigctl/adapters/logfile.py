@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import errno
 import os
-import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
+from rigctl.adapters.lines import QueuedLines
 from rigctl.util.safefs import open_regular
 
 LINE_LIMIT = 64 * 1024
@@ -73,7 +73,7 @@ def parse_record(raw: bytes) -> tuple[bytes, bool, bytes]:
     return raw, True, b""
 
 
-class LogFileLines:
+class LogFileLines(QueuedLines):
     """The lines of one container's k8s-file log (a ``LineStream``), followed until ``writer_alive``
     says the writer is gone and the file is read to its end, or until ``close``."""
 
@@ -86,8 +86,6 @@ class LogFileLines:
         self._poll_s = poll_s
         self._closed = threading.Event()
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[str | None] | None = None
-        self._ended = False
         self._started = False
         self._pending = b""  # bytes after the last newline read
         self._piece = bytearray()  # a line continued over P records
@@ -213,36 +211,6 @@ class LogFileLines:
                 if self._fd >= 0:
                     os.close(self._fd)
                     self._fd = -1
-
-    # -- LineStream -------------------------------------------------------------------------------
-    def _read_into(self, into: queue.SimpleQueue[str | None]) -> None:
-        try:
-            for line in self:
-                into.put(line)
-        except OSError:
-            pass
-        finally:
-            into.put(None)
-
-    def next_lines(self, timeout: float) -> list[str] | None:
-        if self._queue is None:
-            self._queue = queue.SimpleQueue()
-            threading.Thread(target=self._read_into, args=(self._queue,), name="logfile", daemon=True).start()
-        if self._ended:
-            return None
-        out: list[str] = []
-        try:
-            item = self._queue.get(timeout=timeout)
-            while True:
-                if item is None:
-                    self._ended = True
-                    return out or None
-                out.append(item)
-                if len(out) >= 1000:
-                    return out
-                item = self._queue.get_nowait()
-        except queue.Empty:
-            return out
 
     def close(self) -> None:
         self._closed.set()

@@ -30,9 +30,6 @@ from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
 from rigctl.recipe.model import IMAGE_RE
 
-RULES = ("gpu-count", "shm", "probe-budget", "image-pinned", "resource-names", "yaml-faithful", "expansion",
-         "requests", "security-context", "gpu-toleration", "namespace")
-
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_PATH = "/dev/shm"
 
@@ -94,6 +91,38 @@ class LintResult:
     detail: str
 
 
+@dataclass(frozen=True)
+class LintInput:
+    """What every rule looks at: the manifests, what the recipe and target expect of them, and the YAML
+    text printed for them (None when there is none to read back)."""
+
+    documents: Sequence[Mapping[str, Any]]
+    expect: LintExpectations
+    text: str | None = None
+
+
+# The lint rules, in the order they run and are reported: a new rule is a function decorated @_rule(ID)
+# below; RULES lists their ids (tests and `explain` read it).
+_REGISTRY: dict[str, Callable[[LintInput], LintResult]] = {}
+
+
+def _rule(rule_id: str) -> Callable[[Callable[[LintInput], LintResult]], Callable[[LintInput], LintResult]]:
+    def add(check: Callable[[LintInput], LintResult]) -> Callable[[LintInput], LintResult]:
+        if rule_id in _REGISTRY:
+            raise ValueError(f"lint rule {rule_id} is registered twice")
+
+        def checked(given: LintInput) -> LintResult:
+            result = check(given)
+            if result.rule != rule_id:  # a rule reports under its own id, nobody else's
+                raise ValueError(f"lint rule {rule_id} reported as {result.rule}")
+            return result
+
+        _REGISTRY[rule_id] = checked
+        return check
+
+    return add
+
+
 class KubeLintError(RigctlError):
     """A rendered manifest broke a lint rule: the render is refused, not printed."""
 
@@ -104,19 +133,8 @@ class KubeLintError(RigctlError):
 def lint(documents: Sequence[Mapping[str, Any]], expect: LintExpectations, text: str | None = None) -> list[LintResult]:
     """One result per rule, in RULES order. ``text``: the YAML printed for ``documents`` (yaml-faithful
     checks it reads back as them)."""
-    return [
-        _gpu_count(documents, expect),
-        _shm(documents, expect),
-        _probe_budget(documents, expect),
-        _image_pinned(documents),
-        _resource_names(documents, expect),
-        _yaml_faithful(documents, text),
-        _expansion(documents, expect),
-        _requests(documents, expect),
-        _security_context(documents),
-        _gpu_toleration(documents, expect),
-        _namespace(documents, expect),
-    ]
+    given = LintInput(documents, expect, text)
+    return [check(given) for check in _REGISTRY.values()]
 
 
 def require_clean(results: Sequence[LintResult]) -> None:
@@ -201,7 +219,9 @@ def _gpus_requested(container: Mapping[str, Any], cdi_names: bool) -> tuple[int,
     return count, None
 
 
-def _gpu_count(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("gpu-count")
+def _gpu_count(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     if not expect.gpus_passed:
         return LintResult("gpu-count", True, "not compared: this target passes no GPUs")
     total = 0
@@ -241,7 +261,9 @@ def _unbounded_shm(spec: Mapping[str, Any], container: Mapping[str, Any]) -> boo
     )
 
 
-def _shm(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("shm")
+def _shm(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     for deployment in _deployments(documents):
         spec = _pod_spec(deployment)
         for container in _containers(spec):
@@ -271,7 +293,9 @@ def _probe_seconds(probe: Mapping[str, Any]) -> int:
     return delay + period * failures
 
 
-def _probe_budget(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("probe-budget")
+def _probe_budget(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     budget = expect.warmup_budget_s
     deployments = _deployments(documents)
     if not deployments:
@@ -300,7 +324,9 @@ def _probe_budget(documents: Sequence[Mapping[str, Any]], expect: LintExpectatio
     return LintResult("probe-budget", True, f"startup probe and progress deadline cover the {budget} s warmup")
 
 
-def _image_pinned(documents: Sequence[Mapping[str, Any]]) -> LintResult:
+@_rule("image-pinned")
+def _image_pinned(given: LintInput) -> LintResult:
+    documents = given.documents
     seen = 0
     for where, container in _all_containers(documents):
         image = container.get("image")
@@ -332,7 +358,9 @@ def resource_name_problem(name: str, *, cdi_names: bool = False) -> str | None:
     return None
 
 
-def _resource_names(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("resource-names")
+def _resource_names(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     for where, container in _all_containers(documents):
         for key, _value in _resource_keys(container):
             problem = resource_name_problem(key, cdi_names=expect.cdi_names)
@@ -441,7 +469,9 @@ def yaml_problem(text: str, documents: Sequence[Any]) -> str | None:
     return None
 
 
-def _yaml_faithful(documents: Sequence[Mapping[str, Any]], text: str | None) -> LintResult:
+@_rule("yaml-faithful")
+def _yaml_faithful(given: LintInput) -> LintResult:
+    documents, text = given.documents, given.text
     if text is None:
         return LintResult("yaml-faithful", True, "not checked: no YAML text given")
     problem = yaml_problem(text, documents)
@@ -509,7 +539,9 @@ def _engine_container(documents: Sequence[Mapping[str, Any]]) -> Mapping[str, An
     return None
 
 
-def _expansion(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("expansion")
+def _expansion(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     wanted = (expect.engine_command, expect.engine_args, expect.engine_env)
     if all(w is None for w in wanted):
         return LintResult("expansion", True, "not compared: no engine values given")
@@ -560,7 +592,9 @@ def memory_bytes(quantity: object) -> int | None:
     return int(match.group(1)) * _MEMORY_UNIT[match.group(2)] if match else None
 
 
-def _requests(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("requests")
+def _requests(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     if not expect.cluster:
         return LintResult("requests", True, "not required: podman kube play places nothing")
     engine = _engine_container(documents)
@@ -596,7 +630,9 @@ def _security_problem(context: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _security_context(documents: Sequence[Mapping[str, Any]]) -> LintResult:
+@_rule("security-context")
+def _security_context(given: LintInput) -> LintResult:
+    documents = given.documents
     for where, container in _all_containers(documents):
         problem = _security_problem(_mapping(container.get("securityContext")))
         if problem is not None:
@@ -612,7 +648,9 @@ def _tolerates_gpu_taint(toleration: Mapping[str, Any]) -> bool:
     return toleration.get("key") == GPU_RESOURCE and toleration.get("operator") == "Exists"
 
 
-def _gpu_toleration(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("gpu-toleration")
+def _gpu_toleration(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     if not expect.cluster or expect.world == 0:
         return LintResult("gpu-toleration", True, "not needed: no GPU node to schedule onto")
     for deployment in _deployments(documents):
@@ -625,7 +663,9 @@ def _gpu_toleration(documents: Sequence[Mapping[str, Any]], expect: LintExpectat
     return LintResult("gpu-toleration", True, f"the pod tolerates {GPU_RESOURCE}:NoSchedule")
 
 
-def _namespace(documents: Sequence[Mapping[str, Any]], expect: LintExpectations) -> LintResult:
+@_rule("namespace")
+def _namespace(given: LintInput) -> LintResult:
+    documents, expect = given.documents, given.expect
     found = {f"{d.get('kind', '?')}/{_mapping(d.get('metadata')).get('name', '?')}":
              _mapping(d.get("metadata")).get("namespace") for d in documents if isinstance(d, Mapping)}
     if len(set(found.values())) > 1:
@@ -642,3 +682,6 @@ def _namespace(documents: Sequence[Mapping[str, Any]], expect: LintExpectations)
             return LintResult("namespace", False, f"{', '.join(wrong)}: not in namespace {expect.namespace}")
         return LintResult("namespace", True, f"every object is in namespace {expect.namespace}")
     return LintResult("namespace", True, "every object is in the same namespace")
+
+
+RULES = tuple(_REGISTRY)  # every rule above, in the order they run

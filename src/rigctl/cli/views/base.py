@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from rigctl.cli import plaintable
 from rigctl.severity import Severity
 from rigctl.util.text import columns as text_columns
+from rigctl.util.text import printable
 
 View = Callable[[TextIO], None]
 
@@ -108,6 +109,12 @@ def line(out: TextIO, *parts: Cell) -> None:
     from rich.text import Text
 
     console(out).print(Text.assemble(*(_text(p) for p in parts)))
+
+
+def paths(out: TextIO, verb: str, names: Sequence[str], note: str = "") -> None:
+    """One indented line per file a command wrote or removed: ``  removed PATH (canary)``."""
+    for name in names:
+        out.write(f"  {verb} {printable(name)}{f' ({note})' if note else ''}\n")
 
 
 def overhead(out: TextIO, count: int) -> int:

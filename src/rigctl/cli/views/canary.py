@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.base import View
+from rigctl.cli.views.base import View, paths
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -15,10 +15,8 @@ if TYPE_CHECKING:
 def canary_change(change: CanaryChange) -> View:
     def view(out: TextIO) -> None:
         out.write(f"{printable(change.message)} ({change.action})\n")
-        for path in change.written:
-            out.write(f"  wrote {printable(path)}\n")
-        for path in change.removed:
-            out.write(f"  removed {printable(path)}\n")
+        paths(out, "wrote", change.written)
+        paths(out, "removed", change.removed)
         if change.action in ("installed", "updated"):
             out.write(f"  timer {change.timer} started; `rigctl status` shows each run's result\n")
 

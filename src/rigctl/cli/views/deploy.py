@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli.output import quiet
-from rigctl.cli.views.base import View
+from rigctl.cli.views.base import View, paths
 from rigctl.cli.views.checks import preflight, preflight_result
 from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
@@ -239,10 +239,8 @@ def log_lines(out: TextIO, lines: Sequence[LogLine], *, source: str | None = Non
 def down(result: DownResult) -> View:
     def view(out: TextIO) -> None:
         out.write(f"{result.recipe}: {result.message}\n")
-        for path in result.removed:
-            out.write(f"  removed {path}\n")
-        for path in result.canary_removed:
-            out.write(f"  removed {printable(path)} (canary)\n")
+        paths(out, "removed", result.removed)
+        paths(out, "removed", result.canary_removed, "canary")
         if not result.gpu_ids:
             out.write("  GPUs: none in this layout\n")
         elif result.gpus_released is None:
