@@ -393,8 +393,9 @@ def stream_remote_rigctl(host: Host, argv: Sequence[str], *, out: Callable[[str]
 # --- status ------------------------------------------------------------------------------------------
 
 
-def _status_script(boundary: str) -> str:
+def _status_script(boundary: str, program: str = "rigctl") -> str:
     b = boundary
+    status = [program, "status", "--json"]
     return "\n".join([
         f"echo '{b} host'; (hostname 2>/dev/null || uname -n)",
         f"echo '{b} podman'",
@@ -409,6 +410,10 @@ def _status_script(boundary: str) -> str:
         f"echo '{b} gpus'",
         "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=index,name,memory.used,"
         "memory.total --format=csv,noheader,nounits 2>&1; fi",
+        # where rigctl is installed, its own judgement of each rigctl unit (verdict, last exit): a dead
+        # model fails the host even when systemd shows the unit active, warming up again
+        f"if {remote_command(['command', '-v', program])} >/dev/null 2>&1; then echo '{b} rigctl status'; "
+        f"{remote_command(status)} </dev/null 2>/dev/null; rc=$?; echo; echo '{b} rigctl rc '\"$rc\"; fi",
         f"echo '{b} end'",
     ])
 
@@ -475,7 +480,7 @@ def _unit_rows(section: str) -> list[dict[str, Any]]:
 def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
     result = HostResult(host.name, _destination(host))
     boundary = "@@rigctl-" + secrets.token_hex(6)
-    done = ssh.run(host, _status_script(boundary), timeout=timeout)
+    done = ssh.run(host, _status_script(boundary, _program(host)), timeout=timeout)
     if unreachable(done):
         return _unreachable(result, done)
     cut = output_cut(done)
@@ -522,8 +527,60 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
             result.summary.append(f"  {mark} {u['scope']} {u['unit']}: {u['active']} ({u['sub']})")
     for g in result.data["gpus"]:
         result.summary.append(f"  gpu {g['index']} {g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB")
-    result.ok = (podman_error is None or podman_error == "podman is not installed") and not down
+    rigctl_ok = True
+    if "rigctl status" in sections:
+        rigctl_ok = _remote_status(result, host, sections)
+    result.ok = (podman_error is None or podman_error == "podman is not installed") and not down and rigctl_ok
     return result
+
+
+REMOTE_VERDICTS = frozenset({"serving", "starting", "not-ready", "restarting", "failed", "down", "stopped", "unknown"})
+
+
+def _remote_status(result: HostResult, host: Host, sections: dict[str, str]) -> bool:
+    """The host's own ``rigctl status --json`` (its verdict of each rigctl unit) into ``result.data
+    ["rigctl_units"]``; False when a unit does not serve (the host's status exited 7) or the answer
+    cannot be understood."""
+    rc_key = next((k for k in sections if k.startswith("rigctl rc ")), "rigctl rc ?")
+    rc_text = rc_key[len("rigctl rc "):]
+    rc = int(rc_text) if rc_text.isdigit() else -1
+    document, problem = parse_answer(sections.get("rigctl status", ""), rc, command="status")
+    if problem is None and rc not in (0, ExitCode.SERVICE_DOWN):
+        problem = f"it exited {rc}"
+    if problem is not None or document is None:
+        result.summary.append(f"FAIL rigctl status on {host.name}: {one_line(problem or 'no answer', 300)}")
+        result.data["rigctl_units"] = None
+        return False
+    note_version(result, document)
+    services = document.get("services")
+    rows: list[dict[str, Any]] = []
+    for item in services if isinstance(services, list) else []:
+        if not isinstance(item, dict) or len(rows) >= STATUS_ROWS:
+            continue
+        verdict = item.get("verdict")
+        last = item.get("last_exit")
+
+        def text(key: str, limit: int, item: dict[str, Any] = item) -> str | None:
+            value = item.get(key)
+            return one_line(value, limit) if value is not None else None
+
+        rows.append({
+            "unit": text("unit", 200) or "?", "scope": text("scope", 20), "recipe": text("recipe", 200),
+            "verdict": verdict if isinstance(verdict, str) and verdict in REMOTE_VERDICTS else "unknown",
+            "detail": text("verdict_detail", 300) or "", "health": text("health", 200),
+            "endpoint": text("endpoint", 300),
+            "last_exit": one_line(last.get("said"), 60) if isinstance(last, dict) and last.get("said") else None,
+        })
+    failing = [r for r in rows if r["verdict"] in ("restarting", "failed", "down")]
+    result.data["rigctl_units"] = rows
+    for row in rows:
+        mark = "FAIL" if row in failing else "ok  "
+        result.summary.append(f"  {mark} rigctl {row['scope']} {row['unit']}: {row['verdict']}"
+                              + (f" ({row['detail']})" if row["detail"] and row["detail"] != row["verdict"] else ""))
+    down = rc == ExitCode.SERVICE_DOWN or bool(failing)
+    if down:
+        result.summary.append(f"FAIL {len(failing) or '?'} rigctl model(s) not serving on {host.name}")
+    return not down
 
 
 # --- doctor ------------------------------------------------------------------------------------------
