@@ -21,6 +21,7 @@ import yaml
 from rigctl.adapters.podman import ContainerInfo
 from rigctl.adapters.probe import Readiness
 from rigctl.adapters.systemd import UnitState
+from rigctl.host.facts import Gpu, GpuProcess
 from rigctl.places import Scope
 from rigctl.plan.plan import Plan
 from rigctl.podman_versions import DEFAULT_PODMAN, Version
@@ -227,6 +228,14 @@ class FakeGpu:
         if self.busy_polls is None:
             return None
         return self.looks <= self.busy_polls
+
+    def devices(self, gpu_ids: Sequence[str]) -> list[Gpu] | None:
+        """Each GPU asked for, with one process (pid 1) on it while busy."""
+        busy = self.busy(gpu_ids)
+        if busy is None:
+            return None
+        procs = [GpuProcess(pid=1)] if busy else []
+        return [Gpu(index=i, uuid="", name="fake", processes=procs) for i, _ in enumerate(gpu_ids)]
 
 
 def plan_of(recipe: Recipe, *, scope: Scope = Scope.USER, findings: Sequence[Finding] = (),
