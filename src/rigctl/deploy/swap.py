@@ -73,7 +73,7 @@ class SwapDeploy(Protocol):
     """The deploy operations a swap sequences; the real one drives systemd/podman through rigctl.deploy."""
 
     def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None,
-                  freed_pids: Collection[int] | None) -> Plan:
+                  freed_pids: Collection[int] | None = None) -> Plan:
         """Plan ``side`` as if ``freed_port`` and the GPU memory of ``freed_pids`` (FROM's processes) were
         already released; ``freed_pids`` None (not known): all of ``freed_gpus`` counted free."""
         ...
@@ -476,7 +476,7 @@ class HostSwapDeploy:
         self.on_progress, self.on_stage = on_progress, on_stage  # each warmup's progress, as `up` reports it
 
     def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None,
-                  freed_pids: Collection[int] | None) -> Plan:
+                  freed_pids: Collection[int] | None = None) -> Plan:
         facts = free_facts(facts_for_recipe(side.recipe, scope=self.scope), freed_gpus, freed_port, freed_pids)
         return make_plan(side.recipe, facts, scope=self.scope, force=self.force, gpus=self.gpus)
 
