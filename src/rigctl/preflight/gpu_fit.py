@@ -4,7 +4,8 @@ vLLM finds out whether the KV cache for the configured context fits only after i
 and profiled (minutes in; vllm-project/vllm#19407). This check answers in the preflight from what is on
 disk and in the recipe:
 
-- **weights per GPU** from the checkpoint's safetensors headers (``host.safetensors``: the header only),
+- **weights per GPU** from the checkpoint's safetensors headers (``host.safetensors``: the header only, each
+  shard's summary cached while its file is unchanged),
   each tensor at its stored size (EXL3/NVFP4/GPTQ/AWQ packed tensors count what they are), split by tensor
   parallel where the engine splits it and whole where it replicates it; else the recipe's size / TP;
 - **KV cache of one sequence per GPU** from ``config.json`` (this machine's copy of the checkpoint, else the
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rigctl.host.facts import GIB, MIB, Gpu
-from rigctl.host.safetensors import LocalCheckpoint, Tensor, read_checkpoint
+from rigctl.host.safetensors import LocalCheckpoint, SummaryCache, Tensor, WeightKinds, read_checkpoint, summarize
 from rigctl.preflight.finding import Context, Severity, Verdict
 from rigctl.recipe.model import CheckpointFormat, EngineKind, Recipe, SpecDraft, SpecMtp
 
@@ -253,13 +254,6 @@ def kv_per_sequence(shape: Shape, *, tp: int, dcp: int = 1, kv_cache_dtype: str 
 
 # --- weights -------------------------------------------------------------------------------------------
 
-# Tensors every TP rank holds whole (vLLM ReplicatedLinear and the like): MLA's latent down-projections and
-# their norms, MoE routers, the indexer's small projections. One-dimensional tensors (norms, biases, scales)
-# are counted whole too: they are small, and most are replicated.
-_REPLICATED = ("kv_a_proj_with_mqa", "q_a_proj", "kv_a_layernorm", "q_a_layernorm", ".mlp.gate.weight",
-               "e_score_correction_bias", ".indexer.", "router.")
-
-
 @dataclass(frozen=True)
 class WeightPlan:
     bytes_per_gpu: int
@@ -269,19 +263,15 @@ class WeightPlan:
     tensors: int
 
 
+def weights_of(kinds: WeightKinds, *, tp: int, pp: int = 1, ep_ranks: int | None = None) -> WeightPlan:
+    """Per GPU: split tensors / TP, replicated tensors whole, routed experts / (EP ranks or TP), all / PP
+    (which tensors are which: ``host.safetensors.summarize``, after vLLM's layers)."""
+    per = kinds.split // tp + kinds.replicated + kinds.experts // (ep_ranks or tp)
+    return WeightPlan(per // pp, kinds.split, kinds.replicated, kinds.experts, kinds.tensors)
+
+
 def weights_per_gpu(tensors: Sequence[Tensor], *, tp: int, pp: int = 1, ep_ranks: int | None = None) -> WeightPlan:
-    """Per GPU: split tensors / TP, replicated tensors whole, routed experts / (EP ranks or TP), all / PP."""
-    split = replicated = experts = 0
-    for t in tensors:
-        name = t.name
-        if ".experts." in name and "shared_expert" not in name:
-            experts += t.nbytes
-        elif len(t.shape) <= 1 or any(key in name for key in _REPLICATED):
-            replicated += t.nbytes
-        else:
-            split += t.nbytes
-    per = split // tp + replicated + experts // (ep_ranks or tp)
-    return WeightPlan(per // pp, split, replicated, experts, len(tensors))
+    return weights_of(summarize(tensors), tp=tp, pp=pp, ep_ranks=ep_ranks)
 
 
 # --- the budget ----------------------------------------------------------------------------------------
@@ -456,14 +446,14 @@ def recipe_weights(recipe: Recipe, local: LocalCheckpoint | None) -> tuple[int, 
     else the recipe's size / TP (with a note); a draft model's size / TP is added either way."""
     gpus = recipe.gpus
     ck = recipe.checkpoint
-    if local is not None and local.tensors and not local.missing and not local.problems:
+    if local is not None and local.weights.tensors and not local.missing and not local.problems:
         ep = gpus.tensor_parallel * gpus.data_parallel if gpus.expert_parallel else None
-        w = weights_per_gpu(local.tensors, tp=gpus.tensor_parallel, pp=gpus.pipeline_parallel, ep_ranks=ep)
-        weights, basis = w.bytes_per_gpu, (f"safetensors headers of {local.shards_read} shard(s), {w.tensors:,} "
-                                           f"tensors: {w.split_bytes / GIB:.1f} GiB split over TP "
-                                           f"{gpus.tensor_parallel}, {w.expert_bytes / GIB:.1f} GiB of routed "
-                                           f"experts split over {'EP' if ep else 'TP'}, {w.replicated_bytes / GIB:.2f} "
-                                           "GiB replicated")
+        w = weights_of(local.weights, tp=gpus.tensor_parallel, pp=gpus.pipeline_parallel, ep_ranks=ep)
+        cached = f" ({local.shards_cached} unchanged since rigctl's cache read them)" if local.shards_cached else ""
+        weights = w.bytes_per_gpu
+        basis = (f"safetensors headers of {local.shards_read} shard(s){cached}, {w.tensors:,} tensors: "
+                 f"{w.split_bytes / GIB:.1f} GiB split over TP {gpus.tensor_parallel}, {w.expert_bytes / GIB:.1f} GiB "
+                 f"of routed experts split over {'EP' if ep else 'TP'}, {w.replicated_bytes / GIB:.2f} GiB replicated")
     else:
         size = ck.total_bytes or ck.approx_bytes or 0
         kind = "total_bytes" if ck.total_bytes else "approx_bytes"
@@ -547,7 +537,8 @@ def check_gpu_fit(ctx: Context) -> Verdict:
     ck = recipe.checkpoint
     # the one read of this machine in a check: a model's shape does not depend on the box, so it comes from
     # the checkpoint where this machine has it, with --inventory too (headers only, bounded: host.safetensors)
-    local = None if ck.format is CheckpointFormat.GGUF else read_checkpoint(ck.path, ck.shard_names())
+    local = None if ck.format is CheckpointFormat.GGUF else \
+        read_checkpoint(ck.path, ck.shard_names(), cache=SummaryCache())
     shape = model_shape(recipe, local)
     if shape is None:
         return Verdict(Severity.WARN, "no model shape to plan from: the checkpoint is not on this machine and the "
