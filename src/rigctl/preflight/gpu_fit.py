@@ -21,7 +21,7 @@ Planning is pure (``plan``); only ``check_gpu_fit`` reads this machine's checkpo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -558,3 +558,66 @@ def check_gpu_fit(ctx: Context) -> Verdict:
     p = plan(recipe, shape, total_bytes=min(totals), weights=weights, weights_basis=basis)
     notes = (local.problems if local else [])[:3]
     return judge(p, chosen, {"checkpoint_problems": notes} if notes else None)
+
+
+# --- planned against used: what `status` shows per GPU ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuMemoryUse:
+    """One GPU of a deployed service: the memory gpu-fit planned the engine to take there, and what the
+    service's processes hold there now by NVML."""
+
+    gpu: int  # NVML index
+    uuid: str
+    total_bytes: int | None
+    planned_bytes: int | None  # gpu-memory-utilization x total (+ CUDA graphs beyond it): the engine's claim
+    planned_weights_bytes: int | None  # of which weights (None: the model's shape is not known)
+    planned_kv_budget_bytes: int | None  # of which KV cache
+    used_bytes: int | None  # by the service's processes (None: NVML did not say, or the GPU is not there)
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "uuid": self.uuid, "total_bytes": self.total_bytes,
+                "planned_bytes": self.planned_bytes, "planned_weights_bytes": self.planned_weights_bytes,
+                "planned_kv_budget_bytes": self.planned_kv_budget_bytes, "used_bytes": self.used_bytes,
+                "basis": self.basis}
+
+
+def planned_vs_used(recipe: Recipe, gpu_ids: Sequence[str], devices: Sequence[Gpu], pids: Collection[int], *,
+                    local: LocalCheckpoint | None = None) -> list[GpuMemoryUse]:
+    """Per GPU of a deployment (``gpu_ids``: its record's, NVML indexes or UUIDs; none recorded: the GPUs
+    where ``pids`` hold memory), the memory the gpu-fit plan gives the engine there and what ``pids`` (the
+    service's process tree) hold there now, from ``devices`` (NVML's GPUs with their per-process memory:
+    ``host.facts.Gpu``). Pure: ``local`` is the checkpoint as ``read_checkpoint`` found it, for the weights
+    from its headers (None: the recipe's size / TP and its ``checkpoint.config``)."""
+    if recipe.gpus.count == 0:
+        return []
+    wanted = set(gpu_ids)
+    if wanted:
+        chosen = [g for g in devices if str(g.index) in wanted or g.uuid in wanted]
+    else:
+        chosen = [g for g in devices if any(p.pid in pids for p in g.processes)]
+    shape = model_shape(recipe, local)
+    out = []
+    for g in chosen:
+        mine = [p for p in g.processes if p.pid in pids]
+        used = None if any(p.used_memory_bytes is None for p in mine) else sum(p.used_memory_bytes or 0 for p in mine)
+        total = g.memory_total_bytes
+        if total is None:
+            out.append(GpuMemoryUse(g.index, g.uuid, None, None, None, None, used,
+                                    "NVML did not report the GPU's memory"))
+            continue
+        eng = engine_settings(recipe, total)
+        graphs = 0 if eng.eager else CUDA_GRAPHS
+        planned = int(eng.utilization * total) + graphs
+        weights = kv = None
+        basis = (f"{eng.utilization:g} ({eng.utilization_source}) x {_gib(total)}"
+                 + (f" + {_gib(graphs)} CUDA graphs (an estimate)" if graphs else ""))
+        if shape is not None:
+            w, w_basis = recipe_weights(recipe, local)
+            p = plan(recipe, shape, total_bytes=total, weights=w, weights_basis=w_basis)
+            weights, kv = p.weights, p.budget
+            basis += f"; weights: {w_basis}"
+        out.append(GpuMemoryUse(g.index, g.uuid, total, planned, weights, kv, used, basis))
+    return out
