@@ -267,6 +267,32 @@ def test_no_nvml_counts_as_released_and_says_so(sides: tuple[Side, Side], tmp_pa
     assert release.ok and release.detail["released"] is None and "not verifiable" in release.message
 
 
+def test_the_fake_lets_memory_go_as_the_real_h200_did() -> None:
+    """The NVML fake's holding() against the release measured on a real H200 (nvml-h200-release.json): while the
+    process lives it is listed with its bytes and used memory has grown by at least them; then process and
+    memory go together, back to exactly the idle used memory the capture the fake answers from holds."""
+    measured = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "inventory" / "nvml-h200-release.json")
+                          .read_text())
+    idle = H200["devices"][0]["nvmlDeviceGetMemoryInfo"]["ok"]
+    for run in measured["runs"]:
+        base, held, last = run["base"], run["held"], run["timeline"][-1]
+        assert (base["used"], base["total"], base["procs"]) == (idle["used"], idle["total"], [])
+        [(pid, nbytes)] = held["procs"]
+        assert held["used"] - base["used"] >= nbytes and held["free"] + held["used"] == base["total"]
+        assert last["procs"] == [] and last["used"] == base["used"]
+        assert all(e["procs"] or e["used"] == base["used"] for e in run["timeline"])  # never memory without a process
+        clock = FakeClock()
+        lib = h200(clock, (pid, nbytes))
+        lib.at(clock.now + run["exited_at"], 0, holding(H200["devices"][0], []))
+        gpu = NvmlGpuMemory(lib)
+        [now] = gpu.devices([]) or []
+        assert [(p.pid, p.used_memory_bytes) for p in now.processes] == [(pid, nbytes)]
+        assert now.memory_used_bytes == base["used"] + nbytes
+        clock.sleep(run["exited_at"])
+        [after] = gpu.devices([]) or []
+        assert after.processes == [] and after.memory_used_bytes == base["used"]
+
+
 def test_swap_waits_until_nvml_shows_from_memory_released(on_h200: tuple[Side, Side], tmp_path: Path) -> None:
     # FROM's worker holds 120 GiB; another process (not FROM's) keeps 2 GiB throughout. NVML lets FROM's
     # memory go 12 s after the stop: TO is started only then, and the wait said how it went on the way.

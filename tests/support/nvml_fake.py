@@ -285,8 +285,9 @@ class FakeNvml:
 def holding(device: Mapping[str, Any], procs: Sequence[tuple[int, int]]) -> dict[str, Any]:
     """The memory and compute-process answers of ``device`` (a capture's device) with ``procs`` (pid, bytes)
     holding memory, from the capture's own answers: each process listed with its bytes, the device's used
-    memory grown by their sum and free memory shrunk by as much. No processes: the capture's idle answers
-    (an H200 went back to exactly its idle used memory, 615 MiB, when the last process went)."""
+    memory grown by their sum and free memory shrunk by as much (the real H200 showed 9 MiB more in use than its
+    one process's bytes: driver bookkeeping, not modelled). No processes: the capture's idle answers (that H200
+    went back to exactly its idle used memory, 615 MiB, as its last process went)."""
     mem = device["nvmlDeviceGetMemoryInfo"]["ok"]
     held = sum(n for _, n in procs)
     if held > mem["free"]:
