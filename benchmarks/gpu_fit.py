@@ -70,11 +70,12 @@ def write_checkpoint(directory: Path, shards: int) -> list[str]:
     return names
 
 
-def _plan(tmp: str, names: list[str], cache_file: Path | None) -> tuple[float, float, Any, int]:
-    """One plan: (total ms, ms after the shards, weights, KV bytes)."""
+def _plan(tmp: str, names: list[str], cache_file: Path | None) -> tuple[float, float, float, Any, int]:
+    """One plan: (wall ms, CPU ms of this process, wall ms after the shards, weights, KV bytes). The CPU time is
+    the figure to trust on a shared machine: the wall time there counts other processes' turns too."""
     from rigctl.preflight.gpu_fit import kv_per_sequence, shape_from_config, weights_of
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     local = read_checkpoint(tmp, names, cache=None if cache_file is None else SummaryCache(cache_file))
     read = time.perf_counter()
     w = weights_of(local.weights, tp=8)
@@ -83,7 +84,7 @@ def _plan(tmp: str, names: list[str], cache_file: Path | None) -> tuple[float, f
     shape = shape_from_config(local.config, "config.json")
     kv = kv_per_sequence(shape, tp=8, kv_cache_dtype="fp8_ds_mla").for_context(163840)
     done = time.perf_counter()
-    return (done - start) * 1000, (done - read) * 1000, w, kv
+    return (done - start) * 1000, (time.process_time() - cpu) * 1000, (done - read) * 1000, w, kv
 
 
 def bench(runs: int, headers_only: bool) -> None:
@@ -110,17 +111,18 @@ def bench(runs: int, headers_only: bool) -> None:
         cold = [_plan(tmp, names, None) for _ in range(runs)]
         _plan(tmp, names, cache_file)  # fills the cache
         warm = [_plan(tmp, names, cache_file) for _ in range(runs)]
-        _, _, w, kv = warm[-1]
-        assert w == cold[-1][2], "the cached summaries plan the same weights as the headers"
+        w, kv = warm[-1][3], warm[-1][4]
+        assert w == cold[-1][3], "the cached summaries plan the same weights as the headers"
         cached = cache_file.stat().st_size
     print(f"checkpoint: {len(names)} shards, {w.tensors:,} tensors, {header_bytes / 2**20:.1f} MiB of headers; "
           f"the cache holds them in {cached / 1024:.0f} KiB")
     print(f"plan: weights {w.bytes_per_gpu / GIB:.1f} GiB/GPU at TP 8, KV {kv / GIB:.2f} GiB for 163,840 tokens; "
-          f"planning after the shards: median {statistics.median(t[1] for t in warm):.2f} ms")
+          f"planning after the shards: median {statistics.median(t[2] for t in warm):.2f} ms")
     for what, got in (("cold: every header parsed", cold), ("warm: summaries from the cache", warm)):
-        ms = [t[0] for t in got]
-        print(f"time ({what}): median {statistics.median(ms):.1f} ms, min {min(ms):.1f} ms, max {max(ms):.1f} ms "
-              f"over {runs} runs (target well under {TARGET_MS:.0f} ms)")
+        wall, cpu = [t[0] for t in got], [t[1] for t in got]
+        print(f"time ({what}): wall median {statistics.median(wall):.1f} ms (min {min(wall):.1f}, max "
+              f"{max(wall):.1f}), CPU median {statistics.median(cpu):.1f} ms, over {runs} runs "
+              f"(target well under {TARGET_MS:.0f} ms)")
 
 
 END_TO_END = {  # where the log gives the GPU's total memory, gpu_memory_utilization and the loaded weights (V0)
