@@ -22,6 +22,7 @@ from rigctl.adapters import Adapters
 from rigctl.adapters.podman import ContainerEvent, ContainerInfo
 from rigctl.adapters.probe import Readiness
 from rigctl.adapters.systemd import UnitState
+from rigctl.host.facts import Gpu, GpuProcess
 from rigctl.places import Scope
 from rigctl.plan.plan import Plan
 from rigctl.podman_versions import DEFAULT_PODMAN, Version
@@ -247,6 +248,14 @@ class FakeGpu:
         if self.busy_polls is None:
             return None
         return self.looks <= self.busy_polls
+
+    def devices(self, gpu_ids: Sequence[str]) -> list[Gpu] | None:
+        """Each GPU asked for, with one process (pid 1) on it while busy."""
+        busy = self.busy(gpu_ids)
+        if busy is None:
+            return None
+        procs = [GpuProcess(pid=1)] if busy else []
+        return [Gpu(index=i, uuid="", name="fake", processes=procs) for i, _ in enumerate(gpu_ids)]
 
 
 def fake_adapters(systemd: FakeSystemd, *, podman: FakePodman | None = None, probe: FakeProbe | None = None,

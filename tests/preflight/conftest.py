@@ -69,6 +69,15 @@ def healthy_facts(recipe: Recipe, box: str | dict[str, Any], **changes: Any) -> 
     return facts.model_copy(update=changes)
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """rigctl's cache directory (gpu-fit's shard summaries, the sha256 cache) is the test's own, never the
+    user's: a check that reads a checkpoint here writes there."""
+    cache = tmp_path / "xdg-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache
+
+
 @pytest.fixture
 def glm() -> Recipe:
     return load("glm53-flash").recipe

@@ -1,6 +1,7 @@
 """Safetensors headers: read bounded (a hostile header is an error naming the file, not a hang or a huge read), and
 the weights per GPU they give: split by TP, replicated where the engine replicates, experts by TP or EP, packed
-quantised tensors at their stored size."""
+quantised tensors at their stored size. Each shard's summary is cached while its file is unchanged (path, size,
+mtime, ctime, inode, device): a changed shard is read again, a hostile one is an error again."""
 
 from __future__ import annotations
 
@@ -13,10 +14,19 @@ from typing import Any
 
 import pytest
 
+from rigctl.host import safetensors
 from rigctl.host.facts import HostFacts
-from rigctl.host.safetensors import HEADER_LIMIT, HeaderError, Tensor, read_checkpoint, read_header
+from rigctl.host.safetensors import (
+    HEADER_LIMIT,
+    HeaderError,
+    SummaryCache,
+    Tensor,
+    WeightKinds,
+    read_checkpoint,
+    read_header,
+)
 from rigctl.preflight.finding import Severity
-from rigctl.preflight.gpu_fit import weights_per_gpu
+from rigctl.preflight.gpu_fit import weights_of, weights_per_gpu
 from rigctl.preflight.runner import run_preflight
 from rigctl.recipe.model import Recipe
 
@@ -124,3 +134,104 @@ def test_the_check_uses_headers_and_config_on_this_machine(tmp_path: Path, recip
     assert f.figures["kv_bytes_per_sequence"] == 2 * 18 * 8 * 128 * 2 * 32768
     assert "safetensors headers of 2 shard(s)" in f.figures["basis"]["weights"]
     assert "config.json in" in f.figures["basis"]["shape"]
+
+
+# --- the cache of shard summaries ----------------------------------------------------------------------------
+
+SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+
+
+def two_shards(tmp_path: Path) -> Path:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    write_shard(ckpt / SHARDS[0], {"model.layers.0.self_attn.q_proj.weight": ("BF16", [64, 64], 8192),
+                                   "model.layers.0.input_layernorm.weight": ("BF16", [64], 128)})
+    write_shard(ckpt / SHARDS[1], {"model.layers.1.mlp.experts.0.up_proj.weight": ("BF16", [64, 64], 8192),
+                                   "model.layers.1.mlp.gate.weight": ("BF16", [4, 64], 512)})
+    return ckpt
+
+
+def test_unchanged_shards_come_from_the_cache(tmp_path: Path) -> None:
+    ckpt, cache_file = two_shards(tmp_path), tmp_path / "cache" / "safetensors.json"
+    first = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    assert first.shards_read == 2 and first.shards_cached == 0
+    assert first.weights == WeightKinds(tensors=4, split=8192, replicated=128 + 512, experts=8192)
+    again = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))  # a new process: from the file
+    assert again.shards_read == 2 and again.shards_cached == 2 and again.weights == first.weights
+    assert weights_of(again.weights, tp=2).bytes_per_gpu == 8192 // 2 + 640 + 8192 // 2
+    entry = json.loads(cache_file.read_text())["shards"][str(ckpt / SHARDS[0])]
+    st = (ckpt / SHARDS[0]).stat()
+    assert (entry["size"], entry["mtime_ns"], entry["ino"]) == (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def test_a_shard_replaced_in_place_is_read_again_and_a_hostile_one_refused(tmp_path: Path) -> None:
+    ckpt, cache_file = two_shards(tmp_path), tmp_path / "cache.json"
+    read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    shard = ckpt / SHARDS[1]
+    st = shard.stat()
+    # the same size, the same inode, the mtime put back: only the ctime tells that the bytes changed
+    hostile = struct.pack("<Q", 2**40).ljust(st.st_size, b" ")
+    with shard.open("r+b") as f:
+        f.write(hostile)
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert shard.stat().st_size == st.st_size and shard.stat().st_ino == st.st_ino
+    got = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    assert got.shards_read == 1 and got.shards_cached == 1 and SHARDS[1] in got.problems[0]
+    assert "more than the 100 MiB" in got.problems[0]
+    again = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))  # refused again: never cached
+    assert again.problems == got.problems
+
+
+def test_a_rewritten_shard_counts_what_it_holds_now(tmp_path: Path) -> None:
+    ckpt, cache_file = two_shards(tmp_path), tmp_path / "cache.json"
+    read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    write_shard(ckpt / SHARDS[0], {"model.layers.0.self_attn.q_proj.weight": ("BF16", [128, 64], 16384)})
+    got = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    assert got.shards_cached == 1 and got.weights.split == 16384 and got.weights.tensors == 3
+
+
+@pytest.mark.parametrize("damage", [
+    b"not json", b"[1, 2]", json.dumps({"version": 1, "shards": {"x": {"size": "big"}}}).encode(), b"\xff\xfe",
+    json.dumps({"version": 2, "shards": {}}).encode(),
+])
+def test_a_damaged_cache_counts_as_empty_and_is_rewritten(tmp_path: Path, damage: bytes) -> None:
+    ckpt, cache_file = two_shards(tmp_path), tmp_path / "cache.json"
+    cache_file.write_bytes(damage)
+    got = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    assert got.shards_read == 2 and got.shards_cached == 0 and not got.problems
+    assert read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file)).shards_cached == 2
+
+
+def test_a_fifo_for_a_cache_is_not_waited_on(tmp_path: Path) -> None:
+    ckpt, cache_file = two_shards(tmp_path), tmp_path / "cache.json"
+    os.mkfifo(cache_file)
+    assert read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file)).shards_read == 2
+
+
+def test_entries_made_under_other_rules_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ckpt, cache_file = two_shards(tmp_path), tmp_path / "cache.json"
+    read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    monkeypatch.setattr(safetensors, "RULES", "other-rules")
+    assert read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file)).shards_cached == 0
+
+
+def test_the_cache_keeps_the_newest_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(safetensors, "CACHE_ENTRIES", 1)
+    ckpt, cache_file = two_shards(tmp_path), tmp_path / "cache.json"
+    read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
+    assert list(json.loads(cache_file.read_text())["shards"]) == [str(ckpt / SHARDS[1])]
+
+
+def test_the_check_caches_in_rigctls_cache_directory(tmp_path: Path, own_cache: Path,
+                                                     recipe_with: Callable[..., Recipe],
+                                                     facts_for: Callable[..., HostFacts]) -> None:
+    ckpt = two_shards(tmp_path)
+    recipe = recipe_with("qwen3-8b-vllm", f"checkpoint.path={ckpt}", "checkpoint.shards=2",
+                         f"container.volumes=[{{\"host\":\"{ckpt}\",\"container\":\"/models/q\"}}]")
+    facts = facts_for(recipe, "pro6000-single")
+    first = run_preflight(recipe, facts).finding("gpu-fit")
+    assert (own_cache / "rigctl" / "safetensors.json").is_file()
+    again = run_preflight(recipe, facts).finding("gpu-fit")
+    assert first.figures is not None and again.figures is not None
+    assert "2 unchanged since rigctl's cache read them" in again.figures["basis"]["weights"]
+    assert again.figures["weights_bytes_per_gpu"] == first.figures["weights_bytes_per_gpu"]

@@ -19,6 +19,12 @@ without NVLink does; a link beyond the recorded ones answers InvalidArgument. A 
 either one answer (the READ capability: hand-made boxes) or one answer per capability (``"read"``,
 ``"write"``, ``"nvlink"``, ``"atomics"``, ``"prop"``) plus ``"topology"``, keyed ``"A-B"`` per direction.
 The fake never invents an answer a capture does not hold: asking for one raises ``ValueError``.
+
+Answers can change over time: ``FakeNvml(capture, clock=...)`` with ``at(when, device, entries)`` answers a
+device's calls from ``entries`` once ``clock()`` has reached ``when`` (a swap's FROM holding memory, then
+letting it go). ``holding`` makes such entries the way a real H200 showed a process's memory
+(tests/fixtures/inventory/nvml-h200-release.json): the process listed with its bytes and the device's used
+memory grown by as much, until process and memory go together.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 DEVICE_CALLS = (
@@ -131,13 +137,37 @@ class _Handle:
 class FakeNvml:
     """Quacks like the pynvml module for the calls in ``rigctl.host.nvml_lib.NvmlLib``."""
 
-    def __init__(self, capture: Mapping[str, Any]) -> None:
+    def __init__(self, capture: Mapping[str, Any], *, clock: Callable[[], float] | None = None) -> None:
         self.capture = copy.deepcopy(dict(capture))
         self.NVMLError: type[Exception] = _pynvml().NVMLError
         self.inits = 0  # NVML counts its initialisations: shutdown ends only the last one
         self.calls: list[str] = []
+        self._clock = clock
+        self._later: list[tuple[float, int, dict[str, Any]]] = []  # (from when, device index, its entries)
         for name in DEVICE_CALLS:
             setattr(self, name, self._device_call(name))
+
+    def at(self, when: float, device: int, entries: Mapping[str, Any]) -> None:
+        """From ``when`` (by the clock) on, ``device`` answers the calls in ``entries`` (capture entries,
+        ``{"ok": value}`` or an error) instead of the capture's; a later ``at`` wins over an earlier one."""
+        if self._clock is None:
+            raise ValueError("answers that change over time need FakeNvml(capture, clock=...)")
+        if not 0 <= device < len(self.capture["devices"]):
+            raise ValueError(f"the capture has no device {device}")
+        unknown = set(entries) - set(DEVICE_CALLS)
+        if unknown:
+            raise ValueError(f"not device calls rigctl makes: {sorted(unknown)}")
+        self._later.append((when, device, copy.deepcopy(dict(entries))))
+        self._later.sort(key=lambda item: item[0])
+
+    def _entry(self, device: int, name: str) -> Mapping[str, Any] | None:
+        entry = self.capture["devices"][device].get(name)
+        if self._later and self._clock is not None:
+            now = self._clock()
+            for when, index, entries in self._later:
+                if when <= now and index == device and name in entries:
+                    entry = entries[name]
+        return entry
 
     # --- helpers ---
     def _answer(self, call: str, entry: Mapping[str, Any] | None) -> Any:
@@ -159,7 +189,7 @@ class FakeNvml:
     def _device_call(self, name: str) -> Callable[[Any], Any]:
         def call(handle: _Handle) -> Any:
             self._need_init()
-            return self._answer(name, self.capture["devices"][handle.index].get(name))
+            return self._answer(name, self._entry(handle.index, name))
 
         call.__name__ = name
         return call
@@ -250,6 +280,24 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkVersion(self, handle: _Handle, link: int) -> int:
         return self._nvlink("nvmlDeviceGetNvLinkVersion", handle, link, "version")
+
+
+def holding(device: Mapping[str, Any], procs: Sequence[tuple[int, int]]) -> dict[str, Any]:
+    """The memory and compute-process answers of ``device`` (a capture's device) with ``procs`` (pid, bytes)
+    holding memory, from the capture's own answers: each process listed with its bytes, the device's used
+    memory grown by their sum and free memory shrunk by as much (the real H200 showed 9 MiB more in use than its
+    one process's bytes: driver bookkeeping, not modelled). No processes: the capture's idle answers (that H200
+    went back to exactly its idle used memory, 615 MiB, as its last process went)."""
+    mem = device["nvmlDeviceGetMemoryInfo"]["ok"]
+    held = sum(n for _, n in procs)
+    if held > mem["free"]:
+        raise ValueError(f"{held} bytes do not fit in the {mem['free']} the capture has free")
+    listed = [{"pid": pid, "usedGpuMemory": n, "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF}
+              for pid, n in procs]
+    return {
+        "nvmlDeviceGetMemoryInfo": {"ok": {"total": mem["total"], "free": mem["free"] - held, "used": mem["used"] + held}},
+        "nvmlDeviceGetComputeRunningProcesses": {"ok": listed},
+    }
 
 
 def capture_nvml(lib: Any) -> dict[str, Any]:

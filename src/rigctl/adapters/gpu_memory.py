@@ -4,7 +4,11 @@ holds, `down` and `swap` say whether its GPUs were released. No NVML is "unknown
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rigctl.host.facts import Gpu
+    from rigctl.host.nvml_lib import NvmlLib
 
 
 class GpuMemory(Protocol):
@@ -16,15 +20,24 @@ class GpuMemory(Protocol):
         """Whether any process still holds memory on these GPUs; None when unknown."""
         ...
 
+    def devices(self, gpu_ids: Sequence[str]) -> list[Gpu] | None:
+        """These GPUs (by index or UUID; every GPU when empty) as NVML sees them now: total, free and used
+        memory, and each process holding some (pid, bytes where NVML can say, name where /proc shows it).
+        None when it cannot be known (no NVML, or NVML failed)."""
+        ...
+
 
 class NvmlGpuMemory:
     """NVML is loaded and started once per adapter, on first use (``swap`` asks ``busy`` every half second
     while it waits for the GPUs to be released), through ``host.nvml_lib``: a host without the driver learns it
     without importing pynvml."""
 
-    def __init__(self) -> None:
+    def __init__(self, lib: NvmlLib | None = None) -> None:
+        """``lib``: the NVML module to use (tests give a fake); default the real one, where it loads."""
+        self._given = lib
         self._lib: Any = None
         self._devices: list[tuple[str, str, Any]] | None = None
+        self._names: dict[str, str] = {}
         self._started = False
 
     def _handles(self) -> list[tuple[str, str, Any]] | None:
@@ -34,7 +47,7 @@ class NvmlGpuMemory:
         self._started = True
         from rigctl.host.nvml_lib import nvml_if_present  # noqa: PLC0415 - only status, down and swap ask
 
-        lib: Any = nvml_if_present()
+        lib: Any = self._given if self._given is not None else nvml_if_present()
         if lib is None:
             return None
         try:
@@ -75,3 +88,33 @@ class NvmlGpuMemory:
             return None
         wanted = set(gpu_ids)
         return any(self._procs(h) for index, uuid, h in handles if index in wanted or uuid in wanted)
+
+    def devices(self, gpu_ids: Sequence[str]) -> list[Gpu] | None:
+        from rigctl.host.facts import Gpu, GpuProcess  # noqa: PLC0415 - pydantic only once swap or status asks
+        from rigctl.host.procfs import process_name  # noqa: PLC0415
+
+        handles = self._handles()
+        if handles is None:
+            return None
+        wanted = set(gpu_ids)
+        out: list[Gpu] = []
+        try:
+            for index, uuid, handle in handles:
+                if wanted and index not in wanted and uuid not in wanted:
+                    continue
+                if index not in self._names:
+                    name = self._lib.nvmlDeviceGetName(handle)
+                    self._names[index] = name if isinstance(name, str) else name.decode()
+                mem = self._lib.nvmlDeviceGetMemoryInfo(handle)
+                procs: dict[int, GpuProcess] = {}
+                for proc in self._procs(handle):
+                    pid, used = int(proc.pid), proc.usedGpuMemory
+                    if pid not in procs:  # a process with compute and graphics contexts is listed once
+                        procs[pid] = GpuProcess(pid=pid, used_memory_bytes=None if used is None else int(used),
+                                                name=process_name(pid))
+                out.append(Gpu(index=int(index), uuid=uuid, name=self._names[index],
+                               memory_total_bytes=int(mem.total), memory_free_bytes=int(mem.free),
+                               memory_used_bytes=int(mem.used), processes=list(procs.values())))
+        except Exception:  # NVML failed mid-way (a GPU fell off the bus, the driver was reloaded): unknown
+            return None
+        return out

@@ -225,7 +225,7 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     user: opt.UserOpt = False, system: opt.SystemOpt = False, progress: opt.ProgressOpt = "auto",
     as_json: opt.JsonOpt = False,
 ) -> None:
-    """Replace FROM by TO: preflight TO (FROM's GPUs counted free), stop FROM, wait for its GPU memory,
+    """Replace FROM by TO: preflight TO (the GPU memory FROM holds counted free), stop FROM, wait for its GPU memory,
     up and verify TO; on any failure stop TO and bring FROM back. Exit 0 swapped, 4 rolled back,
     70 rollback failed, 1 TO's preflight refused (nothing stopped)."""
 
@@ -250,7 +250,7 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         try:  # swap() holds both services' locks throughout
             result = swap(from_side, to_side, deploy=deploy, gpu=adapters.gpu, clock=adapters.clock,
                           options=SwapOptions(release_timeout_s=release_timeout),
-                          on_step=None if as_json else views.progress.swap_step)
+                          on_step=None if as_json else views.progress.swap_step, on_wait=display.stage)
         finally:
             display.close()
             adapters.probe.close()

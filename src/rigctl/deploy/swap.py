@@ -3,12 +3,20 @@
 The sequence is a small state machine over four deploy operations (preflight, stop, up, restore) that
 come in through the ``SwapDeploy`` Protocol, so every failure point can be exercised without a GPU:
 
-    preflight TO (FROM's GPUs and port counted as free) -> stop FROM -> wait for FROM's GPU memory
+    preflight TO (the memory FROM's processes hold and its port counted as free) -> stop FROM
+    -> wait for NVML to show FROM's GPU memory released
     -> up TO (warmup + health, models, smoke, repetition) -> remove FROM's unit        = swapped (0)
     any failure after FROM stopped -> stop and remove TO -> wait for TO's GPU memory
     -> restore FROM (its installed unit, unchanged) and verify it                       = rolled-back (4)
     the restore fails too                                                               = rollback-failed (70)
     TO's preflight fails: nothing is stopped                                            = refused (1)
+
+TO's preflight (gpu-fit above all) is judged against the memory FROM frees: what NVML shows free now plus
+what FROM's processes (its container's process tree) hold, with every other process's memory still held;
+FROM's processes are measured once more just before it stops. After the stop the swap waits, bounded by
+``release_timeout_s``, until NVML no longer lists any of those processes and the free memory has come back
+by what they held, with a line of progress every few seconds; when the bound passes, the step fails naming
+every process still holding memory on those GPUs (pid, name, GiB) and the swap rolls back.
 
 Both services' locks are held for the whole swap (the same per-service locks the `up` and `down`
 commands take around ``up()`` and ``down()``, which take none themselves), so no other rigctl command can
@@ -17,7 +25,7 @@ touch either service half-way through.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,8 +41,9 @@ from rigctl.deploy.up import UpOptions, UpResult, install_and_start, plan_here, 
 from rigctl.deploy.warmup import Progress
 from rigctl.errors import DeployError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.host.facts import HostFacts
+from rigctl.host.facts import GIB, MIB, Gpu, HostFacts
 from rigctl.host.gather import facts_for_recipe
+from rigctl.host.procfs import process_tree
 from rigctl.host.quadlet import find_quadlet
 from rigctl.places import Dirs, Scope, locked
 from rigctl.plan.plan import Plan, make_plan
@@ -42,6 +51,8 @@ from rigctl.recipe.model import Recipe
 from rigctl.util.jsonable import jsonable
 
 RELEASE_POLL_S = 0.5
+RELEASE_PROGRESS_S = 5.0  # a progress line at the first look that finds memory held, then this often
+RELEASE_SLACK = 256 * MIB  # free memory this close to what FROM's processes held counts as back
 
 
 @dataclass(frozen=True)
@@ -61,8 +72,15 @@ class Side:
 class SwapDeploy(Protocol):
     """The deploy operations a swap sequences; the real one drives systemd/podman through rigctl.deploy."""
 
-    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> Plan:
-        """Plan ``side`` as if ``freed_gpus`` and ``freed_port`` were already released."""
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None,
+                  freed_pids: Collection[int] | None = None) -> Plan:
+        """Plan ``side`` as if ``freed_port`` and the GPU memory of ``freed_pids`` (FROM's processes) were
+        already released; ``freed_pids`` None (not known): all of ``freed_gpus`` counted free."""
+        ...
+
+    def holders(self, side: Side) -> set[int] | None:
+        """The processes of ``side``'s running container (its process tree: the engine's workers hold the
+        GPU memory); None when it is not running or cannot be asked."""
         ...
 
     def stop(self, side: Side, *, remove: bool) -> DownResult: ...
@@ -114,6 +132,42 @@ class SwapOptions:
     release_timeout_s: float = 120.0  # how long freed GPU memory may take to show as released
 
 
+@dataclass(frozen=True)
+class Release:
+    """What a stopped side is to give back on one GPU, measured just before the stop."""
+
+    gpu: Gpu  # as NVML showed it then
+    held_bytes: int | None  # by the side's processes (None: NVML did not say how much)
+    expect_free: int | None  # free bytes once they are gone (None: not known)
+
+
+def releases(devices: Sequence[Gpu], pids: Collection[int] | None) -> list[Release]:
+    """Per GPU, what ``pids`` hold and the free memory to expect once they are gone. ``pids`` None (the
+    side's processes are not known): every process on these GPUs is taken as the side's."""
+    out = []
+    for g in devices:
+        mine = [p for p in g.processes if pids is None or p.pid in pids]
+        if any(p.used_memory_bytes is None for p in mine):
+            out.append(Release(g, None, None))
+            continue
+        held = sum(p.used_memory_bytes or 0 for p in mine)
+        free = None if g.memory_free_bytes is None else g.memory_free_bytes + held
+        if free is not None and g.memory_total_bytes is not None:
+            free = min(free, g.memory_total_bytes)
+        out.append(Release(g, held, free))
+    return out
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def _holder_list(g: Gpu, pids: Collection[int] | None = None) -> str:
+    procs = [p for p in g.processes if pids is None or p.pid in pids]
+    return ", ".join(f"PID {p.pid} ({p.name or 'name not visible'}"
+                     + (f", {_gib(p.used_memory_bytes)})" if p.used_memory_bytes is not None else ")") for p in procs)
+
+
 def swap(
     source: Side,
     target: Side,
@@ -124,7 +178,9 @@ def swap(
     options: SwapOptions | None = None,
     lock_dir: Path | None = None,
     on_step: Callable[[SwapStep], None] | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> SwapResult:
+    """``on_step``: each step as it ends; ``on_wait``: a line of progress while GPU memory is awaited."""
     if source.name == target.name:
         raise UsageError(f"FROM and TO are the same recipe ({source.name})",
                          fix="to redeploy one recipe use `rigctl up`; swap replaces one recipe by another")
@@ -135,7 +191,7 @@ def swap(
     first, second = sorted([source.name, target.name])
     command = f"swap {source.name} {target.name}"
     with locked(first, command, lock_dir), locked(second, command, lock_dir):
-        _Machine(source, target, deploy, gpu, clock, opts, result, note).run()
+        _Machine(source, target, deploy, gpu, clock, opts, result, note, on_wait or (lambda _line: None)).run()
     return result
 
 
@@ -149,6 +205,8 @@ class _Machine:
     opts: SwapOptions
     result: SwapResult
     note: Callable[[SwapStep], None]
+    say: Callable[[str], None]
+    to_gpu_ids: tuple[str, ...] = ()  # the GPUs TO's up was given
 
     def step(self, name: str, ok: bool, message: str, /, **detail: Any) -> bool:
         self.note(self.result.add(name, ok, message, **detail))
@@ -160,7 +218,7 @@ class _Machine:
                          f"preflight of {self.target.name} failed: nothing was stopped, "
                          f"{self.source.name} keeps serving")
             return
-        if self._stop_source() and self._wait_released(self.source, "gpu-release") and self._up_target():
+        if self._stop_source() and self._up_target():
             self._remove_source()
             self._finish("swapped", ExitCode.OK, f"{self.target.name} is serving in place of {self.source.name}")
             return
@@ -172,13 +230,17 @@ class _Machine:
     # --- forward -----------------------------------------------------------------------------------
 
     def _preflight(self) -> bool:
+        pids = self._holders(self.source)
         try:
-            pre = self.deploy.preflight(self.target, freed_gpus=self.source.gpu_ids, freed_port=self.source.port)
+            pre = self.deploy.preflight(self.target, freed_gpus=self.source.gpu_ids, freed_port=self.source.port,
+                                        freed_pids=pids)
         except RigctlError as err:
             return self.step("preflight-to", False, f"preflight of {self.target.name} could not run: {err.message}")
         findings = list(pre.report.findings)
-        freed = f" (counting {self.source.name}'s GPUs {','.join(self.source.gpu_ids)} as free)" \
-            if self.source.gpu_ids else ""
+        freed = ""
+        if self.source.gpu_ids:
+            what = "the memory its processes hold on" if pids is not None else "all of"
+            freed = f" (counting {what} {self.source.name}'s GPUs {','.join(self.source.gpu_ids)} as free)"
         if pre.ok:
             return self.step("preflight-to", True, f"preflight of {self.target.name} passed{freed}",
                              gpu_ids=list(pre.gpu_ids), findings=findings)
@@ -190,6 +252,8 @@ class _Machine:
                          findings=findings)
 
     def _stop_source(self) -> bool:
+        pids = self._holders(self.source)
+        before = self._devices(self.source.gpu_ids)
         try:
             done = self.deploy.stop(self.source, remove=False)
         except RigctlError as err:
@@ -197,37 +261,85 @@ class _Machine:
         if not done.stopped:
             return self.step("stop-from", False, f"{done.unit} did not stop (state {done.was_active})",
                              **asdict(done))
-        return self.step("stop-from", True, f"{done.unit} stopped (unit kept for a rollback)", **asdict(done))
+        self.step("stop-from", True, f"{done.unit} stopped (unit kept for a rollback)", **asdict(done))
+        return self._wait_released(self.source, self.source.gpu_ids, "gpu-release", pids, before)
 
-    def _wait_released(self, side: Side, name: str) -> bool:
-        ids = list(side.gpu_ids)
+    def _holders(self, side: Side) -> set[int] | None:
+        try:
+            return self.deploy.holders(side)
+        except RigctlError:
+            return None
+
+    def _devices(self, ids: Sequence[str]) -> list[Gpu] | str:
+        """The GPUs as NVML shows them now, or why not."""
+        try:
+            got = self.gpu.devices(list(ids))
+        except Exception as exc:  # NVML can fail mid-way; that is "unknown", not a crash of the swap
+            return f"{type(exc).__name__}: {exc}"
+        return "no NVML on this host" if got is None else got
+
+    def _wait_released(self, side: Side, gpu_ids: Sequence[str], name: str, pids: set[int] | None,
+                       before: list[Gpu] | str) -> bool:
+        """Until NVML lists none of ``pids`` (every process, when they are not known) on ``gpu_ids`` and each
+        GPU's free memory is back by what they held (``before``), bounded by ``release_timeout_s``."""
+        ids = list(gpu_ids)
         if not ids:
             return self.step(name, True, f"{side.name} holds no GPUs: nothing to release", released=None)
+        shown = ",".join(ids)
+        owed = {r.gpu.index: r for r in releases(before, pids)} if not isinstance(before, str) else {}
         start = self.clock.monotonic()
+        said: float | None = None
         while True:
-            try:
-                busy = self.gpu.busy(ids)
-            except Exception as exc:  # NVML can fail mid-way; that is "unknown", not a crash of the swap
-                busy, why = None, f"{type(exc).__name__}: {exc}"
-            else:
-                why = "no NVML on this host"
+            now = self._devices(ids)
             waited = round(self.clock.monotonic() - start, 1)
-            if busy is None:
-                return self.step(name, True, f"GPUs {','.join(ids)}: release not verifiable ({why}); "
-                                 "treated as released", released=None, waited_s=waited)
-            if not busy:
-                return self.step(name, True, f"GPUs {','.join(ids)}: memory released after {waited}s",
+            if isinstance(now, str):
+                return self.step(name, True, f"GPUs {shown}: release not verifiable ({now}); treated as released",
+                                 released=None, waited_s=waited)
+            held = [(g, self._still_held(g, pids, owed.get(g.index))) for g in now]
+            held = [(g, why) for g, why in held if why]
+            if not held:
+                freed = sum(r.held_bytes or 0 for r in owed.values())
+                what = f"{_gib(freed)} " if freed else ""
+                return self.step(name, True, f"GPUs {shown}: {side.name}'s {what}memory released after {waited}s",
                                  released=True, waited_s=waited)
             if waited >= self.opts.release_timeout_s:
-                return self.step(name, False, f"GPUs {','.join(ids)}: memory still held after {waited}s "
-                                 f"({side.name} stopped, but some process keeps it)", released=False, waited_s=waited)
+                rows = "; ".join(f"GPU {g.index}: {why}; held by " + (_holder_list(g) or "no process NVML lists")
+                                 for g, why in held)
+                pids_left = sorted({p.pid for g, _ in held for p in g.processes})
+                fix = (f"stop the holders (`kill {' '.join(map(str, pids_left))}`, or the unit that owns them) or "
+                       "wait longer (--release-timeout)" if pids_left else
+                       "`nvidia-smi` on the host shows who holds it (another PID namespace?); or --release-timeout")
+                return self.step(name, False, f"GPU memory still held {waited}s after {side.name} stopped: {rows}; "
+                                 f"{fix}", released=False, waited_s=waited, holders=[
+                                     {"gpu": g.index, "uuid": g.uuid, "pid": p.pid, "name": p.name,
+                                      "used_bytes": p.used_memory_bytes} for g, _ in held for p in g.processes])
+            if said is None or waited - said >= RELEASE_PROGRESS_S:
+                said = waited
+                rows = "; ".join(f"GPU {g.index} {why}" for g, why in held)
+                self.say(f"waiting for {side.name}'s GPU memory: {rows} ({waited:.0f}s of "
+                         f"{self.opts.release_timeout_s:g}s)")
             self.clock.sleep(RELEASE_POLL_S)
+
+    @staticmethod
+    def _still_held(g: Gpu, pids: set[int] | None, owed: Release | None) -> str:
+        """Why ``g`` does not count as released yet ("" when it does)."""
+        left = [p for p in g.processes if pids is None or p.pid in pids]
+        if left:
+            return "still lists " + _holder_list(g, {p.pid for p in left})
+        if owed is None or owed.expect_free is None or g.memory_free_bytes is None:
+            return ""
+        short = owed.expect_free - g.memory_free_bytes
+        if short > RELEASE_SLACK:
+            return (f"has {_gib(g.memory_free_bytes)} free, {_gib(short)} short of the {_gib(owed.expect_free)} "
+                    "expected once the memory is back")
+        return ""
 
     def _up_target(self) -> bool:
         try:
             res = self.deploy.up(self.target)
         except RigctlError as err:
             return self.step("up-to", False, f"up {self.target.name} failed: {err.message}")
+        self.to_gpu_ids = tuple(res.gpu_ids)
         return self.step("up-to", res.ok, _up_message(res), **_up_detail(res))
 
     def _remove_source(self) -> None:
@@ -246,6 +358,9 @@ class _Machine:
     def _rollback(self) -> None:
         stopped_target = True
         if any(s.name == "up-to" for s in self.result.steps):
+            to_ids = self.target.gpu_ids or self.to_gpu_ids
+            pids = self._holders(self.target)
+            before = self._devices(to_ids)
             try:
                 done = self.deploy.stop(self.target, remove=True)
                 stopped_target = done.stopped
@@ -255,7 +370,7 @@ class _Machine:
                 stopped_target = False
                 self.step("stop-to", False, f"stopping {self.target.name} failed: {err.message}")
             if stopped_target:
-                self._wait_released(self.target, "gpu-release-to")
+                self._wait_released(self.target, to_ids, "gpu-release-to", pids, before)
         res: UpResult | None = None
         try:
             res = self.deploy.restore(self.source)
@@ -310,14 +425,38 @@ def resolve_source(origin: Target, source: str) -> Side:
     return Side(recipe, record.recipe_source or source, tuple(record.gpu_ids), recipe.publish.port)
 
 
-def free_facts(facts: HostFacts, gpu_ids: Sequence[str], port: int | None) -> HostFacts:
-    """Host facts as they will be once FROM has stopped: its GPUs idle, its published port free."""
+def _freed(g: Gpu, pids: Collection[int]) -> Gpu:
+    """``g`` once ``pids`` are gone: their memory free, every other process's still held."""
+    gone = [p for p in g.processes if p.pid in pids]
+    if not gone:
+        return g
+    others = [p for p in g.processes if p.pid not in pids]
+    total, free, used = g.memory_total_bytes, g.memory_free_bytes, g.memory_used_bytes
+    if any(p.used_memory_bytes is None for p in gone) and total is not None:
+        # NVML did not say what FROM holds: all but what the other processes are known to hold
+        free = total - min(total, sum(p.used_memory_bytes or 0 for p in others))
+        used = total - free
+    else:
+        freed = sum(p.used_memory_bytes or 0 for p in gone)
+        free = None if free is None else free + freed if total is None else min(total, free + freed)
+        used = None if used is None else max(0, used - freed)
+    return g.model_copy(update={"processes": others, "memory_free_bytes": free, "memory_used_bytes": used})
+
+
+def free_facts(facts: HostFacts, gpu_ids: Sequence[str], port: int | None,
+               pids: Collection[int] | None = None) -> HostFacts:
+    """Host facts as they will be once FROM has stopped: the memory its processes (``pids``) hold free on
+    every GPU, the other processes' memory still held, its published port free. ``pids`` None (FROM's
+    processes not known): FROM's GPUs (``gpu_ids``) counted idle, whoever holds them."""
     ids = set(gpu_ids)
-    devices = [
-        g.model_copy(update={"processes": [], "memory_used_bytes": 0, "memory_free_bytes": g.memory_total_bytes})
-        if (str(g.index) in ids or g.uuid in ids) else g
-        for g in facts.gpu.devices
-    ]
+    if pids is None:
+        devices = [
+            g.model_copy(update={"processes": [], "memory_used_bytes": 0, "memory_free_bytes": g.memory_total_bytes})
+            if (str(g.index) in ids or g.uuid in ids) else g
+            for g in facts.gpu.devices
+        ]
+    else:
+        devices = [_freed(g, pids) for g in facts.gpu.devices]
     listening = [lis for lis in facts.ports.listening if port is None or lis.port != port]
     return facts.model_copy(update={
         "gpu": facts.gpu.model_copy(update={"devices": devices}),
@@ -336,9 +475,16 @@ class HostSwapDeploy:
         self.force, self.gpus = tuple(force), list(gpus) if gpus else None
         self.on_progress, self.on_stage = on_progress, on_stage  # each warmup's progress, as `up` reports it
 
-    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None) -> Plan:
-        facts = free_facts(facts_for_recipe(side.recipe, scope=self.scope), freed_gpus, freed_port)
+    def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None,
+                  freed_pids: Collection[int] | None = None) -> Plan:
+        facts = free_facts(facts_for_recipe(side.recipe, scope=self.scope), freed_gpus, freed_port, freed_pids)
         return make_plan(side.recipe, facts, scope=self.scope, force=self.force, gpus=self.gpus)
+
+    def holders(self, side: Side) -> set[int] | None:
+        info = self.adapters.podman.container(side.recipe.container_name)
+        if info is None or not info.running or info.pid <= 0:
+            return None
+        return process_tree(info.pid)
 
     def stop(self, side: Side, *, remove: bool) -> DownResult:
         a = self.adapters

@@ -8,19 +8,34 @@ so a hostile or damaged shard is an error naming the file, never a hang or a 100
 
 ``config.json`` beside the shards is read bounded too (``CONFIG_LIMIT``). Nothing here judges: preflight's
 gpu-fit plans memory from what this returns.
+
+What gpu-fit needs of a shard is four numbers (``WeightKinds``: its tensors, and their bytes split over tensor
+parallel, replicated on every rank, and in routed experts), while its header is megabytes of JSON: parsing the
+headers of a 163-shard checkpoint takes a few hundred milliseconds. So each shard's four numbers are kept in
+``$XDG_CACHE_HOME/rigctl/safetensors.json`` (``SummaryCache``), keyed by the shard's path and its file's
+size, mtime, ctime, inode and device: a shard that changed in any way (rewritten, replaced, touched, moved
+in) is read again, through the same bounded reader, so a hostile header is an error every time. A cache
+that cannot be read or trusted counts as empty; one that cannot be written costs only time next run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import hashlib
 import json
 import os
+import re
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rigctl.errors import InvalidInputError
+from rigctl.invocation import current
 from rigctl.util.jsonfile import load_json
+from rigctl.util.safefs import RECORD_LIMIT, write_own
 
 MiB = 1024 * 1024
 HEADER_LIMIT = 100 * MiB  # the largest real headers (thousands of tensors) are a few MiB
@@ -72,11 +87,12 @@ def _bad(path: Path, name: str, value: Any, data_size: int) -> HeaderError:
                              "of data the file holds")
 
 
-def _entries(path: Path, doc: dict[str, Any], data_size: int) -> list[Tensor]:
+Entry = tuple[str, str, list[int], int]  # name, dtype, shape, stored bytes: a checked header entry
+
+
+def _entries(path: Path, doc: dict[str, Any], data_size: int) -> Iterator[Entry]:
     """Every entry checked (dtype a short string, shape up to 16 sizes of 0 or more, offsets inside the data)
     with exact type tests, which a loop over 100,000 tensors can afford; ``_bad`` says what failed."""
-    out: list[Tensor] = []
-    append = out.append
     for name, value in doc.items():
         if name == "__metadata__":
             continue
@@ -85,16 +101,23 @@ def _entries(path: Path, doc: dict[str, Any], data_size: int) -> list[Tensor]:
         except (TypeError, KeyError, ValueError):
             raise _bad(path, name, value, data_size) from None
         if (type(dtype) is not str or len(dtype) > 32 or type(shape) is not list or len(shape) > 16
-                or type(begin) is not int or type(end) is not int or not 0 <= begin <= end <= data_size
-                or any(type(d) is not int or d < 0 for d in shape)):
+                or type(begin) is not int or type(end) is not int or not 0 <= begin <= end <= data_size):
             raise _bad(path, name, value, data_size)
-        append(Tensor(name, dtype, tuple(shape), end - begin))
-    return out
+        for d in shape:  # a plain loop: a generator per tensor costs more than the whole check
+            if type(d) is not int or d < 0:
+                raise _bad(path, name, value, data_size)
+        yield name, dtype, shape, end - begin
 
 
 def read_header(path: str | os.PathLike[str]) -> list[Tensor]:
     """The tensors a safetensors file declares: its first ``8 + length`` bytes, nothing after them."""
-    p = Path(path)
+    entries, _ = _read_header(Path(path))
+    return [Tensor(name, dtype, tuple(shape), nbytes) for name, dtype, shape, nbytes in entries]
+
+
+def _read_header(p: Path) -> tuple[Iterator[Entry], os.stat_result]:
+    """The header's entries (checked as they are taken: consume them inside a ``HeaderError`` handler)
+    and the file's own ``fstat`` (what the cache keys a summary by)."""
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
@@ -130,41 +153,174 @@ def read_header(path: str | os.PathLike[str]) -> list[Tensor]:
         raise HeaderError(p, "header is not a JSON object")
     if len(doc) > MAX_TENSORS:
         raise HeaderError(p, f"header names {len(doc):,} tensors; more than {MAX_TENSORS:,}")
-    return _entries(p, doc, st.st_size - 8 - length)
+    return _entries(p, doc, st.st_size - 8 - length), st
+
+
+# --- what the weights of a shard come to -------------------------------------------------------------------
+
+# Tensors every TP rank holds whole (vLLM ReplicatedLinear and the like): MLA's latent down-projections and
+# their norms, MoE routers, the indexer's small projections. One-dimensional tensors (norms, biases, scales)
+# are counted whole too: they are small, and most are replicated. Routed experts (``.experts.``, not a shared
+# expert) are split by expert parallel where the engine has it, else by TP; everything else is split by TP.
+REPLICATED = ("kv_a_proj_with_mqa", "q_a_proj", "kv_a_layernorm", "q_a_layernorm", ".mlp.gate.weight",
+              "e_score_correction_bias", ".indexer.", "router.")
+_REPLICATED_RE = re.compile("|".join(re.escape(key) for key in REPLICATED))
+# Changes whenever the rules above do, so a cached summary made under other rules is never used.
+RULES = hashlib.sha256(repr((REPLICATED, ".experts.", "shared_expert", "ndim<=1")).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class WeightKinds:
+    """A shard's (or a checkpoint's) tensors and their stored bytes, by how tensor parallel lays them out."""
+
+    tensors: int = 0
+    split: int = 0  # split over TP
+    replicated: int = 0  # whole on every rank
+    experts: int = 0  # routed experts: split over EP, or TP
+
+    def plus(self, other: WeightKinds) -> WeightKinds:
+        return WeightKinds(self.tensors + other.tensors, self.split + other.split,
+                           self.replicated + other.replicated, self.experts + other.experts)
+
+
+def summarize(tensors: Iterable[Tensor | Entry]) -> WeightKinds:
+    """The tensors' bytes by kind (the rules above)."""
+    count = split = replicated = experts = 0
+    search = _REPLICATED_RE.search
+    for name, _dtype, shape, nbytes in tensors:
+        count += 1
+        if ".experts." in name and "shared_expert" not in name:
+            experts += nbytes
+        elif len(shape) <= 1 or search(name):
+            replicated += nbytes
+        else:
+            split += nbytes
+    return WeightKinds(count, split, replicated, experts)
+
+
+# --- the cache of shard summaries --------------------------------------------------------------------------
+
+CACHE_ENTRIES = 10_000  # shards remembered (about 200 bytes each); the oldest are let go first
+_KEY_FIELDS = ("size", "mtime_ns", "ctime_ns", "ino", "dev")
+_KIND_FIELDS = ("tensors", "split", "replicated", "experts")
+
+
+def cache_path() -> Path:
+    return current().cache_home / "rigctl" / "safetensors.json"
+
+
+def _identity(st: os.stat_result) -> dict[str, int]:
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
+            "dev": st.st_dev}
+
+
+def _sound(entry: Any) -> bool:
+    return (isinstance(entry, dict) and entry.get("rules") == RULES
+            and all(type(entry.get(k)) is int and entry[k] >= 0 for k in (*_KEY_FIELDS, *_KIND_FIELDS)))
+
+
+class SummaryCache:
+    """A JSON map shard path -> {size, mtime_ns, ctime_ns, ino, dev, rules, tensors, split, replicated,
+    experts}, read bounded through ``load_json``; damaged entries (or a damaged file) count as absent."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or cache_path()
+        try:
+            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True)
+        except InvalidInputError:
+            raw = None
+        shards = raw.get("shards") if isinstance(raw, dict) and raw.get("version") == 1 else None
+        self._data: dict[str, dict[str, Any]] = {
+            k: v for k, v in shards.items() if isinstance(k, str) and _sound(v)} if isinstance(shards, dict) else {}
+        self.changed = False
+
+    def get(self, shard: str, st: os.stat_result) -> WeightKinds | None:
+        entry = self._data.get(shard)
+        if entry is None or any(entry[k] != v for k, v in _identity(st).items()):
+            return None
+        return WeightKinds(*(entry[k] for k in _KIND_FIELDS))
+
+    def put(self, shard: str, st: os.stat_result, kinds: WeightKinds) -> None:
+        self._data.pop(shard, None)  # re-inserted last: the newest
+        self._data[shard] = {**_identity(st), "rules": RULES, "tensors": kinds.tensors, "split": kinds.split,
+                             "replicated": kinds.replicated, "experts": kinds.experts}
+        while len(self._data) > CACHE_ENTRIES:
+            del self._data[next(iter(self._data))]
+        self.changed = True
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        with contextlib.suppress(OSError, InvalidInputError):  # an unwritable cache only costs time next run
+            write_own(self.path, json.dumps({"version": 1, "shards": self._data}, allow_nan=False,
+                                            separators=(",", ":")), mode=0o644)
+        self.changed = False
 
 
 @dataclass(frozen=True)
 class LocalCheckpoint:
-    """What this machine holds of a checkpoint: every shard's tensors (or why not) and its config.json."""
+    """What this machine holds of a checkpoint: its shards' weights by kind (or why not) and its config.json."""
 
     path: str
-    tensors: list[Tensor] = field(default_factory=list)
-    shards_read: int = 0
+    weights: WeightKinds = field(default_factory=WeightKinds)  # the shards read (or cached), together
+    shards_read: int = 0  # of which...
+    shards_cached: int = 0  # ...came from the cache, their files unchanged since they were read
     missing: list[str] = field(default_factory=list)  # shard names not here
     problems: list[str] = field(default_factory=list)  # headers or config refused, one line each
     config: dict[str, Any] | None = None
 
 
-def read_checkpoint(path: str, shard_names: list[str]) -> LocalCheckpoint:
-    """The headers of ``shard_names`` under ``path`` and its ``config.json``; every problem is recorded,
-    none raised (a missing directory gives an empty answer)."""
+def _read_shards(base: Path, shard_names: list[str], cache: SummaryCache | None,
+                 ) -> tuple[WeightKinds, int, int, list[str], list[str]]:
+    """(weights, shards read, of which cached, missing names, problems) of ``read_checkpoint``."""
+    weights = WeightKinds()
+    missing: list[str] = []
+    problems: list[str] = []
+    read = cached = 0
+    for name in shard_names:
+        shard = base / name
+        try:
+            st = os.stat(shard)  # links followed, as the read does: a hub cache links shards into blobs/
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            missing.append(name)
+            continue
+        key = os.path.abspath(shard)
+        hit = cache.get(key, st) if cache is not None else None
+        if hit is not None:
+            weights, read, cached = weights.plus(hit), read + 1, cached + 1
+            continue
+        try:
+            entries, fst = _read_header(shard)
+            kinds = summarize(entries)  # checks each entry as it counts it: no list of 100,000 tensors
+        except InvalidInputError as exc:
+            problems.append(exc.problems[0] if exc.problems else str(exc))
+            continue
+        weights, read = weights.plus(kinds), read + 1
+        if cache is not None:
+            cache.put(key, fst, kinds)
+    return weights, read, cached, missing, problems
+
+
+def read_checkpoint(path: str, shard_names: list[str], *, cache: SummaryCache | None = None) -> LocalCheckpoint:
+    """The weights by kind of ``shard_names`` under ``path`` (from ``cache`` where a shard's file is
+    unchanged, else its header, then cached) and its ``config.json``; every problem is recorded, none
+    raised (a missing directory gives an empty answer)."""
     base = Path(path)
     if not base.is_dir():
         return LocalCheckpoint(path, missing=list(shard_names))
-    tensors: list[Tensor] = []
-    missing: list[str] = []
-    problems: list[str] = []
-    read = 0
-    for name in shard_names:
-        shard = base / name
-        if not shard.is_file():
-            missing.append(name)
-            continue
-        try:
-            tensors.extend(read_header(shard))
-            read += 1
-        except InvalidInputError as exc:
-            problems.append(exc.problems[0] if exc.problems else str(exc))
+    # The headers parse into ~100,000 small dicts and lists, every one freed by its reference count; the
+    # cyclic collector would only walk them (10-30% of the time). Off for the loop, as it was before.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        weights, read, cached, missing, problems = _read_shards(base, shard_names, cache)
+    finally:
+        if collecting:
+            gc.enable()
+    if cache is not None:
+        cache.save()
     config: dict[str, Any] | None = None
     try:
         got = load_json(base / "config.json", limit=CONFIG_LIMIT, missing_ok=True)
@@ -175,4 +331,4 @@ def read_checkpoint(path: str, shard_names: list[str]) -> LocalCheckpoint:
             config = got
         elif got is not None:
             problems.append(f"{base / 'config.json'}: not a JSON object")
-    return LocalCheckpoint(path, tensors, read, missing, problems, config)
+    return LocalCheckpoint(path, weights, read, cached, missing, problems, config)

@@ -4,7 +4,8 @@ vLLM finds out whether the KV cache for the configured context fits only after i
 and profiled (minutes in; vllm-project/vllm#19407). This check answers in the preflight from what is on
 disk and in the recipe:
 
-- **weights per GPU** from the checkpoint's safetensors headers (``host.safetensors``: the header only),
+- **weights per GPU** from the checkpoint's safetensors headers (``host.safetensors``: the header only, each
+  shard's summary cached while its file is unchanged),
   each tensor at its stored size (EXL3/NVFP4/GPTQ/AWQ packed tensors count what they are), split by tensor
   parallel where the engine splits it and whole where it replicates it; else the recipe's size / TP;
 - **KV cache of one sequence per GPU** from ``config.json`` (this machine's copy of the checkpoint, else the
@@ -20,12 +21,12 @@ Planning is pure (``plan``); only ``check_gpu_fit`` reads this machine's checkpo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rigctl.host.facts import GIB, MIB, Gpu
-from rigctl.host.safetensors import LocalCheckpoint, Tensor, read_checkpoint
+from rigctl.host.safetensors import LocalCheckpoint, SummaryCache, Tensor, WeightKinds, read_checkpoint, summarize
 from rigctl.preflight.finding import Context, Severity, Verdict
 from rigctl.recipe.model import CheckpointFormat, EngineKind, Recipe, SpecDraft, SpecMtp
 
@@ -253,13 +254,6 @@ def kv_per_sequence(shape: Shape, *, tp: int, dcp: int = 1, kv_cache_dtype: str 
 
 # --- weights -------------------------------------------------------------------------------------------
 
-# Tensors every TP rank holds whole (vLLM ReplicatedLinear and the like): MLA's latent down-projections and
-# their norms, MoE routers, the indexer's small projections. One-dimensional tensors (norms, biases, scales)
-# are counted whole too: they are small, and most are replicated.
-_REPLICATED = ("kv_a_proj_with_mqa", "q_a_proj", "kv_a_layernorm", "q_a_layernorm", ".mlp.gate.weight",
-               "e_score_correction_bias", ".indexer.", "router.")
-
-
 @dataclass(frozen=True)
 class WeightPlan:
     bytes_per_gpu: int
@@ -269,19 +263,15 @@ class WeightPlan:
     tensors: int
 
 
+def weights_of(kinds: WeightKinds, *, tp: int, pp: int = 1, ep_ranks: int | None = None) -> WeightPlan:
+    """Per GPU: split tensors / TP, replicated tensors whole, routed experts / (EP ranks or TP), all / PP
+    (which tensors are which: ``host.safetensors.summarize``, after vLLM's layers)."""
+    per = kinds.split // tp + kinds.replicated + kinds.experts // (ep_ranks or tp)
+    return WeightPlan(per // pp, kinds.split, kinds.replicated, kinds.experts, kinds.tensors)
+
+
 def weights_per_gpu(tensors: Sequence[Tensor], *, tp: int, pp: int = 1, ep_ranks: int | None = None) -> WeightPlan:
-    """Per GPU: split tensors / TP, replicated tensors whole, routed experts / (EP ranks or TP), all / PP."""
-    split = replicated = experts = 0
-    for t in tensors:
-        name = t.name
-        if ".experts." in name and "shared_expert" not in name:
-            experts += t.nbytes
-        elif len(t.shape) <= 1 or any(key in name for key in _REPLICATED):
-            replicated += t.nbytes
-        else:
-            split += t.nbytes
-    per = split // tp + replicated + experts // (ep_ranks or tp)
-    return WeightPlan(per // pp, split, replicated, experts, len(tensors))
+    return weights_of(summarize(tensors), tp=tp, pp=pp, ep_ranks=ep_ranks)
 
 
 # --- the budget ----------------------------------------------------------------------------------------
@@ -456,14 +446,14 @@ def recipe_weights(recipe: Recipe, local: LocalCheckpoint | None) -> tuple[int, 
     else the recipe's size / TP (with a note); a draft model's size / TP is added either way."""
     gpus = recipe.gpus
     ck = recipe.checkpoint
-    if local is not None and local.tensors and not local.missing and not local.problems:
+    if local is not None and local.weights.tensors and not local.missing and not local.problems:
         ep = gpus.tensor_parallel * gpus.data_parallel if gpus.expert_parallel else None
-        w = weights_per_gpu(local.tensors, tp=gpus.tensor_parallel, pp=gpus.pipeline_parallel, ep_ranks=ep)
-        weights, basis = w.bytes_per_gpu, (f"safetensors headers of {local.shards_read} shard(s), {w.tensors:,} "
-                                           f"tensors: {w.split_bytes / GIB:.1f} GiB split over TP "
-                                           f"{gpus.tensor_parallel}, {w.expert_bytes / GIB:.1f} GiB of routed "
-                                           f"experts split over {'EP' if ep else 'TP'}, {w.replicated_bytes / GIB:.2f} "
-                                           "GiB replicated")
+        w = weights_of(local.weights, tp=gpus.tensor_parallel, pp=gpus.pipeline_parallel, ep_ranks=ep)
+        cached = f" ({local.shards_cached} unchanged since rigctl's cache read them)" if local.shards_cached else ""
+        weights = w.bytes_per_gpu
+        basis = (f"safetensors headers of {local.shards_read} shard(s){cached}, {w.tensors:,} tensors: "
+                 f"{w.split_bytes / GIB:.1f} GiB split over TP {gpus.tensor_parallel}, {w.expert_bytes / GIB:.1f} GiB "
+                 f"of routed experts split over {'EP' if ep else 'TP'}, {w.replicated_bytes / GIB:.2f} GiB replicated")
     else:
         size = ck.total_bytes or ck.approx_bytes or 0
         kind = "total_bytes" if ck.total_bytes else "approx_bytes"
@@ -547,7 +537,8 @@ def check_gpu_fit(ctx: Context) -> Verdict:
     ck = recipe.checkpoint
     # the one read of this machine in a check: a model's shape does not depend on the box, so it comes from
     # the checkpoint where this machine has it, with --inventory too (headers only, bounded: host.safetensors)
-    local = None if ck.format is CheckpointFormat.GGUF else read_checkpoint(ck.path, ck.shard_names())
+    local = None if ck.format is CheckpointFormat.GGUF else \
+        read_checkpoint(ck.path, ck.shard_names(), cache=SummaryCache())
     shape = model_shape(recipe, local)
     if shape is None:
         return Verdict(Severity.WARN, "no model shape to plan from: the checkpoint is not on this machine and the "
@@ -567,3 +558,66 @@ def check_gpu_fit(ctx: Context) -> Verdict:
     p = plan(recipe, shape, total_bytes=min(totals), weights=weights, weights_basis=basis)
     notes = (local.problems if local else [])[:3]
     return judge(p, chosen, {"checkpoint_problems": notes} if notes else None)
+
+
+# --- planned against used: what `status` shows per GPU ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuMemoryUse:
+    """One GPU of a deployed service: the memory gpu-fit planned the engine to take there, and what the
+    service's processes hold there now by NVML."""
+
+    gpu: int  # NVML index
+    uuid: str
+    total_bytes: int | None
+    planned_bytes: int | None  # gpu-memory-utilization x total (+ CUDA graphs beyond it): the engine's claim
+    planned_weights_bytes: int | None  # of which weights (None: the model's shape is not known)
+    planned_kv_budget_bytes: int | None  # of which KV cache
+    used_bytes: int | None  # by the service's processes (None: NVML did not say, or the GPU is not there)
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "uuid": self.uuid, "total_bytes": self.total_bytes,
+                "planned_bytes": self.planned_bytes, "planned_weights_bytes": self.planned_weights_bytes,
+                "planned_kv_budget_bytes": self.planned_kv_budget_bytes, "used_bytes": self.used_bytes,
+                "basis": self.basis}
+
+
+def planned_vs_used(recipe: Recipe, gpu_ids: Sequence[str], devices: Sequence[Gpu], pids: Collection[int], *,
+                    local: LocalCheckpoint | None = None) -> list[GpuMemoryUse]:
+    """Per GPU of a deployment (``gpu_ids``: its record's, NVML indexes or UUIDs; none recorded: the GPUs
+    where ``pids`` hold memory), the memory the gpu-fit plan gives the engine there and what ``pids`` (the
+    service's process tree) hold there now, from ``devices`` (NVML's GPUs with their per-process memory:
+    ``host.facts.Gpu``). Pure: ``local`` is the checkpoint as ``read_checkpoint`` found it, for the weights
+    from its headers (None: the recipe's size / TP and its ``checkpoint.config``)."""
+    if recipe.gpus.count == 0:
+        return []
+    wanted = set(gpu_ids)
+    if wanted:
+        chosen = [g for g in devices if str(g.index) in wanted or g.uuid in wanted]
+    else:
+        chosen = [g for g in devices if any(p.pid in pids for p in g.processes)]
+    shape = model_shape(recipe, local)
+    out = []
+    for g in chosen:
+        mine = [p for p in g.processes if p.pid in pids]
+        used = None if any(p.used_memory_bytes is None for p in mine) else sum(p.used_memory_bytes or 0 for p in mine)
+        total = g.memory_total_bytes
+        if total is None:
+            out.append(GpuMemoryUse(g.index, g.uuid, None, None, None, None, used,
+                                    "NVML did not report the GPU's memory"))
+            continue
+        eng = engine_settings(recipe, total)
+        graphs = 0 if eng.eager else CUDA_GRAPHS
+        planned = int(eng.utilization * total) + graphs
+        weights = kv = None
+        basis = (f"{eng.utilization:g} ({eng.utilization_source}) x {_gib(total)}"
+                 + (f" + {_gib(graphs)} CUDA graphs (an estimate)" if graphs else ""))
+        if shape is not None:
+            w, w_basis = recipe_weights(recipe, local)
+            p = plan(recipe, shape, total_bytes=total, weights=w, weights_basis=w_basis)
+            weights, kv = p.weights, p.budget
+            basis += f"; weights: {w_basis}"
+        out.append(GpuMemoryUse(g.index, g.uuid, total, planned, weights, kv, used, basis))
+    return out
