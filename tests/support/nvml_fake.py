@@ -161,7 +161,7 @@ class FakeNvml:
         self._later.sort(key=lambda item: item[0])
 
     def _entry(self, device: int, name: str) -> Mapping[str, Any] | None:
-        entry = self.capture["devices"][device].get(name)
+        entry: Mapping[str, Any] | None = self.capture["devices"][device].get(name)
         if self._later and self._clock is not None:
             now = self._clock()
             for when, index, entries in self._later:
