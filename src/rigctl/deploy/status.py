@@ -9,7 +9,7 @@ parsed by the one parser (``rigctl.host.unitfile``) and judged rigctl's by the o
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -130,6 +130,9 @@ class ServiceStatus:
     verdict: str = "unknown"
     verdict_detail: str = ""
     last_exit: dict[str, Any] | None = None  # how its engine last ended: LastExit.to_dict()
+    # per GPU of the deployment: what the gpu-fit plan gives the engine and what its processes hold now
+    # (preflight.gpu_fit.GpuMemoryUse.to_dict()); None where it cannot be said (no NVML, no GPUs, no recipe)
+    gpu_memory: list[dict[str, Any]] | None = None
 
     @property
     def failing(self) -> bool:
@@ -284,7 +287,8 @@ def describe(
     exit_ = last_exit(unit, events, info.id if info and info.running else None, record)
     verdict, verdict_detail = judge(unit, health, record=record, exit_=exit_)
     # the engine's workers hold the memory, not the process podman names as the container's
-    gpu_mib = gpu.used_by(process_tree(info.pid)) if info and info.pid else None
+    pids = process_tree(info.pid) if info and info.pid else None
+    gpu_mib = gpu.used_by(pids) if pids is not None else None
     canary, last_boot = _learnt(item)
     return ServiceStatus(
         recipe=record.recipe if record else None, scope=item.scope, unit=item.unit,
@@ -294,4 +298,25 @@ def describe(
         last_failure=record.last_failure if record else None, canary=canary, last_boot=last_boot,
         verdict=verdict, verdict_detail=verdict_detail,
         last_exit=exit_.to_dict() if exit_ is not None else None,
+        gpu_memory=memory_plan(record, pids, gpu),
     )
+
+
+def memory_plan(record: records.DeploymentRecord | None, pids: Collection[int] | None,
+                gpu: GpuMemory) -> list[dict[str, Any]] | None:
+    """Planned against used memory per GPU of a running deployment (``gpu_fit.planned_vs_used``), from the
+    recipe the record was deployed from; None when NVML, the record, its GPUs or its recipe is missing."""
+    if record is None or not record.gpu_ids or pids is None or not record.recipe_source:
+        return None
+    devices = gpu.devices(list(record.gpu_ids))
+    if devices is None:
+        return None
+    from rigctl.errors import RigctlError  # noqa: PLC0415 - recipes load pydantic: only for a GPU deployment
+    from rigctl.preflight.gpu_fit import planned_vs_used  # noqa: PLC0415
+    from rigctl.recipe.load import load  # noqa: PLC0415
+
+    try:
+        recipe = load(record.recipe_source).recipe
+    except (RigctlError, OSError):
+        return None
+    return [use.to_dict() for use in planned_vs_used(recipe, record.gpu_ids, devices, set(pids))]

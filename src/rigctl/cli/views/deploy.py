@@ -153,6 +153,10 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+def _gib(value: object) -> str:
+    return f"{value / 2**30:.1f} GiB" if isinstance(value, int) else "?"
+
+
 def status(services: Sequence[ServiceStatus]) -> View:
     def view(out: TextIO) -> None:
         if not services:
@@ -168,6 +172,9 @@ def status(services: Sequence[ServiceStatus]) -> View:
             if s.verdict_detail and s.verdict_detail != s.verdict:
                 out.write(f"  {printable(s.verdict_detail, LINE_LIMIT)}\n")
             out.write(f"  restarts {s.restarts} (Restart={policy or '?'})  up {uptime}  GPU memory {gpu_mem}\n")
+            for use in s.gpu_memory or []:
+                out.write(f"  GPU {use['gpu']}: {_gib(use.get('used_bytes'))} used of "
+                          f"{_gib(use.get('planned_bytes'))} planned\n")
             out.write(f"  endpoint {printable(s.endpoint or '-')}  model {printable(s.model or '-')}\n")
             out.write(f"  image {printable(s.image or '-')}\n")
             if s.restart_policy and s.restart_policy != "always":
