@@ -21,7 +21,20 @@ from tests.deploy.conftest import REPO, Rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-USER_UNITS = Path("/root/.config/systemd/user")
+
+
+def _config_home(rig: Rig) -> Path:
+    """Where rigctl (run with the rig's environment) puts user units: $XDG_CONFIG_HOME, else ~/.config; the
+    same rule on both flavours (the podman 5 root has its own /root)."""
+    return Path(rig.env.get("XDG_CONFIG_HOME") or Path(rig.env["HOME"]) / ".config")
+
+
+def _state_home(rig: Rig) -> Path:
+    return Path(rig.env.get("XDG_STATE_HOME") or Path(rig.env["HOME"]) / ".local" / "state")
+
+
+def _user_units(rig: Rig) -> Path:
+    return _config_home(rig) / "systemd" / "user"
 
 
 def _engine_dir(rig: Rig) -> tuple[Path, Path]:
@@ -86,18 +99,20 @@ def rig_cmd() -> list[str]:
 def _runs(rig: Rig, name: str) -> list[dict[str, Any]]:
     import json
 
-    path = Path("/root/.local/state/rigctl/deployments/history") / f"{name}.canary.json"
+    path = _state_home(rig) / "rigctl" / "deployments" / "history" / f"{name}.canary.json"
     return json.loads(path.read_text())["runs"] if path.exists() else []
 
 
 def test_canary_passes_then_catches_word_salad_restarts_once_and_down_removes_it(rig: Rig) -> None:
-    name, unit = "canary-salad", "rigctl-canary-salad.service"
-    knob = _deploy(rig, name, 18261)
+    name, unit = "cn-salad", "rigctl-cn-salad.service"
+    knob = _deploy(rig, name, 18451)
     code, doc = rig.run("canary", name, "--user", "--every", "3s", "--timeout", "3s", "--on-failure", "restart",
                         "--after", "2")
     assert code == 0, doc
-    assert doc["action"] == "installed" and doc["timer"] == "rigctl-canary-salad-canary.timer"
-    files = [USER_UNITS / "rigctl-canary-salad-canary.timer", USER_UNITS / "rigctl-canary-salad-canary.service"]
+    assert doc["action"] == "installed" and doc["timer"] == "rigctl-cn-salad-canary.timer"
+    units = Path(doc["unit_dir"])
+    assert units == _user_units(rig), doc
+    files = [units / "rigctl-cn-salad-canary.timer", units / "rigctl-cn-salad-canary.service"]
     assert all(f.is_file() for f in files)
     verify = subprocess.run(["systemd-analyze", "--user", "verify", *map(str, files)], env=rig.env,
                             capture_output=True, text=True, timeout=60, check=False)
@@ -132,23 +147,23 @@ def test_canary_passes_then_catches_word_salad_restarts_once_and_down_removes_it
     final = _canary(rig, unit)
     assert final["restarts"] == 1 and final["counts"]["restarts"] == 1, final
     assert rig.systemctl("show", "-p", "MainPID", "--value", unit).strip() != pid_before  # it was restarted
-    journal = subprocess.run(["journalctl", "--user", "-u", "rigctl-canary-salad-canary.service", "--no-pager"],
+    journal = subprocess.run(["journalctl", "--user", "-u", "rigctl-cn-salad-canary.service", "--no-pager"],
                              env=rig.env, capture_output=True, text=True, timeout=30, check=False).stdout
-    if "canary canary-salad:" in journal:  # the testbed's user manager runs without journald: nothing to read there
-        assert journal.count("restarting rigctl-canary-salad.service once") == 1
+    if "canary cn-salad:" in journal:  # the testbed's user manager runs without journald: nothing to read there
+        assert journal.count("restarting rigctl-cn-salad.service once") == 1
 
     code, down = rig.run("down", name, "--user", "--remove")
     assert code == 0, down
     removed = "\n".join(down["canary_removed"])
-    assert "canary-salad-canary.timer" in removed and "canary-salad-canary.service" in removed
-    assert "canary-salad.canary.json" in removed and "canary-salad.boots.json" in removed
+    assert "cn-salad-canary.timer" in removed and "cn-salad-canary.service" in removed
+    assert "cn-salad.canary.json" in removed and "cn-salad.boots.json" in removed
     assert not any(f.exists() for f in files)
-    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-canary-salad-canary.timer").strip() == "not-found"
+    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-cn-salad-canary.timer").strip() == "not-found"
 
 
 def test_canary_fails_a_hung_engine_whose_health_answers_and_off_removes_it(rig: Rig) -> None:
-    name, unit = "canary-hang", "rigctl-canary-hang.service"
-    knob = _deploy(rig, name, 18262)
+    name, unit = "cn-hang", "rigctl-cn-hang.service"
+    knob = _deploy(rig, name, 18452)
     code, doc = rig.run("status", "--user")
     row = next(s for s in doc["services"] if s["unit"] == unit)
     assert row["last_boot"]["status"] == "ready" and row["last_boot"]["total_s"] > 0, row  # the boot history
