@@ -356,3 +356,52 @@ def test_doctor_lists_the_canaries_and_those_without_a_deployment(tmp_path: Path
     listed = canary.installed([Scope.USER])
     assert [(c["deployment"], c["deployed"]) for c in listed] == [("demo", True), ("gone", False)]
     assert listed[0]["service"] == str(units / "rigctl-demo-canary.service")
+
+
+# --- across a swap -------------------------------------------------------------------------------------------
+
+
+def test_pause_move_and_resume(tmp_path: Path) -> None:
+    units = Units()
+    unit_dir, state_dir = tmp_path / "units", tmp_path / "state"
+    command = ["/usr/bin/python3", "-m", "rigctl", "canary", "demo", "--run-once", "--user"]
+    canary.install("demo", engine_unit=ENGINE, every_s=90, checks=["smoke", "determinism"], on_failure="restart",
+                   after=3, timeout_s=20, command=command, unit_dir=unit_dir, state_dir=state_dir, systemd=units,
+                   now=1.0)
+    assert canary.pause("other", unit_dir=unit_dir, state_dir=state_dir, systemd=units) is None  # has none
+    units.calls.clear()
+    held = canary.pause("demo", unit_dir=unit_dir, state_dir=state_dir, systemd=units)
+    assert held is not None and held.config is not None and held.config.every_s == 90
+    assert units.calls == ["stop rigctl-demo-canary.timer", "stop rigctl-demo-canary.service"]
+    assert sorted(p.name for p in unit_dir.iterdir()) == ["rigctl-demo-canary.service", "rigctl-demo-canary.timer"]
+    canary.resume(held, systemd=units)
+    assert units.calls[-1] == "enable rigctl-demo-canary.timer"
+
+    moved = canary.move(held, "next", engine_unit="rigctl-next.service",
+                        command=canary.command_for("next", Scope.USER, "/usr/bin/python3"), unit_dir=unit_dir,
+                        state_dir=state_dir, systemd=units, now=5.0)
+    assert moved.action == "installed" and "now watches next" in moved.message
+    assert sorted(p.name for p in unit_dir.iterdir()) == ["rigctl-next-canary.service", "rigctl-next-canary.timer"]
+    service = (unit_dir / "rigctl-next-canary.service").read_text()
+    assert "After=rigctl-next.service" in service and "canary next --run-once --user" in service
+    assert "OnUnitActiveSec=90s" in (unit_dir / "rigctl-next-canary.timer").read_text()
+    assert history.canary_state(state_dir, "demo").summary() is None  # the old record went with it
+    config = history.canary_state(state_dir, "next").config
+    assert config is not None and (config.checks, config.on_failure, config.after, config.timeout_s) == (
+        ["smoke", "determinism"], "restart", 3, 20)
+    assert "enable rigctl-next-canary.timer" in units.calls
+
+
+def test_a_canary_without_readable_settings_is_not_moved(tmp_path: Path) -> None:
+    units = Units()
+    unit_dir, state_dir = tmp_path / "units", tmp_path / "state"
+    canary.install("demo", engine_unit=ENGINE, every_s=90, checks=["smoke"], on_failure="none", after=1,
+                   timeout_s=20, command=["/usr/bin/python3"], unit_dir=unit_dir, state_dir=state_dir, systemd=units,
+                   now=1.0)
+    (state_dir / "history" / "demo.canary.json").write_text("{damaged")
+    held = canary.pause("demo", unit_dir=unit_dir, state_dir=state_dir, systemd=units)
+    assert held is not None and held.config is None
+    moved = canary.move(held, "next", engine_unit="rigctl-next.service", command=["/usr/bin/python3"],
+                        unit_dir=unit_dir, state_dir=state_dir, systemd=units, now=5.0)
+    assert moved.action == "absent" and "rigctl canary next --every" in moved.message
+    assert not list(unit_dir.iterdir())

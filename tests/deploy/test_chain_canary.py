@@ -39,25 +39,30 @@ def _user_units(rig: Rig) -> Path:
 
 def _engine_dir(rig: Rig) -> tuple[Path, Path]:
     engine = rig.workdir / "engine"
-    engine.mkdir()
-    shutil.copy(REPO / "tests" / "engine" / "fake_vllm.py", engine / "engine.py")
-    shutil.copy(REPO / ".ci" / "testbed" / "vllm-entrypoint.py", engine / "entrypoint.py")
+    if not engine.is_dir():
+        engine.mkdir()
+        shutil.copy(REPO / "tests" / "engine" / "fake_vllm.py", engine / "engine.py")
+        shutil.copy(REPO / ".ci" / "testbed" / "vllm-entrypoint.py", engine / "entrypoint.py")
     knob = rig.workdir / "knob"
-    knob.mkdir()
+    knob.mkdir(exist_ok=True)
     return engine, knob
 
 
-def _deploy(rig: Rig, name: str, port: int) -> Path:
+def _recipe(rig: Rig, name: str, port: int, **env: str) -> Path:
+    """A recipe of the test engine in this checkout, whose answers the knob file switches while it runs."""
     engine, knob = _engine_dir(rig)
     rig.env["RIGCTL_TESTBED"] = "1"
-    path = rig.recipe(name, port, env={"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MODE_FILE": "/knob/mode"},
+    return rig.recipe(name, port, env={"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MODE_FILE": "/knob/mode", **env},
                       container={"publish": {"port": port}, "volumes": [
                           {"host": str(rig.ckpt), "container": "/models/test"},
                           {"host": str(engine), "container": "/opt/rigctl-test-engine"},
                           {"host": str(knob), "container": "/knob"}]})
-    code, doc = rig.run("up", str(path), "--user")
+
+
+def _deploy(rig: Rig, name: str, port: int) -> Path:
+    code, doc = rig.run("up", str(_recipe(rig, name, port)), "--user")
     assert code == 0, doc
-    return knob / "mode"
+    return rig.workdir / "knob" / "mode"
 
 
 def _canary(rig: Rig, unit: str) -> dict[str, Any]:
@@ -179,3 +184,42 @@ def test_canary_fails_a_hung_engine_whose_health_answers_and_off_removes_it(rig:
     code, off = rig.run("canary", name, "--user", "--off")
     assert code == 0 and off["action"] == "removed", off
     assert _canary(rig, unit) == {}
+
+
+def test_swap_moves_the_canary_and_a_rollback_leaves_it_on_the_old_deployment(rig: Rig) -> None:
+    port, a, b = 18453, "cn-swap-a", "cn-swap-b"
+    _deploy(rig, a, port)
+    code, doc = rig.run("canary", a, "--user", "--every", "2s", "--timeout", "3s", "--checks", "health,smoke",
+                        "--on-failure", "restart", "--after", "1")
+    assert code == 0, doc
+    units = Path(doc["unit_dir"])
+    _wait(rig, f"rigctl-{a}.service", lambda c: c.get("last_result") == "pass", f"a passing run of {a}'s canary")
+
+    # swapped: the canary now watches B, with A's settings; A's units and record are gone
+    code, swapped = rig.run("swap", a, str(_recipe(rig, b, port)), "--user", timeout=240)
+    assert code == 0 and swapped["outcome"] == "swapped", swapped
+    assert not (units / f"rigctl-{a}-canary.timer").exists() and not (units / f"rigctl-{a}-canary.service").exists()
+    assert rig.systemctl("show", "-p", "LoadState", "--value", f"rigctl-{a}-canary.timer").strip() == "not-found"
+    assert rig.systemctl("is-active", f"rigctl-{b}-canary.timer").strip() == "active"
+    service = (units / f"rigctl-{b}-canary.service").read_text()
+    assert f"After=rigctl-{b}.service" in service and f"canary {b} --run-once --user" in service
+    moved = _wait(rig, f"rigctl-{b}.service", lambda c: c.get("last_result") == "pass", f"{b}'s canary passing")
+    assert (moved["interval_s"], moved["checks"], moved["on_failure"]) == (2, ["health", "smoke"], "restart")
+    assert _runs(rig, a) == []
+    assert [s["step"] for s in swapped["steps"]] == ["preflight-to", "canary-pause", "stop-from", "gpu-release",
+                                                      "up-to", "remove-from", "canary-move"], swapped
+
+    # rolled back: the canary stays on B, paused while B was stopped, and runs again once B is back
+    start = time.time()
+    code, back = rig.run("swap", b, str(_recipe(rig, "cn-swap-c", port, FAKE_VLLM_MODE="word-salad")), "--user",
+                         timeout=240)
+    end = time.time()
+    assert code == 4 and back["outcome"] == "rolled-back", back
+    assert not (units / "rigctl-cn-swap-c-canary.timer").exists()
+    assert rig.systemctl("is-active", f"rigctl-{b}-canary.timer").strip() == "active"
+    during = [r for r in _runs(rig, b) if start <= r["at"] <= end]
+    assert all(r["ok"] for r in during), during  # no run judged B while the swap had it stopped
+    again = _wait(rig, f"rigctl-{b}.service", lambda c: (c.get("last_run_at") or 0) > end, f"{b}'s canary again")
+    assert again["last_result"] == "pass" and again["restarts"] == 0, again
+    steps = [s["step"] for s in back["steps"]]
+    assert steps[1] == "canary-pause" and steps[-2:] == ["restore-from", "canary-resume"], back

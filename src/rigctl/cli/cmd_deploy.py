@@ -209,7 +209,9 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
     def produce() -> Outcome:
         from rigctl.adapters import real_adapters
-        from rigctl.deploy.swap import HostSwapDeploy, Side, SwapOptions, resolve_source, swap
+        from rigctl.adapters.systemd import SystemctlCli
+        from rigctl.deploy.canary import systemd_dir
+        from rigctl.deploy.swap import CanaryPlace, HostSwapDeploy, Side, SwapOptions, resolve_source, swap
         from rigctl.deploy.target import find_target
 
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
@@ -224,7 +226,8 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         display = views.progress.LiveDisplay(mode=mode, clock=adapters.clock)
         deploy = HostSwapDeploy(scope, adapters=adapters, dirs=dirs, force=split_list(force, option="--force"),
                                 gpus=split_list(gpus, option="--gpus") or None, on_progress=display.progress,
-                                on_stage=display.stage)
+                                on_stage=display.stage,
+                                canary=CanaryPlace(systemd_dir(scope), SystemctlCli(scope), sys.executable))
         try:  # swap() holds both services' locks throughout
             result = swap(from_side, to_side, deploy=deploy, gpu=adapters.gpu, clock=adapters.clock,
                           options=SwapOptions(release_timeout_s=release_timeout),

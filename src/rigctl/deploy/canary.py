@@ -159,6 +159,55 @@ def remove(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) 
                         message=f"canary of {deployment} removed" if removed else f"{deployment} has no canary")
 
 
+# --- across a swap ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Held:
+    """A canary `swap` paused: whose it was, and the settings it ran with (None: its record was unreadable)."""
+
+    deployment: str
+    config: history.CanaryConfig | None
+    timer: str
+
+
+def pause(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) -> Held | None:
+    """Stop ``deployment``'s canary for a swap, its units and record kept: the timer, then a run in progress
+    (it must not judge, or try to restart, an engine the swap stopped on purpose). None: it has none."""
+    timer = timer_name(deployment)
+    if not (unit_dir / timer).is_file():
+        return None
+    config = history.canary_state(state_dir, deployment).config
+    systemd.stop(timer, wait=True, timeout=30)
+    systemd.stop(service_name(deployment), wait=True, timeout=60)
+    return Held(deployment, config, timer)
+
+
+def resume(held: Held, *, systemd: Units) -> None:
+    """Start a paused canary's timer again (a rollback: it watches the deployment it watched before); the
+    first run comes one interval from now."""
+    systemd.enable_now(held.timer)
+
+
+def move(
+    held: Held, target: str, *, engine_unit: str, command: Sequence[str], unit_dir: Path, state_dir: Path,
+    systemd: Units, now: float,
+) -> CanaryChange:
+    """After a swap: the canary of ``held.deployment`` (removed, with its record) becomes ``target``'s, with
+    the same interval, checks, failure policy and bound. Its runs stay behind: they judged another model."""
+    remove(held.deployment, unit_dir=unit_dir, state_dir=state_dir, systemd=systemd)
+    config = held.config
+    if config is None:
+        return CanaryChange(target, "absent", timer_name(target), service_name(target), str(unit_dir),
+                            message=f"{held.deployment}'s canary had no readable settings: {target} has no canary "
+                                    f"(`rigctl canary {target} --every 10m` installs one)")
+    change = install(target, engine_unit=engine_unit, every_s=config.every_s, checks=config.checks,
+                     on_failure=config.on_failure, after=config.after, timeout_s=config.timeout_s, command=command,
+                     unit_dir=unit_dir, state_dir=state_dir, systemd=systemd, now=now)
+    change.message = f"the canary of {held.deployment} now watches {target}: {change.message}"
+    return change
+
+
 # --- one run ----------------------------------------------------------------------------------------
 
 
