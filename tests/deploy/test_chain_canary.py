@@ -9,6 +9,7 @@ Every wait is bounded; nothing here depends on how fast a run is, only on the or
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -102,8 +103,6 @@ def rig_cmd() -> list[str]:
 
 
 def _runs(rig: Rig, name: str) -> list[dict[str, Any]]:
-    import json
-
     path = _state_home(rig) / "rigctl" / "deployments" / "history" / f"{name}.canary.json"
     return json.loads(path.read_text())["runs"] if path.exists() else []
 
@@ -223,3 +222,39 @@ def test_swap_moves_the_canary_and_a_rollback_leaves_it_on_the_old_deployment(ri
     assert again["last_result"] == "pass" and again["restarts"] == 0, again
     steps = [s["step"] for s in back["steps"]]
     assert steps[1] == "canary-pause" and steps[-2:] == ["restore-from", "canary-resume"], back
+
+
+def test_the_canary_compares_with_what_verify_export_wrote(rig: Rig) -> None:
+    name, unit = "cn-base", "rigctl-cn-base.service"
+    knob = _deploy(rig, name, 18454)
+    export = rig.workdir / "cn-base.export.json"
+    code, verified = rig.run("verify", name, "--user", "--checks", "smoke,repetition,determinism,soak",
+                             "--export", str(export), timeout=300)
+    assert code == 0, verified
+    doc = json.loads(export.read_text())
+    assert doc["rigctl"]["recipe"] == name and doc["completed"] >= 1  # vllm bench serve's keys, and rigctl's
+    answers = doc["rigctl"]["answers"]
+    assert {a["source"] for a in answers} >= {"smoke[0]", "determinism[0]"}, answers
+
+    code, doc = rig.run("canary", name, "--user", "--every", "2s", "--timeout", "5s", "--checks",
+                        "health,smoke,repetition", "--baseline", str(export))
+    assert code == 0 and doc["settings"]["baseline"]["answers"] == len(answers), doc
+    passing = _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a run that matches the export")
+    assert passing["baseline"]["answers"] == len(answers) and passing["baseline"]["source"] == str(export)
+    assert {"id": "baseline", "status": "pass"} in _runs(rig, name)[-1]["checks"]
+
+    # other answers, none of them wrong or looping: verify's own checks pass, the canary's baseline does not
+    switched = time.time()
+    knob.write_text("drift\n")
+    code, again = rig.run("verify", name, "--user", "--checks", "smoke,repetition,determinism")
+    assert code == 0, again
+    failed = _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the canary seeing the changed answers")
+    assert "the answer changed since `verify --export`" in failed["last_failure_reason"], failed
+    run = next(r for r in _runs(rig, name) if r["at"] > switched and not r["ok"])
+    assert run["failed_check"] == "baseline"
+    assert [c["status"] for c in run["checks"] if c["id"] != "baseline"] == ["pass", "pass", "pass"], run
+    assert _metrics(rig, name)["rigctl_canary_ok"] == 0
+
+    # the engine's answers back as exported: the canary passes again
+    knob.write_text("healthy\n")
+    _wait(rig, unit, lambda c: c.get("last_result") == "pass", "the canary passing again")

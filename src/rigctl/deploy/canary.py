@@ -4,16 +4,19 @@
 scope's systemd unit directory (system: /etc/systemd/system; user: $XDG_CONFIG_HOME/systemd/user), through
 the same atomic writer as the quadlet files, and starts the timer. Each firing runs ``run_once``:
 
-- the chosen verify checks against the recorded endpoint with the recipe's expectations, then one streamed
-  request for TTFT and ITL, all inside one time bound (``timeout_s``): a request gets at most half of it,
-  and a run that has no verdict when the bound is up is a failure ("hung"), never a hung canary;
+- the chosen verify checks against the recorded endpoint with the recipe's expectations, then (with
+  ``--baseline FILE``, a `verify --export` file) the exported requests again, each answer compared with the
+  exported one (check "baseline"), then one streamed request for TTFT and ITL, all inside one time bound
+  (``timeout_s``): a request gets at most half of it, and a run that has no verdict when the bound is up is
+  a failure ("hung"), never a hung canary;
 - the result appended to the deployment's canary record (``deploy.history``: bounded, rotated);
 - after ``after`` consecutive failures and with ``on_failure == "restart"``, the engine's service is
   restarted once, said in the journal (the run's output) and in the record. It never loops: a streak of
   failures costs at most one restart, and only a passing run starts a new streak. The restart is skipped
   when the engine's service is stopped (someone meant it) or another rigctl command holds its lock.
 
-``remove`` (``--off``, and every `down`) stops and deletes both units and the canary's record.
+``remove`` (``--off``, and every `down`) stops and deletes both units and the canary's record. ``pause``,
+``resume`` and ``move`` are what `swap` does with a canary: it follows the deployment that serves.
 """
 
 from __future__ import annotations
@@ -115,11 +118,13 @@ class CanaryChange:
 def install(
     deployment: str, *, engine_unit: str, every_s: int, checks: Sequence[str], on_failure: str, after: int,
     timeout_s: int, command: Sequence[str], unit_dir: Path, state_dir: Path, systemd: Units, now: float,
+    baseline: dict[str, Any] | None = None,
 ) -> CanaryChange:
-    files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(checks), tuple(command)))
+    shown = [*checks, "baseline"] if baseline is not None else list(checks)
+    files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(shown), tuple(command)))
     installed = install_files(unit_dir, files)
     state = history.canary_state(state_dir, deployment)
-    config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now)
+    config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now, baseline)
     before = state.config
     same = before is not None and dataclasses.replace(before, installed_at=now) == config
     if same and before is not None:
@@ -134,8 +139,8 @@ def install(
     fresh = before is None and installed.changed
     action = "installed" if fresh else ("updated" if installed.changed or not same else "unchanged")
     return CanaryChange(deployment, action, timer_name(deployment), service_name(deployment), str(unit_dir),
-                        written=[str(p) for p in installed.written], settings=dataclasses.asdict(config),
-                        message=f"canary of {deployment}: every {every_s}s, {','.join(checks)}, "
+                        written=[str(p) for p in installed.written], settings=config.shown(),
+                        message=f"canary of {deployment}: every {every_s}s, {','.join(shown)}, "
                                 f"on failure {on_failure} after {after}")
 
 
@@ -194,7 +199,8 @@ def move(
     systemd: Units, now: float,
 ) -> CanaryChange:
     """After a swap: the canary of ``held.deployment`` (removed, with its record) becomes ``target``'s, with
-    the same interval, checks, failure policy and bound. Its runs stay behind: they judged another model."""
+    the same interval, checks, failure policy and bound. Its runs stay behind: they judged another model, and
+    so does its baseline (the answers of another model are no baseline for this one)."""
     remove(held.deployment, unit_dir=unit_dir, state_dir=state_dir, systemd=systemd)
     config = held.config
     if config is None:
@@ -205,6 +211,9 @@ def move(
                      on_failure=config.on_failure, after=config.after, timeout_s=config.timeout_s, command=command,
                      unit_dir=unit_dir, state_dir=state_dir, systemd=systemd, now=now)
     change.message = f"the canary of {held.deployment} now watches {target}: {change.message}"
+    if config.baseline is not None:
+        change.message += (f"; without {held.deployment}'s baseline (`rigctl verify {target} --export FILE`, then "
+                           f"`--baseline FILE`)")
     return change
 
 
@@ -270,16 +279,21 @@ def bounded(probe: Prober, timeout_s: float) -> Verdict:
                                          "(hung? /health may still say 200)")
 
 
-def verify_prober(recipe: Any, endpoint: Any, checks: Sequence[str]) -> Prober:
-    """The real checks: verify's runner with the recipe's expectations, then one streamed TTFT probe."""
+def verify_prober(recipe: Any, endpoint: Any, checks: Sequence[str], baseline: dict[str, Any] | None = None) -> Prober:
+    """The real checks: verify's runner with the recipe's expectations, the baseline's requests (when there is
+    one), then one streamed TTFT probe."""
+    from rigctl.verify.export import Baseline  # noqa: PLC0415
+
+    against = Baseline.from_dict(baseline) if baseline is not None else None
 
     def probe(request_timeout_s: float) -> Verdict:
-        return asyncio.run(_probe(recipe, endpoint, tuple(checks), request_timeout_s))
+        return asyncio.run(_probe(recipe, endpoint, tuple(checks), request_timeout_s, against))
 
     return probe
 
 
-async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_timeout_s: float) -> Verdict:
+async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_timeout_s: float,
+                 baseline: Any = None) -> Verdict:
     from rigctl.verify import target as verify_target  # noqa: PLC0415 - the HTTP client loads for a run only
     from rigctl.verify.client import EngineRequestError, HttpEngine, Request  # noqa: PLC0415
     from rigctl.verify.runner import run_checks_async  # noqa: PLC0415
@@ -291,6 +305,11 @@ async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_ti
         failing = next((c for c in report.checks if c.status in ("fail", "error")), None)
         if failing is not None:
             return Verdict(False, results, failing.id, history.clip_reason(failing.message))
+        if baseline is not None:
+            changed = await compare_baseline(engine, baseline, request_timeout_s)
+            results.append({"id": "baseline", "status": "pass" if changed is None else "fail"})
+            if changed is not None:
+                return Verdict(False, results, "baseline", history.clip_reason(changed))
         try:
             done = await engine.complete(Request(TTFT_TOKENS, prompt=TTFT_PROBE, stream=True),
                                          timeout=request_timeout_s, idle_timeout=request_timeout_s)
@@ -299,6 +318,26 @@ async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_ti
         gaps = done.itl_s()
         return Verdict(True, results, ttft_ms=None if done.ttft_s is None else round(done.ttft_s * 1000, 2),
                        itl_ms=round(sum(gaps) / len(gaps) * 1000, 3) if gaps else None)
+
+
+async def compare_baseline(engine: Any, baseline: Any, request_timeout_s: float) -> str | None:
+    """Each exported request asked again (temperature 0); None when every answer is the exported one, else
+    what changed (the first answer that did)."""
+    from rigctl.verify.client import EngineRequestError, Request  # noqa: PLC0415
+    from rigctl.verify.export import drift  # noqa: PLC0415
+
+    for answer in baseline.answers:
+        request = Request(answer.max_tokens, prompt=answer.prompt, messages=answer.messages)
+        try:
+            done = await engine.complete(request, timeout=request_timeout_s)
+        except EngineRequestError as err:
+            return f"{answer.source}: the baseline's request failed: {err.message}"
+        changed = drift(answer, done.text)
+        if changed is not None:
+            digest = f", image {baseline.image_digest[:19]}" if baseline.image_digest else ""
+            return (f"{changed.source}: the answer changed since `verify --export` ({baseline.date}{digest}) at "
+                    f"character {changed.at}: was {changed.was[:60]!r}, now {changed.now[:60]!r}")
+    return None
 
 
 def run_once(
