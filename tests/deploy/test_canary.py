@@ -535,6 +535,9 @@ def test_a_baseline_is_kept_in_the_record_and_shown_summarised(tmp_path: Path) -
     data["config"]["baseline"]["answers"] = [{"source": "smoke[0]"}]
     path.write_text(json.dumps(data))
     assert history.canary_state(state_dir, "demo").config is None
+    done = runs(state_dir, verdicts(True), 1, units)[0]  # the probe would pass: it is not asked
+    assert not done.ok and done.failed_check == "canary" and "cannot be read" in (done.reason or "")
+    assert json.loads(path.read_text())["config"] == data["config"]  # kept as found, for a person to look at
 
     # a swap moves the canary without the baseline: another model's answers are no baseline
     canary.install("demo", engine_unit=ENGINE, every_s=600, checks=["smoke"], on_failure="none", after=2,

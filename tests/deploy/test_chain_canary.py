@@ -175,14 +175,19 @@ def test_canary_fails_a_hung_engine_whose_health_answers_and_off_removes_it(rig:
     code, doc = rig.run("canary", name, "--user", "--every", "3s", "--timeout", "4s")
     assert code == 0, doc
     _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a passing run")
+    switched = time.time()
     knob.write_text("hang\n")
     failed = _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the hung engine failing")
     assert failed["restarts"] == 0  # --on-failure none: only recorded
+    after = [r for r in _runs(rig, name) if r["at"] > switched]
+    assert after and not after[0]["ok"] and after[0]["failed_check"] in ("timeout", "smoke"), after  # the first run
+    assert _metrics(rig, name)["rigctl_canary_ok"] == 0
     code, health = rig.run("verify", name, "--user", "--checks", "health")
     assert code == 0, health  # /health still says 200: only the canary's content check sees it
     code, off = rig.run("canary", name, "--user", "--off")
     assert code == 0 and off["action"] == "removed", off
     assert _canary(rig, unit) == {}
+    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-cn-hang-canary.timer").strip() == "not-found"
 
 
 def test_swap_moves_the_canary_and_a_rollback_leaves_it_on_the_old_deployment(rig: Rig) -> None:

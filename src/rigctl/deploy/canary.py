@@ -348,11 +348,19 @@ def run_once(
     """One canary run: the checks (bounded), the record, and at most one restart per failure streak."""
     state = history.canary_state(state_dir, deployment)
     config = state.config or fallback
+    if config is None and state.unreadable_config is not None:
+        config = history.CanaryConfig(0, [], "none", 1, 1)  # nothing is run: the record is the failure
     if config is None:
         raise UsageError(f"{deployment} has no canary", fix=f"`rigctl canary {deployment} --every 10m` installs one")
     start = clock()
     mono = time.monotonic()
-    verdict = bounded(probe, config.timeout_s)
+    if state.unreadable_config is not None:
+        # settings that are there but cannot be read (a damaged baseline, say) are a failing canary, never one
+        # that runs the defaults and so compares less than it was told to
+        verdict = Verdict(False, [], "canary", f"the canary's settings in its record cannot be read: `rigctl canary "
+                                               f"{deployment} --every SPAN ...` writes them again")
+    else:
+        verdict = bounded(probe, config.timeout_s)
     result = RunResult(deployment, verdict.ok, start, time.monotonic() - mono, verdict.checks, verdict.failed_check,
                        verdict.reason, verdict.ttft_ms, verdict.itl_ms)
     state.counts["runs"] += 1

@@ -216,10 +216,12 @@ class CanaryState:
     restarted_in_streak: bool = False
     restarts: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: {"runs": 0, "failures": 0, "restarts": 0})
+    # the record's settings as found when they could not be read (kept as they are, written back untouched)
+    unreadable_config: Any = None
 
     def to_dict(self, deployment: str) -> dict[str, Any]:
         return {"version": 1, "deployment": deployment,
-                "config": None if self.config is None else vars(self.config),
+                "config": self.unreadable_config if self.config is None else vars(self.config),
                 "runs": self.runs[-RUNS_KEPT:], "consecutive_failures": self.consecutive_failures,
                 "restarted_in_streak": self.restarted_in_streak, "restarts": self.restarts[-RESTARTS_KEPT:],
                 "counts": self.counts}
@@ -256,6 +258,8 @@ class CanaryState:
 def canary_state(state_dir: Path, deployment: str) -> CanaryState:
     data = _load(_file(state_dir, deployment, "canary"))
     state = CanaryState(config=CanaryConfig.from_dict(data.get("config")))
+    if state.config is None and data.get("config") is not None:
+        state.unreadable_config = data["config"]
     runs = data.get("runs")
     state.runs = [r for r in runs if isinstance(r, dict)][-RUNS_KEPT:] if isinstance(runs, list) else []
     failures = data.get("consecutive_failures")
