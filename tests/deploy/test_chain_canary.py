@@ -263,3 +263,20 @@ def test_the_canary_compares_with_what_verify_export_wrote(rig: Rig) -> None:
     # the engine's answers back as exported: the canary passes again
     knob.write_text("healthy\n")
     _wait(rig, unit, lambda c: c.get("last_result") == "pass", "the canary passing again")
+
+
+def test_up_again_pauses_the_canary_while_it_replaces_the_engine(rig: Rig) -> None:
+    name, unit = "cn-redeploy", "rigctl-cn-redeploy.service"
+    _deploy(rig, name, 18456)
+    code, doc = rig.run("canary", name, "--user", "--every", "2s", "--timeout", "3s", "--checks", "health,smoke")
+    assert code == 0, doc
+    _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a passing run")
+    start = time.time()
+    code, again = rig.run("up", str(_recipe(rig, name, 18456, FAKE_VLLM_TOKEN_DELAY="0.003")), "--user")
+    end = time.time()
+    assert code == 0 and again["action"] == "replaced", again
+    during = [r for r in _runs(rig, name) if start <= r["at"] <= end]
+    assert all(r["ok"] for r in during), during  # the engine stopped on purpose is no failure
+    assert rig.systemctl("is-active", f"rigctl-{name}-canary.timer").strip() == "active"
+    after = _wait(rig, unit, lambda c: (c.get("last_run_at") or 0) > end, "a run after the new engine is up")
+    assert after["last_result"] == "pass" and after["consecutive_failures"] == 0, after

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,8 @@ from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from rigctl.deploy.target import Target
     from rigctl.host.early import EarlyProbes
     from rigctl.places import Scope
@@ -56,9 +59,10 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             with locked(name, f"up {name}"):
                 display.stage("preflight")
                 plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, early=early)
-                result = up(plan, recipe_source=str(loaded.source.path), adapters=adapters, dirs=Dirs.of(scope),
-                            options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
-                            on_progress=display.progress, on_stage=display.stage)
+                with _canary_paused(name, scope) if plan.ok else contextlib.nullcontext():
+                    result = up(plan, recipe_source=str(loaded.source.path), adapters=adapters,
+                                dirs=Dirs.of(scope), options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
+                                on_progress=display.progress, on_stage=display.stage)
         finally:
             display.close()
             adapters.probe.close()
@@ -158,6 +162,34 @@ def _follow(target: Target, *, tail: int | None, since: str | None, restart_wait
                                       restart_wait_s=restart_wait_s, end=end):
         source = views.log_lines(sys.stdout, [line], source=source)
     return Outcome("logs", end.ok, {}, view=None, exit_code=ExitCode.OK if end.ok else ExitCode.DEPLOY_FAILED)
+
+
+@contextlib.contextmanager
+def _canary_paused(name: str, scope: Scope) -> Iterator[None]:
+    """The deployment's canary (if it has one) stopped while `up` replaces or restarts its engine, started again
+    after, whatever `up` did: its runs would otherwise record the restart as failures (and turn a scraped
+    rigctl_canary_ok to 0 on every deployment). The first run after comes one interval later."""
+    from rigctl.adapters.systemd import SystemctlCli
+    from rigctl.cli import output
+    from rigctl.deploy import canary
+    from rigctl.errors import CommandError
+    from rigctl.places import state_dir
+
+    units = SystemctlCli(scope)
+    try:
+        held = canary.pause(name, unit_dir=canary.systemd_dir(scope), state_dir=state_dir(scope), systemd=units)
+    except CommandError as err:  # no reason to refuse the deployment: its runs meanwhile may fail, that is all
+        output.warn(f"warning: {name}'s canary could not be stopped during up: {err.message}")
+        held = None
+    try:
+        yield
+    finally:
+        if held is not None:
+            try:
+                canary.resume(held, systemd=units)
+            except CommandError as err:
+                output.warn(f"warning: {held.timer} could not be started again after up: {err.message}; "
+                            f"`rigctl canary {name} --every SPAN` installs it again")
 
 
 @app.command("down")
