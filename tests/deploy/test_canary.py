@@ -564,3 +564,9 @@ def test_the_cli_takes_a_baseline_of_the_same_deployment_only(tmp_path: Path) ->
     done = subprocess.run([sys.executable, "-m", "rigctl", "canary", "demo", "--baseline", str(path), "--json"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "give it with --every" in done.stdout + done.stderr
+
+
+def test_the_baseline_is_no_check_name() -> None:
+    with pytest.raises(UsageError) as err:
+        canary.check_settings(600, ["smoke", "baseline"], 2, 60, minimum=60)
+    assert "--baseline FILE" in (err.value.fix or "")

@@ -15,8 +15,9 @@ the same atomic writer as the quadlet files, and starts the timer. Each firing r
   failures costs at most one restart, and only a passing run starts a new streak. The restart is skipped
   when the engine's service is stopped (someone meant it) or another rigctl command holds its lock.
 
-``remove`` (``--off``, and every `down`) stops and deletes both units and the canary's record. ``pause``,
-``resume`` and ``move`` are what `swap` does with a canary: it follows the deployment that serves.
+``remove`` (``--off``, and every `down`) stops and deletes both units and the canary's record. ``pause``
+and ``resume`` hold it while `up` replaces the engine or `swap` stops it on purpose; ``move`` hands it to
+the deployment a swap brought in: it follows the deployment that serves.
 """
 
 from __future__ import annotations
@@ -82,8 +83,10 @@ def check_settings(every_s: int, checks: Sequence[str], after: int, timeout_s: i
                          fix="e.g. --every 10m")
     unknown = [c for c in checks if c not in ALLOWED_CHECKS]
     if unknown or not checks:
+        fix = ("the baseline comes with --baseline FILE (a `rigctl verify NAME --export FILE`)" if "baseline" in unknown
+               else "the soak is a load test: run it with `rigctl verify --checks soak`, not every interval")
         raise UsageError(f"--checks: {', '.join(unknown) or 'none given'}: a canary runs {', '.join(ALLOWED_CHECKS)}",
-                         fix="the soak is a load test: run it with `rigctl verify --checks soak`, not every interval")
+                         fix=fix)
     if after < 1:
         raise UsageError("--after: at least 1 consecutive failure")
     if timeout_s < 1:
@@ -169,7 +172,7 @@ def remove(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) 
 
 @dataclass
 class Held:
-    """A canary `swap` paused: whose it was, and the settings it ran with (None: its record was unreadable)."""
+    """A paused canary: whose it was, and the settings it ran with (None: its record was unreadable)."""
 
     deployment: str
     config: history.CanaryConfig | None
@@ -177,8 +180,8 @@ class Held:
 
 
 def pause(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) -> Held | None:
-    """Stop ``deployment``'s canary for a swap, its units and record kept: the timer, then a run in progress
-    (it must not judge, or try to restart, an engine the swap stopped on purpose). None: it has none."""
+    """Stop ``deployment``'s canary, its units and record kept: the timer, then a run in progress (it must not
+    judge, or try to restart, an engine a swap or `up` stops on purpose). None: it has none."""
     timer = timer_name(deployment)
     if not (unit_dir / timer).is_file():
         return None

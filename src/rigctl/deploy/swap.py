@@ -425,7 +425,6 @@ class HostSwapDeploy:
                                  options=UpOptions(verify=True), on_progress=self.on_progress,
                                  on_stage=self.on_stage)
 
-
     def pause_canary(self, side: Side) -> canaries.Held | None:
         if self.canary is None:
             return None
