@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -356,3 +357,216 @@ def test_doctor_lists_the_canaries_and_those_without_a_deployment(tmp_path: Path
     listed = canary.installed([Scope.USER])
     assert [(c["deployment"], c["deployed"]) for c in listed] == [("demo", True), ("gone", False)]
     assert listed[0]["service"] == str(units / "rigctl-demo-canary.service")
+
+
+# --- across a swap -------------------------------------------------------------------------------------------
+
+
+def test_pause_move_and_resume(tmp_path: Path) -> None:
+    units = Units()
+    unit_dir, state_dir = tmp_path / "units", tmp_path / "state"
+    command = ["/usr/bin/python3", "-m", "rigctl", "canary", "demo", "--run-once", "--user"]
+    canary.install("demo", engine_unit=ENGINE, every_s=90, checks=["smoke", "determinism"], on_failure="restart",
+                   after=3, timeout_s=20, command=command, unit_dir=unit_dir, state_dir=state_dir, systemd=units,
+                   now=1.0)
+    assert canary.pause("other", unit_dir=unit_dir, state_dir=state_dir, systemd=units) is None  # has none
+    units.calls.clear()
+    held = canary.pause("demo", unit_dir=unit_dir, state_dir=state_dir, systemd=units)
+    assert held is not None and held.config is not None and held.config.every_s == 90
+    assert units.calls == ["stop rigctl-demo-canary.timer", "stop rigctl-demo-canary.service"]
+    assert sorted(p.name for p in unit_dir.iterdir()) == ["rigctl-demo-canary.service", "rigctl-demo-canary.timer"]
+    canary.resume(held, systemd=units)
+    assert units.calls[-1] == "enable rigctl-demo-canary.timer"
+
+    moved = canary.move(held, "next", engine_unit="rigctl-next.service",
+                        command=canary.command_for("next", Scope.USER, "/usr/bin/python3"), unit_dir=unit_dir,
+                        state_dir=state_dir, systemd=units, now=5.0)
+    assert moved.action == "installed" and "now watches next" in moved.message
+    assert sorted(p.name for p in unit_dir.iterdir()) == ["rigctl-next-canary.service", "rigctl-next-canary.timer"]
+    service = (unit_dir / "rigctl-next-canary.service").read_text()
+    assert "After=rigctl-next.service" in service and "canary next --run-once --user" in service
+    assert "OnUnitActiveSec=90s" in (unit_dir / "rigctl-next-canary.timer").read_text()
+    assert history.canary_state(state_dir, "demo").summary() is None  # the old record went with it
+    config = history.canary_state(state_dir, "next").config
+    assert config is not None and (config.checks, config.on_failure, config.after, config.timeout_s) == (
+        ["smoke", "determinism"], "restart", 3, 20)
+    assert "enable rigctl-next-canary.timer" in units.calls
+
+
+def test_a_canary_without_readable_settings_is_not_moved(tmp_path: Path) -> None:
+    units = Units()
+    unit_dir, state_dir = tmp_path / "units", tmp_path / "state"
+    canary.install("demo", engine_unit=ENGINE, every_s=90, checks=["smoke"], on_failure="none", after=1,
+                   timeout_s=20, command=["/usr/bin/python3"], unit_dir=unit_dir, state_dir=state_dir, systemd=units,
+                   now=1.0)
+    (state_dir / "history" / "demo.canary.json").write_text("{damaged")
+    held = canary.pause("demo", unit_dir=unit_dir, state_dir=state_dir, systemd=units)
+    assert held is not None and held.config is None
+    moved = canary.move(held, "next", engine_unit="rigctl-next.service", command=["/usr/bin/python3"],
+                        unit_dir=unit_dir, state_dir=state_dir, systemd=units, now=5.0)
+    assert moved.action == "absent" and "rigctl canary next --every" in moved.message
+    assert not list(unit_dir.iterdir())
+
+
+# --- the baseline: verify --export's answers, asked again ------------------------------------------------------
+
+
+def exported(answers: list[dict[str, Any]], *, recipe: str | None = "demo") -> dict[str, Any]:
+    from rigctl.severity import Severity
+    from rigctl.verify.report import CheckResult
+
+    soak = CheckResult("soak", Severity.OK, "ok", {"requests": 8, "concurrency": 4, "duration_s": 1.0})
+    return json.loads(json.dumps(soak_export(
+        soak, model="m", base_url="http://127.0.0.1:1", recipe=recipe, recipe_source=None, image="img@sha256:ab",
+        image_digest="sha256:ab", gpus=[], gpu_note=None, version="rigctl 0", now=0, answers=answers)))
+
+
+def test_the_export_keeps_the_answers_of_verifys_fixed_requests() -> None:
+    from rigctl.verify.client import Request
+    from rigctl.verify.export import answers_of, baseline_of
+    from rigctl.verify.session import Output
+
+    ocean = Request(48, prompt="Here is one sentence about the ocean:")
+    outputs = [
+        Output("smoke[0]", " Paris.", Request(16, prompt="The capital of France is")),
+        Output("repetition[2]", " The sun rose.", Request(128, messages=(("user", "Describe a sunrise."),))),
+        Output("determinism[0]", " Waves.", ocean), Output("determinism[1]", " Waves.", ocean),  # asked once
+        Output("soak[3]", " x", Request(64, prompt="shared prefix", stream=True)),  # concurrent: not a baseline
+        Output("needle", " codes", Request(100, prompt="long")),
+        Output("smoke[1]", " clipped", None),  # its text was cut: no request kept
+    ]
+    answers = answers_of(outputs)
+    assert [a["source"] for a in answers] == ["smoke[0]", "repetition[2]", "determinism[0]"]
+    assert answers[1]["messages"] == [["user", "Describe a sunrise."]] and answers[1]["prompt"] is None
+    doc = exported(answers)
+    assert doc["rigctl"]["answers"] == answers
+    base = baseline_of(doc, "x.json")
+    assert (base.recipe, base.image_digest, len(base.answers)) == ("demo", "sha256:ab", 3)
+    assert base.answers[1].messages == (("user", "Describe a sunrise."),)
+    assert type(base).from_dict(base.to_dict()) == base
+
+
+@pytest.mark.parametrize(("doc", "why"), [
+    ({"date": "x"}, "not a `rigctl verify --export` file"),
+    ("list", "not a `rigctl verify --export` file"),
+    ({"rigctl": {"recipe": "demo", "answers": []}}, "holds no answers"),
+    ({"rigctl": {"recipe": "demo", "answers": [{"source": "s", "prompt": "p", "max_tokens": 0, "text": ""}]}},
+     "rigctl.answers[0]"),
+    ({"rigctl": {"recipe": "demo", "answers": [{"source": "s", "prompt": "p", "messages": [["user", "p"]],
+                                                 "max_tokens": 8, "text": ""}]}}, "rigctl.answers[0]"),
+    ({"rigctl": {"recipe": None, "answers": [{"source": "s", "prompt": "p", "max_tokens": 8, "text": ""}]}},
+     "names no recipe"),
+])
+def test_a_file_that_is_no_baseline_is_refused(doc: Any, why: str) -> None:
+    from rigctl.errors import InvalidInputError
+    from rigctl.verify.export import baseline_of
+
+    with pytest.raises(InvalidInputError, match=None) as err:
+        baseline_of(doc, "x.json")
+    assert why in str(err.value.problems), err.value.problems
+
+
+def test_drift_says_where_an_answer_changed() -> None:
+    from rigctl.verify.export import Answer, drift
+
+    answer = Answer("determinism[0]", "p", None, 8, " Waves break on the shore.")
+    assert drift(answer, " Waves break on the shore.") is None
+    changed = drift(answer, " Waves break on rocks.")
+    assert changed is not None and changed.at == 16 and changed.source == "determinism[0]"
+    assert drift(answer, " Waves") is not None and drift(answer, " Waves").at == 6  # type: ignore[union-attr]
+
+
+class AnsweringEngine:
+    """verify's engine API, as far as the baseline asks it: each prompt's answer from a table."""
+
+    def __init__(self, answers: dict[str, str], fail: bool = False) -> None:
+        self.answers, self.fail, self.asked = answers, fail, []
+
+    async def complete(self, request: Any, *, timeout: float, idle_timeout: float | None = None) -> Any:
+        from rigctl.verify.client import Completion, EngineRequestError
+
+        self.asked.append((request.prompt, request.messages, request.max_tokens, request.temperature))
+        if self.fail:
+            raise EngineRequestError("timeout", "no answer within 3 s")
+        key = request.prompt if request.prompt is not None else request.messages[0][1]
+        return Completion(self.answers[key], "stop", None, None, 0.01)
+
+
+def test_compare_baseline_asks_each_request_again() -> None:
+    import asyncio
+
+    from rigctl.verify.export import baseline_of
+
+    answers = [{"source": "smoke[0]", "prompt": "capital", "messages": None, "max_tokens": 16, "text": " Paris."},
+               {"source": "repetition[2]", "prompt": None, "messages": [["user", "sunrise"]], "max_tokens": 128,
+                "text": " The sun rose."}]
+    base = baseline_of(exported(answers), "x.json")
+    same = AnsweringEngine({"capital": " Paris.", "sunrise": " The sun rose."})
+    assert asyncio.run(canary.compare_baseline(same, base, 3.0)) is None
+    assert same.asked == [("capital", None, 16, 0.0), (None, (("user", "sunrise"),), 128, 0.0)]
+    other = AnsweringEngine({"capital": " Paris.", "sunrise": " The moon set."})
+    reason = asyncio.run(canary.compare_baseline(other, base, 3.0))
+    assert reason is not None and reason.startswith("repetition[2]: the answer changed since `verify --export`")
+    assert "sha256:ab" in reason and "' The sun rose.'" in reason and "' The moon set.'" in reason
+    down = asyncio.run(canary.compare_baseline(AnsweringEngine({}, fail=True), base, 3.0))
+    assert down is not None and "the baseline's request failed: no answer within 3 s" in down
+
+
+def test_a_baseline_is_kept_in_the_record_and_shown_summarised(tmp_path: Path) -> None:
+    from rigctl.verify.export import baseline_of
+
+    units = Units()
+    unit_dir, state_dir = tmp_path / "units", tmp_path / "state"
+    base = baseline_of(exported([{"source": "smoke[0]", "prompt": "capital", "max_tokens": 16, "text": " Paris."}]),
+                       "/tmp/demo.json").to_dict()
+    change = canary.install("demo", engine_unit=ENGINE, every_s=600, checks=["smoke"], on_failure="none", after=2,
+                            timeout_s=60, command=["/usr/bin/python3"], unit_dir=unit_dir, state_dir=state_dir,
+                            systemd=units, now=1.0, baseline=base)
+    assert change.settings is not None and change.settings["baseline"]["answers"] == 1
+    assert "smoke,baseline" in (unit_dir / "rigctl-demo-canary.timer").read_text()
+    state = history.canary_state(state_dir, "demo")
+    assert state.config is not None and state.config.baseline == base
+    summary = state.summary()
+    assert summary is not None and summary["baseline"] == {**{k: v for k, v in base.items() if k != "answers"},
+                                                           "answers": 1}
+    # a damaged baseline is no canary that quietly compares nothing
+    path = state_dir / "history" / "demo.canary.json"
+    data = json.loads(path.read_text())
+    data["config"]["baseline"]["answers"] = [{"source": "smoke[0]"}]
+    path.write_text(json.dumps(data))
+    assert history.canary_state(state_dir, "demo").config is None
+    done = runs(state_dir, verdicts(True), 1, units)[0]  # the probe would pass: it is not asked
+    assert not done.ok and done.failed_check == "canary" and "cannot be read" in (done.reason or "")
+    assert json.loads(path.read_text())["config"] == data["config"]  # kept as found, for a person to look at
+
+    # a swap moves the canary without the baseline: another model's answers are no baseline
+    canary.install("demo", engine_unit=ENGINE, every_s=600, checks=["smoke"], on_failure="none", after=2,
+                   timeout_s=60, command=["/usr/bin/python3"], unit_dir=unit_dir, state_dir=state_dir,
+                   systemd=units, now=1.0, baseline=base)
+    held = canary.pause("demo", unit_dir=unit_dir, state_dir=state_dir, systemd=units)
+    assert held is not None
+    moved = canary.move(held, "next", engine_unit="rigctl-next.service", command=["/usr/bin/python3"],
+                        unit_dir=unit_dir, state_dir=state_dir, systemd=units, now=2.0)
+    assert "without demo's baseline" in moved.message
+    config = history.canary_state(state_dir, "next").config
+    assert config is not None and config.baseline is None
+
+
+def test_the_cli_takes_a_baseline_of_the_same_deployment_only(tmp_path: Path) -> None:
+    from rigctl.cli.cmd_canary import _baseline
+
+    answers = [{"source": "smoke[0]", "prompt": "capital", "max_tokens": 16, "text": " Paris."}]
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps(exported(answers)))
+    assert _baseline(path, "demo")["answers"][0]["text"] == " Paris."
+    with pytest.raises(UsageError, match="the export is of demo, not of other"):
+        _baseline(path, "other")
+    done = subprocess.run([sys.executable, "-m", "rigctl", "canary", "demo", "--baseline", str(path), "--json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "give it with --every" in done.stdout + done.stderr
+
+
+def test_the_baseline_is_no_check_name() -> None:
+    with pytest.raises(UsageError) as err:
+        canary.check_settings(600, ["smoke", "baseline"], 2, 60, minimum=60)
+    assert "--baseline FILE" in (err.value.fix or "")

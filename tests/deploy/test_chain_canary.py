@@ -9,6 +9,7 @@ Every wait is bounded; nothing here depends on how fast a run is, only on the or
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -21,30 +22,48 @@ from tests.deploy.conftest import REPO, Rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-USER_UNITS = Path("/root/.config/systemd/user")
+
+
+def _config_home(rig: Rig) -> Path:
+    """Where rigctl (run with the rig's environment) puts user units: $XDG_CONFIG_HOME, else ~/.config; the
+    same rule on both flavours (the podman 5 root has its own /root)."""
+    return Path(rig.env.get("XDG_CONFIG_HOME") or Path(rig.env["HOME"]) / ".config")
+
+
+def _state_home(rig: Rig) -> Path:
+    return Path(rig.env.get("XDG_STATE_HOME") or Path(rig.env["HOME"]) / ".local" / "state")
+
+
+def _user_units(rig: Rig) -> Path:
+    return _config_home(rig) / "systemd" / "user"
 
 
 def _engine_dir(rig: Rig) -> tuple[Path, Path]:
     engine = rig.workdir / "engine"
-    engine.mkdir()
-    shutil.copy(REPO / "tests" / "engine" / "fake_vllm.py", engine / "engine.py")
-    shutil.copy(REPO / ".ci" / "testbed" / "vllm-entrypoint.py", engine / "entrypoint.py")
+    if not engine.is_dir():
+        engine.mkdir()
+        shutil.copy(REPO / "tests" / "engine" / "fake_vllm.py", engine / "engine.py")
+        shutil.copy(REPO / ".ci" / "testbed" / "vllm-entrypoint.py", engine / "entrypoint.py")
     knob = rig.workdir / "knob"
-    knob.mkdir()
+    knob.mkdir(exist_ok=True)
     return engine, knob
 
 
-def _deploy(rig: Rig, name: str, port: int) -> Path:
+def _recipe(rig: Rig, name: str, port: int, **env: str) -> Path:
+    """A recipe of the test engine in this checkout, whose answers the knob file switches while it runs."""
     engine, knob = _engine_dir(rig)
     rig.env["RIGCTL_TESTBED"] = "1"
-    path = rig.recipe(name, port, env={"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MODE_FILE": "/knob/mode"},
+    return rig.recipe(name, port, env={"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_MODE_FILE": "/knob/mode", **env},
                       container={"publish": {"port": port}, "volumes": [
                           {"host": str(rig.ckpt), "container": "/models/test"},
                           {"host": str(engine), "container": "/opt/rigctl-test-engine"},
                           {"host": str(knob), "container": "/knob"}]})
-    code, doc = rig.run("up", str(path), "--user")
+
+
+def _deploy(rig: Rig, name: str, port: int) -> Path:
+    code, doc = rig.run("up", str(_recipe(rig, name, port)), "--user")
     assert code == 0, doc
-    return knob / "mode"
+    return rig.workdir / "knob" / "mode"
 
 
 def _canary(rig: Rig, unit: str) -> dict[str, Any]:
@@ -85,20 +104,20 @@ def rig_cmd() -> list[str]:
 
 
 def _runs(rig: Rig, name: str) -> list[dict[str, Any]]:
-    import json
-
-    path = Path("/root/.local/state/rigctl/deployments/history") / f"{name}.canary.json"
+    path = _state_home(rig) / "rigctl" / "deployments" / "history" / f"{name}.canary.json"
     return json.loads(path.read_text())["runs"] if path.exists() else []
 
 
 def test_canary_passes_then_catches_word_salad_restarts_once_and_down_removes_it(rig: Rig) -> None:
-    name, unit = "canary-salad", "rigctl-canary-salad.service"
-    knob = _deploy(rig, name, 18261)
+    name, unit = "cn-salad", "rigctl-cn-salad.service"
+    knob = _deploy(rig, name, 18451)
     code, doc = rig.run("canary", name, "--user", "--every", "3s", "--timeout", "3s", "--on-failure", "restart",
                         "--after", "2")
     assert code == 0, doc
-    assert doc["action"] == "installed" and doc["timer"] == "rigctl-canary-salad-canary.timer"
-    files = [USER_UNITS / "rigctl-canary-salad-canary.timer", USER_UNITS / "rigctl-canary-salad-canary.service"]
+    assert doc["action"] == "installed" and doc["timer"] == "rigctl-cn-salad-canary.timer"
+    units = Path(doc["unit_dir"])
+    assert units == _user_units(rig), doc
+    files = [units / "rigctl-cn-salad-canary.timer", units / "rigctl-cn-salad-canary.service"]
     assert all(f.is_file() for f in files)
     verify = subprocess.run(["systemd-analyze", "--user", "verify", *map(str, files)], env=rig.env,
                             capture_output=True, text=True, timeout=60, check=False)
@@ -133,23 +152,23 @@ def test_canary_passes_then_catches_word_salad_restarts_once_and_down_removes_it
     final = _canary(rig, unit)
     assert final["restarts"] == 1 and final["counts"]["restarts"] == 1, final
     assert rig.systemctl("show", "-p", "MainPID", "--value", unit).strip() != pid_before  # it was restarted
-    journal = subprocess.run(["journalctl", "--user", "-u", "rigctl-canary-salad-canary.service", "--no-pager"],
+    journal = subprocess.run(["journalctl", "--user", "-u", "rigctl-cn-salad-canary.service", "--no-pager"],
                              env=rig.env, capture_output=True, text=True, timeout=30, check=False).stdout
-    if "canary canary-salad:" in journal:  # the testbed's user manager runs without journald: nothing to read there
-        assert journal.count("restarting rigctl-canary-salad.service once") == 1
+    if "canary cn-salad:" in journal:  # the testbed's user manager runs without journald: nothing to read there
+        assert journal.count("restarting rigctl-cn-salad.service once") == 1
 
     code, down = rig.run("down", name, "--user", "--remove")
     assert code == 0, down
     removed = "\n".join(down["canary_removed"])
-    assert "canary-salad-canary.timer" in removed and "canary-salad-canary.service" in removed
-    assert "canary-salad.canary.json" in removed and "canary-salad.boots.json" in removed
+    assert "cn-salad-canary.timer" in removed and "cn-salad-canary.service" in removed
+    assert "cn-salad.canary.json" in removed and "cn-salad.boots.json" in removed
     assert not any(f.exists() for f in files)
-    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-canary-salad-canary.timer").strip() == "not-found"
+    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-cn-salad-canary.timer").strip() == "not-found"
 
 
 def test_canary_fails_a_hung_engine_whose_health_answers_and_off_removes_it(rig: Rig) -> None:
-    name, unit = "canary-hang", "rigctl-canary-hang.service"
-    knob = _deploy(rig, name, 18262)
+    name, unit = "cn-hang", "rigctl-cn-hang.service"
+    knob = _deploy(rig, name, 18452)
     code, doc = rig.run("status", "--user")
     row = next(s for s in doc["services"] if s["unit"] == unit)
     assert row["last_boot"]["status"] == "ready" and row["last_boot"]["total_s"] > 0, row  # the boot history
@@ -157,11 +176,108 @@ def test_canary_fails_a_hung_engine_whose_health_answers_and_off_removes_it(rig:
     code, doc = rig.run("canary", name, "--user", "--every", "3s", "--timeout", "4s")
     assert code == 0, doc
     _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a passing run")
+    switched = time.time()
     knob.write_text("hang\n")
     failed = _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the hung engine failing")
     assert failed["restarts"] == 0  # --on-failure none: only recorded
+    after = [r for r in _runs(rig, name) if r["at"] > switched]
+    assert after and not after[0]["ok"] and after[0]["failed_check"] in ("timeout", "smoke"), after  # the first run
+    assert _metrics(rig, name)["rigctl_canary_ok"] == 0
     code, health = rig.run("verify", name, "--user", "--checks", "health")
     assert code == 0, health  # /health still says 200: only the canary's content check sees it
     code, off = rig.run("canary", name, "--user", "--off")
     assert code == 0 and off["action"] == "removed", off
     assert _canary(rig, unit) == {}
+    assert rig.systemctl("show", "-p", "LoadState", "--value", "rigctl-cn-hang-canary.timer").strip() == "not-found"
+
+
+def test_swap_moves_the_canary_and_a_rollback_leaves_it_on_the_old_deployment(rig: Rig) -> None:
+    port, a, b = 18453, "cn-swap-a", "cn-swap-b"
+    _deploy(rig, a, port)
+    code, doc = rig.run("canary", a, "--user", "--every", "2s", "--timeout", "3s", "--checks", "health,smoke",
+                        "--on-failure", "restart", "--after", "1")
+    assert code == 0, doc
+    units = Path(doc["unit_dir"])
+    _wait(rig, f"rigctl-{a}.service", lambda c: c.get("last_result") == "pass", f"a passing run of {a}'s canary")
+
+    # swapped: the canary now watches B, with A's settings; A's units and record are gone
+    code, swapped = rig.run("swap", a, str(_recipe(rig, b, port)), "--user", timeout=240)
+    assert code == 0 and swapped["outcome"] == "swapped", swapped
+    assert not (units / f"rigctl-{a}-canary.timer").exists() and not (units / f"rigctl-{a}-canary.service").exists()
+    assert rig.systemctl("show", "-p", "LoadState", "--value", f"rigctl-{a}-canary.timer").strip() == "not-found"
+    assert rig.systemctl("is-active", f"rigctl-{b}-canary.timer").strip() == "active"
+    service = (units / f"rigctl-{b}-canary.service").read_text()
+    assert f"After=rigctl-{b}.service" in service and f"canary {b} --run-once --user" in service
+    moved = _wait(rig, f"rigctl-{b}.service", lambda c: c.get("last_result") == "pass", f"{b}'s canary passing")
+    assert (moved["interval_s"], moved["checks"], moved["on_failure"]) == (2, ["health", "smoke"], "restart")
+    assert _runs(rig, a) == []
+    assert [s["step"] for s in swapped["steps"]] == ["preflight-to", "canary-pause", "stop-from", "gpu-release",
+                                                      "up-to", "remove-from", "canary-move"], swapped
+
+    # rolled back: the canary stays on B, paused while B was stopped, and runs again once B is back
+    start = time.time()
+    code, back = rig.run("swap", b, str(_recipe(rig, "cn-swap-c", port, FAKE_VLLM_MODE="word-salad")), "--user",
+                         timeout=240)
+    end = time.time()
+    assert code == 4 and back["outcome"] == "rolled-back", back
+    assert not (units / "rigctl-cn-swap-c-canary.timer").exists()
+    assert rig.systemctl("is-active", f"rigctl-{b}-canary.timer").strip() == "active"
+    during = [r for r in _runs(rig, b) if start <= r["at"] <= end]
+    assert all(r["ok"] for r in during), during  # no run judged B while the swap had it stopped
+    again = _wait(rig, f"rigctl-{b}.service", lambda c: (c.get("last_run_at") or 0) > end, f"{b}'s canary again")
+    assert again["last_result"] == "pass" and again["restarts"] == 0, again
+    steps = [s["step"] for s in back["steps"]]
+    assert steps[1] == "canary-pause" and steps[-2:] == ["restore-from", "canary-resume"], back
+
+
+def test_the_canary_compares_with_what_verify_export_wrote(rig: Rig) -> None:
+    name, unit = "cn-base", "rigctl-cn-base.service"
+    knob = _deploy(rig, name, 18454)
+    export = rig.workdir / "cn-base.export.json"
+    code, verified = rig.run("verify", name, "--user", "--checks", "smoke,repetition,determinism,soak",
+                             "--export", str(export), timeout=300)
+    assert code == 0, verified
+    doc = json.loads(export.read_text())
+    assert doc["rigctl"]["recipe"] == name and doc["completed"] >= 1  # vllm bench serve's keys, and rigctl's
+    answers = doc["rigctl"]["answers"]
+    assert {a["source"] for a in answers} >= {"smoke[0]", "determinism[0]"}, answers
+
+    code, doc = rig.run("canary", name, "--user", "--every", "2s", "--timeout", "5s", "--checks",
+                        "health,smoke,repetition", "--baseline", str(export))
+    assert code == 0 and doc["settings"]["baseline"]["answers"] == len(answers), doc
+    passing = _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a run that matches the export")
+    assert passing["baseline"]["answers"] == len(answers) and passing["baseline"]["source"] == str(export)
+    assert {"id": "baseline", "status": "pass"} in _runs(rig, name)[-1]["checks"]
+
+    # other answers, none of them wrong or looping: verify's own checks pass, the canary's baseline does not
+    switched = time.time()
+    knob.write_text("drift\n")
+    code, again = rig.run("verify", name, "--user", "--checks", "smoke,repetition,determinism")
+    assert code == 0, again
+    failed = _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the canary seeing the changed answers")
+    assert "the answer changed since `verify --export`" in failed["last_failure_reason"], failed
+    run = next(r for r in _runs(rig, name) if r["at"] > switched and not r["ok"])
+    assert run["failed_check"] == "baseline"
+    assert [c["status"] for c in run["checks"] if c["id"] != "baseline"] == ["pass", "pass", "pass"], run
+    assert _metrics(rig, name)["rigctl_canary_ok"] == 0
+
+    # the engine's answers back as exported: the canary passes again
+    knob.write_text("healthy\n")
+    _wait(rig, unit, lambda c: c.get("last_result") == "pass", "the canary passing again")
+
+
+def test_up_again_pauses_the_canary_while_it_replaces_the_engine(rig: Rig) -> None:
+    name, unit = "cn-redeploy", "rigctl-cn-redeploy.service"
+    _deploy(rig, name, 18456)
+    code, doc = rig.run("canary", name, "--user", "--every", "2s", "--timeout", "3s", "--checks", "health,smoke")
+    assert code == 0, doc
+    _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a passing run")
+    start = time.time()
+    code, again = rig.run("up", str(_recipe(rig, name, 18456, FAKE_VLLM_TOKEN_DELAY="0.003")), "--user")
+    end = time.time()
+    assert code == 0 and again["action"] == "replaced", again
+    during = [r for r in _runs(rig, name) if start <= r["at"] <= end]
+    assert all(r["ok"] for r in during), during  # the engine stopped on purpose is no failure
+    assert rig.systemctl("is-active", f"rigctl-{name}-canary.timer").strip() == "active"
+    after = _wait(rig, unit, lambda c: (c.get("last_run_at") or 0) > end, "a run after the new engine is up")
+    assert after["last_result"] == "pass" and after["consecutive_failures"] == 0, after

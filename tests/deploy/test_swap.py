@@ -25,6 +25,7 @@ from tests.support.nvml_fake import FakeNvml, holding
 
 from rigctl.adapters.gpu_memory import GpuMemory, NvmlGpuMemory
 from rigctl.adapters.podman import ContainerInfo
+from rigctl.deploy import canary as canaries
 from rigctl.deploy.down import DownResult
 from rigctl.deploy.swap import HostSwapDeploy, Side, SwapOptions, SwapStep, free_facts, swap
 from rigctl.deploy.up import ChecksOutcome, UpResult
@@ -93,6 +94,8 @@ class FakeDeploy:
         self.up_answer: Callable[[str], UpResult] = lambda name: _up_result(name, ok=True)
         self.restore_answer: Callable[[str], UpResult] = lambda name: _up_result(name, ok=True)
         self.serving: set[str] = set()
+        self.canaries: set[str] = set()  # deployments with a canary
+        self.paused: set[str] = set()
 
     def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None,
                   freed_pids: Collection[int] | None = None) -> Plan:
@@ -127,6 +130,25 @@ class FakeDeploy:
         if res.ok:
             self.serving.add(side.name)
         return res
+
+    def pause_canary(self, side: Side) -> canaries.Held | None:
+        self.calls.append(f"pause-canary {side.name}")
+        if side.name not in self.canaries:
+            return None
+        self.paused.add(side.name)
+        return canaries.Held(side.name, None, f"rigctl-{side.name}-canary.timer")
+
+    def resume_canary(self, held: canaries.Held) -> None:
+        self.calls.append(f"resume-canary {held.deployment}")
+        self.paused.discard(held.deployment)
+
+    def move_canary(self, held: canaries.Held, target: Side) -> canaries.CanaryChange:
+        self.calls.append(f"move-canary {held.deployment} {target.name}")
+        self.canaries.discard(held.deployment)
+        self.paused.discard(held.deployment)
+        self.canaries.add(target.name)
+        return canaries.CanaryChange(target.name, "installed", f"rigctl-{target.name}-canary.timer",
+                                     f"rigctl-{target.name}-canary.service", "/u", message="moved")
 
 
 @pytest.fixture
@@ -172,7 +194,7 @@ def test_swapped_waits_for_gpu_release_and_removes_from(sides: tuple[Side, Side]
     gpu = FakeGpu(busy_polls=3)
     result = _run(sides, deploy, tmp_path, gpu)
     assert result.outcome == "swapped" and result.exit_code is ExitCode.OK and result.ok
-    assert deploy.calls == ["preflight sw-b", "stop sw-a", "up sw-b", "stop sw-a remove"]
+    assert deploy.calls == ["preflight sw-b", "pause-canary sw-a", "stop sw-a", "up sw-b", "stop sw-a remove"]
     assert deploy.freed == (("GPU-aaaa",), 18301, None)  # TO preflighted as if FROM's GPUs and port were free
     assert _names(result) == ["preflight-to", "stop-from", "gpu-release", "up-to", "remove-from"]
     release = result.steps[2]
@@ -199,7 +221,8 @@ def test_death_in_warmup_rolls_back(sides: tuple[Side, Side], tmp_path: Path) ->
     deploy.up_answer = lambda name: _up_result(name, ok=False, wait=WaitStatus.DIED)
     result = _run(sides, deploy, tmp_path)
     assert result.outcome == "rolled-back" and result.exit_code is ExitCode.DEPLOY_FAILED
-    assert deploy.calls == ["preflight sw-b", "stop sw-a", "up sw-b", "stop sw-b remove", "restore sw-a"]
+    assert deploy.calls == ["preflight sw-b", "pause-canary sw-a", "stop sw-a", "up sw-b", "stop sw-b remove",
+                            "restore sw-a"]
     assert _names(result) == ["preflight-to", "stop-from", "gpu-release", "up-to", "stop-to", "gpu-release-to",
                               "restore-from"]
     assert result.steps[3].detail["wait"]["status"] == "died"
@@ -249,7 +272,45 @@ def test_stop_failure_restores_from_without_touching_to(sides: tuple[Side, Side]
     deploy.stop_fails.add("sw-a")
     result = _run(sides, deploy, tmp_path)
     assert result.outcome == "rolled-back"
-    assert deploy.calls == ["preflight sw-b", "stop sw-a", "restore sw-a"]
+    assert deploy.calls == ["preflight sw-b", "pause-canary sw-a", "stop sw-a", "restore sw-a"]
+
+
+def test_the_canary_follows_the_swap(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    deploy.canaries.add("sw-a")
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "swapped"
+    # paused before FROM stops, moved only once TO is proven and FROM's unit is gone
+    assert deploy.calls == ["preflight sw-b", "pause-canary sw-a", "stop sw-a", "up sw-b", "stop sw-a remove",
+                            "move-canary sw-a sw-b"]
+    assert _names(result) == ["preflight-to", "canary-pause", "stop-from", "gpu-release", "up-to", "remove-from",
+                              "canary-move"]
+    assert deploy.canaries == {"sw-b"} and not deploy.paused
+
+
+@pytest.mark.parametrize("restore_ok", [True, False])
+def test_a_rollback_gives_the_canary_back_to_from(sides: tuple[Side, Side], tmp_path: Path, restore_ok: bool) -> None:
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    deploy.canaries.add("sw-a")
+    deploy.up_answer = lambda name: _up_result(name, ok=False, checks_ok=False)
+    if not restore_ok:
+        deploy.restore_answer = lambda name: _up_result(name, ok=False, wait=WaitStatus.DIED)
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == ("rolled-back" if restore_ok else "rollback-failed")
+    assert deploy.calls[-2:] == ["restore sw-a", "resume-canary sw-a"]
+    assert _names(result)[-2:] == ["restore-from", "canary-resume"]
+    assert deploy.canaries == {"sw-a"} and not deploy.paused
+    assert not any(c.startswith("move-canary") for c in deploy.calls)
+
+
+def test_a_refused_swap_leaves_the_canary_running(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    deploy = FakeDeploy()
+    deploy.canaries.add("sw-a")
+    deploy.preflight_ok = False
+    result = _run(sides, deploy, tmp_path)
+    assert result.outcome == "refused" and deploy.calls == ["preflight sw-b"] and not deploy.paused
 
 
 def test_gpu_memory_never_released_rolls_back(sides: tuple[Side, Side], tmp_path: Path) -> None:

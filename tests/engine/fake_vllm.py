@@ -26,6 +26,8 @@ Options (each also readable from the environment variable named in brackets)
       healthy           answers correctly
       word-salad        every answer is "the capital France capital France ..." up to max_tokens
       nondeterministic  answers carry random words: the same request twice gives different text
+      drift             open-ended answers are other words than healthy's (still deterministic, no loop),
+                        known answers stay right: what an image update that changed the model looks like
       context-loss      needles past --context-limit tokens into the prompt are not recalled
       crash-under-load  when --crash-concurrency requests sharing a prompt prefix are in flight, prints the
                         ReplaySSM traceback to stderr and exits with --crash-exit-code (default 0, as
@@ -85,7 +87,7 @@ import uuid
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = {"healthy", "word-salad", "nondeterministic", "context-loss", "crash-under-load", "runaway", "hang",
+MODES = {"healthy", "word-salad", "nondeterministic", "drift", "context-loss", "crash-under-load", "runaway", "hang",
          "cut-off"}
 PROTOCOLS = ("vllm", "minimal", "chat-only", "sglang", "llamacpp", "tabbyapi")
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -305,7 +307,8 @@ def plan_answer(state: State, prompt: str, max_tokens: int, in_flight: int) -> t
         visible = state.args.context_limit if "context-loss" in modes else None
         pieces = needle_answer(prompt, visible)
     if pieces is None:
-        pieces = generic_answer(prompt, random.Random(zlib.crc32(prompt.encode())))
+        seed = zlib.crc32(prompt.encode()) ^ (0x5EED if "drift" in modes else 0)
+        pieces = generic_answer(prompt, random.Random(seed))
     if "nondeterministic" in modes:
         rng = random.Random()  # seeded from the OS: differs on every call
         pieces = list(pieces)

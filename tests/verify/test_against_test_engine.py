@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -247,3 +248,33 @@ def test_chat_only_server_is_verified_through_chat(fake_engine: Start) -> None:
     salad = fake_engine("word-salad", "--protocol", "chat-only", "--max-model-len", str(CONTEXT))
     got = statuses(run_checks(Endpoint(salad.url, salad.model), expect(), checks=("smoke", "repetition")))
     assert got == {"smoke": "fail", "repetition": "fail"}
+
+
+def test_the_answers_a_run_keeps_catch_a_drift_no_check_sees(fake_engine: Start, tmp_path: Path) -> None:
+    """verify's fixed requests and their answers (what `verify --export` writes for a canary's --baseline),
+    asked again: the same engine gives the same answers; switched to other words that are neither wrong nor
+    looping (the test engine's "drift"), smoke, repetition and determinism still pass, and the baseline fails."""
+    from rigctl.deploy.canary import compare_baseline
+    from rigctl.verify.export import baseline_of, soak_export
+
+    knob = tmp_path / "mode"
+    engine = fake_engine("healthy", "--max-model-len", str(CONTEXT), "--mode-file", str(knob), "--port", "18455")
+    endpoint = Endpoint(engine.url, engine.model)
+    report = run_checks(endpoint, expect(), ("smoke", "repetition", "determinism"))
+    assert report.ok, report.to_dict()
+    sources = [a["source"] for a in report.answers]
+    assert sources == ["smoke[0]", "repetition[0]", "repetition[1]", "repetition[2]", "determinism[0]"], sources
+    doc = soak_export(report.checks[0], model=engine.model, base_url=engine.url, recipe="demo", recipe_source=None,
+                      image=None, image_digest=None, gpus=[], gpu_note=None, version="rigctl 0",
+                      answers=report.answers)
+    base = baseline_of(json.loads(json.dumps(doc)), "export.json")
+
+    async def compare() -> str | None:
+        async with HttpEngine(endpoint, max_connections=2) as http:
+            return await compare_baseline(http, base, 10.0)
+
+    assert asyncio.run(compare()) is None
+    knob.write_text("drift\n")
+    assert run_checks(endpoint, expect(), ("smoke", "repetition", "determinism")).ok  # every check still passes
+    changed = asyncio.run(compare())
+    assert changed is not None and changed.startswith("repetition[0]: the answer changed"), changed

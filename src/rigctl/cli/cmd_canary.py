@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rigctl.cli import options as opt
@@ -19,12 +20,14 @@ if TYPE_CHECKING:
 def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     name: opt.CanaryNameArg, every: opt.EveryOpt = None, checks: opt.CanaryChecksOpt = None,
     on_failure: opt.OnFailureOpt = "none", after: opt.AfterOpt = 2, timeout: opt.CanaryTimeoutOpt = None,
-    off: opt.OffOpt = False, run_once: opt.RunOnceOpt = False, user: opt.UserOpt = False,
+    baseline: opt.BaselineOpt = None, off: opt.OffOpt = False, run_once: opt.RunOnceOpt = False,
+    user: opt.UserOpt = False,
     system: opt.SystemOpt = False, as_json: opt.JsonOpt = False,
 ) -> None:
     """A systemd timer beside deployment NAME that runs verify checks every SPAN against its endpoint,
     records each result (`status`, `metrics`), and with --on-failure restart restarts it once after --after
-    failures in a row. Without --every, --off or --run-once: the canary's state."""
+    failures in a row; --baseline FILE (a `verify --export` of NAME) also asks the exported requests and fails
+    a run whose answer changed. Without --every, --off or --run-once: the canary's state."""
 
     def produce() -> Outcome:
         from rigctl.deploy.state import not_deployed, search_scopes
@@ -35,6 +38,9 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             raise UsageError("--every, --off and --run-once exclude each other")
         if on_failure not in ("restart", "none"):
             raise UsageError(f"--on-failure {on_failure!r}: restart or none")
+        if baseline is not None and every is None:
+            raise UsageError("--baseline is a setting of the canary: give it with --every",
+                             fix=f"`rigctl canary {name} --every 10m --baseline {baseline}`")
         choice = scope_choice(user, system)
         target = find_target(name, choice, must_exist=not off)
         if target.record is None and not off:
@@ -44,7 +50,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         if off:
             return _off(target)
         if every is not None:
-            return _install(target, every, checks, on_failure, after=after, timeout=timeout)
+            return _install(target, every, checks, on_failure, after=after, timeout=timeout, baseline=baseline)
         from rigctl.deploy import history
 
         summary = history.canary_state(target.dirs.state, target.name).summary()
@@ -55,7 +61,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
 
 def _install(target: Target, every: str, checks: str | None, on_failure: str, *, after: int,
-             timeout: str | None) -> Outcome:
+             timeout: str | None, baseline: Path | None) -> Outcome:
     import os
 
     from rigctl.adapters.systemd import SystemctlCli
@@ -69,6 +75,7 @@ def _install(target: Target, every: str, checks: str | None, on_failure: str, *,
     canary.check_settings(every_s, chosen, after, timeout_s, minimum=canary.min_interval(dict(os.environ)))
     target.need_recipe()  # each run needs the recipe's expectations: refuse now, not at every run
     assert target.record is not None
+    against = _baseline(baseline, target.name) if baseline is not None else None
     import time
 
     with locked(target.name, f"canary {target.name}"):
@@ -76,8 +83,22 @@ def _install(target: Target, every: str, checks: str | None, on_failure: str, *,
             target.name, engine_unit=target.unit, every_s=every_s, checks=chosen, on_failure=on_failure, after=after,
             timeout_s=timeout_s, command=canary.command_for(target.name, target.scope, sys.executable),
             unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
-            systemd=SystemctlCli(target.scope), now=time.time())
+            systemd=SystemctlCli(target.scope), now=time.time(), baseline=against)
     return Outcome("canary", True, change, view=views.canary_change(change))
+
+
+def _baseline(path: Path, name: str) -> dict[str, Any]:
+    """The answers of a `verify --export` file of deployment ``name``, as the canary's record keeps them."""
+    from rigctl.errors import UsageError
+    from rigctl.util.jsonfile import load_json
+    from rigctl.util.safefs import RECORD_LIMIT
+    from rigctl.verify.export import baseline_of
+
+    got = baseline_of(load_json(path, limit=RECORD_LIMIT), str(path))
+    if got.recipe != name:
+        raise UsageError(f"--baseline {path}: the export is of {got.recipe}, not of {name}",
+                         fix=f"`rigctl verify {name} --export FILE` gives {name}'s answers")
+    return got.to_dict()
 
 
 def _off(target: Target) -> Outcome:
@@ -101,7 +122,7 @@ def _run_once(target: Target) -> Outcome:
     state = history.canary_state(target.dirs.state, target.name)
     config = state.config or history.CanaryConfig(0, list(canary.DEFAULT_CHECKS), "none", 1,
                                                   canary.DEFAULT_TIMEOUT_S)
-    probe = canary.verify_prober(target.need_recipe(), target.endpoint(None), config.checks)
+    probe = canary.verify_prober(target.need_recipe(), target.endpoint(None), config.checks, config.baseline)
     result = canary.run_once(target.name, engine_unit=target.unit, scope=target.scope, state_dir=target.dirs.state,
                              probe=probe, systemd=SystemctlCli(target.scope), lock=canary.service_lock(target.name),
                              fallback=config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from rigctl.deploy.target import Target
@@ -58,9 +60,10 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             with locked(name, f"up {name}"):
                 display.stage("preflight")
                 plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, early=early)
-                result = up(plan, recipe_source=str(loaded.source.path), adapters=adapters, dirs=Dirs.of(scope),
-                            options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
-                            on_progress=display.progress, on_stage=display.stage)
+                with _canary_paused(name, scope) if plan.ok else contextlib.nullcontext():
+                    result = up(plan, recipe_source=str(loaded.source.path), adapters=adapters,
+                                dirs=Dirs.of(scope), options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
+                                on_progress=display.progress, on_stage=display.stage)
         finally:
             display.close()
             adapters.probe.close()
@@ -182,6 +185,34 @@ def _follow(target: Target, *, tail: int | None, since: str | None, restart_wait
     return Outcome("logs", end.ok, {}, view=None, exit_code=ExitCode.OK if end.ok else ExitCode.DEPLOY_FAILED)
 
 
+@contextlib.contextmanager
+def _canary_paused(name: str, scope: Scope) -> Iterator[None]:
+    """The deployment's canary (if it has one) stopped while `up` replaces or restarts its engine, started again
+    after, whatever `up` did: its runs would otherwise record the restart as failures (and turn a scraped
+    rigctl_canary_ok to 0 on every deployment). The first run after comes one interval later."""
+    from rigctl.adapters.systemd import SystemctlCli
+    from rigctl.cli import output
+    from rigctl.deploy import canary
+    from rigctl.errors import CommandError
+    from rigctl.places import state_dir
+
+    units = SystemctlCli(scope)
+    try:
+        held = canary.pause(name, unit_dir=canary.systemd_dir(scope), state_dir=state_dir(scope), systemd=units)
+    except CommandError as err:  # no reason to refuse the deployment: its runs meanwhile may fail, that is all
+        output.warn(f"warning: {name}'s canary could not be stopped during up: {err.message}")
+        held = None
+    try:
+        yield
+    finally:
+        if held is not None:
+            try:
+                canary.resume(held, systemd=units)
+            except CommandError as err:
+                output.warn(f"warning: {held.timer} could not be started again after up: {err.message}; "
+                            f"`rigctl canary {name} --every SPAN` installs it again")
+
+
 @app.command("down")
 def down_cmd(
     recipe: opt.RecipeArg, remove: opt.RemoveOpt = False, user: opt.UserOpt = False, system: opt.SystemOpt = False,
@@ -231,7 +262,9 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
     def produce() -> Outcome:
         from rigctl.adapters import real_adapters
-        from rigctl.deploy.swap import HostSwapDeploy, Side, SwapOptions, resolve_source, swap
+        from rigctl.adapters.systemd import SystemctlCli
+        from rigctl.deploy.canary import systemd_dir
+        from rigctl.deploy.swap import CanaryPlace, HostSwapDeploy, Side, SwapOptions, resolve_source, swap
         from rigctl.deploy.target import find_target
 
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
@@ -246,7 +279,8 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         display = views.progress.LiveDisplay(mode=mode, clock=adapters.clock)
         deploy = HostSwapDeploy(scope, adapters=adapters, dirs=dirs, force=split_list(force, option="--force"),
                                 gpus=split_list(gpus, option="--gpus") or None, on_progress=display.progress,
-                                on_stage=display.stage)
+                                on_stage=display.stage,
+                                canary=CanaryPlace(systemd_dir(scope), SystemctlCli(scope), sys.executable))
         try:  # swap() holds both services' locks throughout
             result = swap(from_side, to_side, deploy=deploy, gpu=adapters.gpu, clock=adapters.clock,
                           options=SwapOptions(release_timeout_s=release_timeout),

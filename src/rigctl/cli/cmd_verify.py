@@ -100,6 +100,6 @@ def _export(report: Any, deployed: Any, path: str) -> str:
     doc = soak_export(soak, model=report.endpoint.model, base_url=report.endpoint.base_url,
                       recipe=deployed.name if deployed is not None else None,
                       recipe_source=record.recipe_source if record else None, image=image, image_digest=digest,
-                      gpus=gpus, gpu_note=note, version=version_line())
+                      gpus=gpus, gpu_note=note, version=version_line(), answers=report.answers)
     safefs.write_own(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
     return path

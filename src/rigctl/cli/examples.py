@@ -80,6 +80,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "canary": (
         ("canary glm53-flash --every 10m", "smoke and repetition every 10 minutes, recorded"),
         ("canary glm53-flash --every 10m --on-failure restart --after 2", "and restart it once when it goes wrong"),
+        ("canary glm53-flash --every 10m --baseline glm53.json", "and the answers `verify --export glm53.json` kept"),
         ("canary glm53-flash", "its last runs"),
         ("canary glm53-flash --off", "remove its timer, service and record"),
     ),

@@ -293,6 +293,11 @@ CanaryTimeoutOpt = Annotated[
     typer.Option("--timeout", metavar="SPAN", help="Each run's bound: no verdict by then is a failure (default: "
                  "the interval, at most 2m)."),
 ]
+BaselineOpt = Annotated[
+    Path | None,
+    typer.Option("--baseline", metavar="FILE", help="A `rigctl verify NAME --export` file: each run also asks its "
+                 "requests again and fails when an answer is not the exported one (with --every)."),
+]
 OffOpt = Annotated[bool, typer.Option("--off", help="Remove the canary: its timer, service and record.")]
 RunOnceOpt = Annotated[
     bool, typer.Option("--run-once", help="Run the checks once now and record the result (what the timer runs).")

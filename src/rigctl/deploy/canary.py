@@ -4,16 +4,20 @@
 scope's systemd unit directory (system: /etc/systemd/system; user: $XDG_CONFIG_HOME/systemd/user), through
 the same atomic writer as the quadlet files, and starts the timer. Each firing runs ``run_once``:
 
-- the chosen verify checks against the recorded endpoint with the recipe's expectations, then one streamed
-  request for TTFT and ITL, all inside one time bound (``timeout_s``): a request gets at most half of it,
-  and a run that has no verdict when the bound is up is a failure ("hung"), never a hung canary;
+- the chosen verify checks against the recorded endpoint with the recipe's expectations, then (with
+  ``--baseline FILE``, a `verify --export` file) the exported requests again, each answer compared with the
+  exported one (check "baseline"), then one streamed request for TTFT and ITL, all inside one time bound
+  (``timeout_s``): a request gets at most half of it, and a run that has no verdict when the bound is up is
+  a failure ("hung"), never a hung canary;
 - the result appended to the deployment's canary record (``deploy.history``: bounded, rotated);
 - after ``after`` consecutive failures and with ``on_failure == "restart"``, the engine's service is
   restarted once, said in the journal (the run's output) and in the record. It never loops: a streak of
   failures costs at most one restart, and only a passing run starts a new streak. The restart is skipped
   when the engine's service is stopped (someone meant it) or another rigctl command holds its lock.
 
-``remove`` (``--off``, and every `down`) stops and deletes both units and the canary's record.
+``remove`` (``--off``, and every `down`) stops and deletes both units and the canary's record. ``pause``
+and ``resume`` hold it while `up` replaces the engine or `swap` stops it on purpose; ``move`` hands it to
+the deployment a swap brought in: it follows the deployment that serves.
 """
 
 from __future__ import annotations
@@ -79,8 +83,10 @@ def check_settings(every_s: int, checks: Sequence[str], after: int, timeout_s: i
                          fix="e.g. --every 10m")
     unknown = [c for c in checks if c not in ALLOWED_CHECKS]
     if unknown or not checks:
+        fix = ("the baseline comes with --baseline FILE (a `rigctl verify NAME --export FILE`)" if "baseline" in unknown
+               else "the soak is a load test: run it with `rigctl verify --checks soak`, not every interval")
         raise UsageError(f"--checks: {', '.join(unknown) or 'none given'}: a canary runs {', '.join(ALLOWED_CHECKS)}",
-                         fix="the soak is a load test: run it with `rigctl verify --checks soak`, not every interval")
+                         fix=fix)
     if after < 1:
         raise UsageError("--after: at least 1 consecutive failure")
     if timeout_s < 1:
@@ -115,11 +121,13 @@ class CanaryChange:
 def install(
     deployment: str, *, engine_unit: str, every_s: int, checks: Sequence[str], on_failure: str, after: int,
     timeout_s: int, command: Sequence[str], unit_dir: Path, state_dir: Path, systemd: Units, now: float,
+    baseline: dict[str, Any] | None = None,
 ) -> CanaryChange:
-    files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(checks), tuple(command)))
+    shown = [*checks, "baseline"] if baseline is not None else list(checks)
+    files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(shown), tuple(command)))
     installed = install_files(unit_dir, files)
     state = history.canary_state(state_dir, deployment)
-    config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now)
+    config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now, baseline)
     before = state.config
     same = before is not None and dataclasses.replace(before, installed_at=now) == config
     if same and before is not None:
@@ -134,8 +142,8 @@ def install(
     fresh = before is None and installed.changed
     action = "installed" if fresh else ("updated" if installed.changed or not same else "unchanged")
     return CanaryChange(deployment, action, timer_name(deployment), service_name(deployment), str(unit_dir),
-                        written=[str(p) for p in installed.written], settings=dataclasses.asdict(config),
-                        message=f"canary of {deployment}: every {every_s}s, {','.join(checks)}, "
+                        written=[str(p) for p in installed.written], settings=config.shown(),
+                        message=f"canary of {deployment}: every {every_s}s, {','.join(shown)}, "
                                 f"on failure {on_failure} after {after}")
 
 
@@ -157,6 +165,59 @@ def remove(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) 
     action = "removed" if removed else "absent"
     return CanaryChange(deployment, action, timer, service, str(unit_dir), removed=removed,
                         message=f"canary of {deployment} removed" if removed else f"{deployment} has no canary")
+
+
+# --- across a swap ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Held:
+    """A paused canary: whose it was, and the settings it ran with (None: its record was unreadable)."""
+
+    deployment: str
+    config: history.CanaryConfig | None
+    timer: str
+
+
+def pause(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) -> Held | None:
+    """Stop ``deployment``'s canary, its units and record kept: the timer, then a run in progress (it must not
+    judge, or try to restart, an engine a swap or `up` stops on purpose). None: it has none."""
+    timer = timer_name(deployment)
+    if not (unit_dir / timer).is_file():
+        return None
+    config = history.canary_state(state_dir, deployment).config
+    systemd.stop(timer, wait=True, timeout=30)
+    systemd.stop(service_name(deployment), wait=True, timeout=60)
+    return Held(deployment, config, timer)
+
+
+def resume(held: Held, *, systemd: Units) -> None:
+    """Start a paused canary's timer again (a rollback: it watches the deployment it watched before); the
+    first run comes one interval from now."""
+    systemd.enable_now(held.timer)
+
+
+def move(
+    held: Held, target: str, *, engine_unit: str, command: Sequence[str], unit_dir: Path, state_dir: Path,
+    systemd: Units, now: float,
+) -> CanaryChange:
+    """After a swap: the canary of ``held.deployment`` (removed, with its record) becomes ``target``'s, with
+    the same interval, checks, failure policy and bound. Its runs stay behind: they judged another model, and
+    so does its baseline (the answers of another model are no baseline for this one)."""
+    remove(held.deployment, unit_dir=unit_dir, state_dir=state_dir, systemd=systemd)
+    config = held.config
+    if config is None:
+        return CanaryChange(target, "absent", timer_name(target), service_name(target), str(unit_dir),
+                            message=f"{held.deployment}'s canary had no readable settings: {target} has no canary "
+                                    f"(`rigctl canary {target} --every 10m` installs one)")
+    change = install(target, engine_unit=engine_unit, every_s=config.every_s, checks=config.checks,
+                     on_failure=config.on_failure, after=config.after, timeout_s=config.timeout_s, command=command,
+                     unit_dir=unit_dir, state_dir=state_dir, systemd=systemd, now=now)
+    change.message = f"the canary of {held.deployment} now watches {target}: {change.message}"
+    if config.baseline is not None:
+        change.message += (f"; without {held.deployment}'s baseline (`rigctl verify {target} --export FILE`, then "
+                           f"`--baseline FILE`)")
+    return change
 
 
 # --- one run ----------------------------------------------------------------------------------------
@@ -221,16 +282,21 @@ def bounded(probe: Prober, timeout_s: float) -> Verdict:
                                          "(hung? /health may still say 200)")
 
 
-def verify_prober(recipe: Any, endpoint: Any, checks: Sequence[str]) -> Prober:
-    """The real checks: verify's runner with the recipe's expectations, then one streamed TTFT probe."""
+def verify_prober(recipe: Any, endpoint: Any, checks: Sequence[str], baseline: dict[str, Any] | None = None) -> Prober:
+    """The real checks: verify's runner with the recipe's expectations, the baseline's requests (when there is
+    one), then one streamed TTFT probe."""
+    from rigctl.verify.export import Baseline  # noqa: PLC0415
+
+    against = Baseline.from_dict(baseline) if baseline is not None else None
 
     def probe(request_timeout_s: float) -> Verdict:
-        return asyncio.run(_probe(recipe, endpoint, tuple(checks), request_timeout_s))
+        return asyncio.run(_probe(recipe, endpoint, tuple(checks), request_timeout_s, against))
 
     return probe
 
 
-async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_timeout_s: float) -> Verdict:
+async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_timeout_s: float,
+                 baseline: Any = None) -> Verdict:
     from rigctl.verify import target as verify_target  # noqa: PLC0415 - the HTTP client loads for a run only
     from rigctl.verify.client import EngineRequestError, HttpEngine, Request  # noqa: PLC0415
     from rigctl.verify.runner import run_checks_async  # noqa: PLC0415
@@ -242,6 +308,11 @@ async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_ti
         failing = next((c for c in report.checks if c.status in ("fail", "error")), None)
         if failing is not None:
             return Verdict(False, results, failing.id, history.clip_reason(failing.message))
+        if baseline is not None:
+            changed = await compare_baseline(engine, baseline, request_timeout_s)
+            results.append({"id": "baseline", "status": "pass" if changed is None else "fail"})
+            if changed is not None:
+                return Verdict(False, results, "baseline", history.clip_reason(changed))
         try:
             done = await engine.complete(Request(TTFT_TOKENS, prompt=TTFT_PROBE, stream=True),
                                          timeout=request_timeout_s, idle_timeout=request_timeout_s)
@@ -252,6 +323,26 @@ async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_ti
                        itl_ms=round(sum(gaps) / len(gaps) * 1000, 3) if gaps else None)
 
 
+async def compare_baseline(engine: Any, baseline: Any, request_timeout_s: float) -> str | None:
+    """Each exported request asked again (temperature 0); None when every answer is the exported one, else
+    what changed (the first answer that did)."""
+    from rigctl.verify.client import EngineRequestError, Request  # noqa: PLC0415
+    from rigctl.verify.export import drift  # noqa: PLC0415
+
+    for answer in baseline.answers:
+        request = Request(answer.max_tokens, prompt=answer.prompt, messages=answer.messages)
+        try:
+            done = await engine.complete(request, timeout=request_timeout_s)
+        except EngineRequestError as err:
+            return f"{answer.source}: the baseline's request failed: {err.message}"
+        changed = drift(answer, done.text)
+        if changed is not None:
+            digest = f", image {baseline.image_digest[:19]}" if baseline.image_digest else ""
+            return (f"{changed.source}: the answer changed since `verify --export` ({baseline.date}{digest}) at "
+                    f"character {changed.at}: was {changed.was[:60]!r}, now {changed.now[:60]!r}")
+    return None
+
+
 def run_once(
     deployment: str, *, engine_unit: str, scope: Scope, state_dir: Path, probe: Prober, systemd: Units,
     clock: Callable[[], float] = time.time, lock: Callable[[], Any] | None = None,
@@ -260,11 +351,19 @@ def run_once(
     """One canary run: the checks (bounded), the record, and at most one restart per failure streak."""
     state = history.canary_state(state_dir, deployment)
     config = state.config or fallback
+    if config is None and state.unreadable_config is not None:
+        config = history.CanaryConfig(0, [], "none", 1, 1)  # nothing is run: the record is the failure
     if config is None:
         raise UsageError(f"{deployment} has no canary", fix=f"`rigctl canary {deployment} --every 10m` installs one")
     start = clock()
     mono = time.monotonic()
-    verdict = bounded(probe, config.timeout_s)
+    if state.unreadable_config is not None:
+        # settings that are there but cannot be read (a damaged baseline, say) are a failing canary, never one
+        # that runs the defaults and so compares less than it was told to
+        verdict = Verdict(False, [], "canary", f"the canary's settings in its record cannot be read: `rigctl canary "
+                                               f"{deployment} --every SPAN ...` writes them again")
+    else:
+        verdict = bounded(probe, config.timeout_s)
     result = RunResult(deployment, verdict.ok, start, time.monotonic() - mono, verdict.checks, verdict.failed_check,
                        verdict.reason, verdict.ttft_ms, verdict.itl_ms)
     state.counts["runs"] += 1

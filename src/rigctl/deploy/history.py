@@ -173,6 +173,17 @@ class CanaryConfig:
     after: int
     timeout_s: int
     installed_at: float = 0.0
+    baseline: dict[str, Any] | None = None  # verify.export.Baseline.to_dict(): the answers each run compares with
+
+    def baseline_summary(self) -> dict[str, Any] | None:
+        """The baseline without its answers: where it came from and how many."""
+        if self.baseline is None:
+            return None
+        return {**{k: v for k, v in self.baseline.items() if k != "answers"}, "answers": len(self.baseline["answers"])}
+
+    def shown(self) -> dict[str, Any]:
+        """The settings as commands report them (the baseline summarised)."""
+        return {**vars(self), "baseline": self.baseline_summary()}
 
     @classmethod
     def from_dict(cls, data: Any) -> CanaryConfig | None:
@@ -185,8 +196,16 @@ class CanaryConfig:
             return None
         if data.get("on_failure") not in ("restart", "none"):
             return None
+        baseline = None
+        if data.get("baseline") is not None:
+            from rigctl.verify.export import Baseline  # noqa: PLC0415 - verify brings its HTTP client along
+
+            parsed = Baseline.from_dict(data["baseline"])
+            if parsed is None:  # a damaged baseline must not turn into a canary that compares nothing
+                return None
+            baseline = parsed.to_dict()
         return cls(int(str(every)), list(checks), str(data["on_failure"]), int(str(after)), int(str(timeout)),
-                   _num(data.get("installed_at")) or 0.0)
+                   _num(data.get("installed_at")) or 0.0, baseline)
 
 
 @dataclass
@@ -197,10 +216,12 @@ class CanaryState:
     restarted_in_streak: bool = False
     restarts: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: {"runs": 0, "failures": 0, "restarts": 0})
+    # the record's settings as found when they could not be read (kept as they are, written back untouched)
+    unreadable_config: Any = None
 
     def to_dict(self, deployment: str) -> dict[str, Any]:
         return {"version": 1, "deployment": deployment,
-                "config": None if self.config is None else vars(self.config),
+                "config": self.unreadable_config if self.config is None else vars(self.config),
                 "runs": self.runs[-RUNS_KEPT:], "consecutive_failures": self.consecutive_failures,
                 "restarted_in_streak": self.restarted_in_streak, "restarts": self.restarts[-RESTARTS_KEPT:],
                 "counts": self.counts}
@@ -221,6 +242,7 @@ class CanaryState:
             "interval_s": self.config.every_s if self.config else None,
             "checks": self.config.checks if self.config else [],
             "on_failure": self.config.on_failure if self.config else None,
+            "baseline": self.config.baseline_summary() if self.config else None,
             "last_run_at": last.get("at") if last else None,
             "last_result": None if last is None else ("pass" if last.get("ok") else "fail"),
             "last_ttft_ms": last.get("ttft_ms") if last else None,
@@ -236,6 +258,8 @@ class CanaryState:
 def canary_state(state_dir: Path, deployment: str) -> CanaryState:
     data = _load(_file(state_dir, deployment, "canary"))
     state = CanaryState(config=CanaryConfig.from_dict(data.get("config")))
+    if state.config is None and data.get("config") is not None:
+        state.unreadable_config = data["config"]
     runs = data.get("runs")
     state.runs = [r for r in runs if isinstance(r, dict)][-RUNS_KEPT:] if isinstance(runs, list) else []
     failures = data.get("consecutive_failures")

@@ -18,6 +18,11 @@ FROM's processes are measured once more just before it stops. After the stop the
 by what they held, with a line of progress every few seconds; when the bound passes, the step fails naming
 every process still holding memory on those GPUs (pid, name, GiB) and the swap rolls back.
 
+FROM's canary (`rigctl canary`), if it has one, follows the deployment that serves: it is paused before
+FROM stops (its runs would judge, and might restart, an engine stopped on purpose), moved to TO with the
+same settings once TO is proven (FROM's canary units and record removed), and started again on FROM after
+a rollback, whether or not the restore worked (a failing canary is the truth then).
+
 Both services' locks are held for the whole swap (the same per-service locks the `up` and `down`
 commands take around ``up()`` and ``down()``, which take none themselves), so no other rigctl command can
 touch either service half-way through.
@@ -33,6 +38,7 @@ from typing import Any, Protocol
 from rigctl.adapters import Adapters
 from rigctl.adapters.clock import Clock
 from rigctl.adapters.gpu_memory import GpuMemory
+from rigctl.deploy import canary as canaries
 from rigctl.deploy import state as records
 from rigctl.deploy.down import DownResult, down
 from rigctl.deploy.install import installed_texts
@@ -48,6 +54,7 @@ from rigctl.host.quadlet import find_quadlet
 from rigctl.places import Dirs, Scope, locked
 from rigctl.plan.plan import Plan, make_plan
 from rigctl.recipe.model import Recipe
+from rigctl.render.canary import timer_name
 from rigctl.util.jsonable import jsonable
 
 RELEASE_POLL_S = 0.5
@@ -91,6 +98,16 @@ class SwapDeploy(Protocol):
 
     def restore(self, side: Side) -> UpResult:
         """Start ``side``'s installed unit again, unchanged, wait for it and verify it."""
+        ...
+
+    def pause_canary(self, side: Side) -> canaries.Held | None:
+        """Stop ``side``'s canary (units and record kept); None when it has none."""
+        ...
+
+    def resume_canary(self, held: canaries.Held) -> None: ...
+
+    def move_canary(self, held: canaries.Held, target: Side) -> canaries.CanaryChange:
+        """Give ``target`` the held canary's settings; remove the held one's units and record."""
         ...
 
 
@@ -207,6 +224,7 @@ class _Machine:
     note: Callable[[SwapStep], None]
     say: Callable[[str], None]
     to_gpu_ids: tuple[str, ...] = ()  # the GPUs TO's up was given
+    held: canaries.Held | None = None
 
     def step(self, name: str, ok: bool, message: str, /, **detail: Any) -> bool:
         self.note(self.result.add(name, ok, message, **detail))
@@ -218,8 +236,10 @@ class _Machine:
                          f"preflight of {self.target.name} failed: nothing was stopped, "
                          f"{self.source.name} keeps serving")
             return
+        self._pause_canary()
         if self._stop_source() and self._up_target():
             self._remove_source()
+            self._move_canary()
             self._finish("swapped", ExitCode.OK, f"{self.target.name} is serving in place of {self.source.name}")
             return
         self._rollback()
@@ -353,6 +373,41 @@ class _Machine:
         self.step("remove-from", True, f"{done.unit} removed: {self.source.name} will not start at boot",
                   removed=done.removed)
 
+    def _pause_canary(self) -> None:
+        try:
+            self.held = self.deploy.pause_canary(self.source)
+        except RigctlError as err:  # no reason to refuse the swap: a run then fails, its restart finds the lock held
+            self.step("canary-pause", False, f"{self.source.name}'s canary could not be stopped: {err.message}; "
+                      "its runs during the swap will fail")
+            self.held = canaries.Held(self.source.name, None, timer_name(self.source.name))
+            return
+        if self.held is not None:
+            self.step("canary-pause", True, f"{self.held.timer} stopped for the swap", timer=self.held.timer)
+
+    def _move_canary(self) -> None:
+        if self.held is None:
+            return
+        try:
+            change = self.deploy.move_canary(self.held, self.target)
+        except RigctlError as err:
+            self.step("canary-move", False, f"{self.target.name} has no canary: {err.message}; "
+                      f"`rigctl canary {self.target.name} --every 10m` installs one")
+            return
+        self.step("canary-move", change.action != "absent", change.message, timer=change.timer,
+                  settings=change.settings)
+
+    def _resume_canary(self) -> None:
+        if self.held is None:
+            return
+        try:
+            self.deploy.resume_canary(self.held)
+        except RigctlError as err:
+            self.step("canary-resume", False, f"{self.held.timer} could not be started again: {err.message}; "
+                      f"`rigctl canary {self.source.name}` shows its settings, `--every SPAN` installs it again")
+            return
+        self.step("canary-resume", True, f"{self.held.timer} started again: the canary watches "
+                  f"{self.source.name} again", timer=self.held.timer)
+
     # --- back --------------------------------------------------------------------------------------
 
     def _rollback(self) -> None:
@@ -378,6 +433,7 @@ class _Machine:
             self.step("restore-from", False, f"restarting {self.source.name} failed: {err.message}")
         if res is not None:
             self.step("restore-from", res.ok, _up_message(res), **_up_detail(res))
+        self._resume_canary()
         failed_at = next((s for s in self.result.steps if not s.ok), None)
         why = f"{failed_at.name}: {failed_at.message}" if failed_at else "unknown failure"
         if res is not None and res.ok:
@@ -470,8 +526,9 @@ class HostSwapDeploy:
 
     def __init__(self, scope: Scope, *, adapters: Adapters, dirs: Dirs, force: Sequence[str] = (),
                  gpus: Sequence[str] | None = None, on_progress: Callable[[Progress], None] | None = None,
-                 on_stage: Callable[[str], None] | None = None) -> None:
+                 on_stage: Callable[[str], None] | None = None, canary: CanaryPlace | None = None) -> None:
         self.scope, self.adapters, self.dirs = scope, adapters, dirs
+        self.canary = canary  # None: canaries are left alone (nothing of theirs to touch here)
         self.force, self.gpus = tuple(force), list(gpus) if gpus else None
         self.on_progress, self.on_stage = on_progress, on_stage  # each warmup's progress, as `up` reports it
 
@@ -513,6 +570,35 @@ class HostSwapDeploy:
                                  quadlet=find_quadlet(self.scope), adapters=self.adapters, dirs=self.dirs,
                                  options=UpOptions(verify=True), on_progress=self.on_progress,
                                  on_stage=self.on_stage)
+
+    def pause_canary(self, side: Side) -> canaries.Held | None:
+        if self.canary is None:
+            return None
+        return canaries.pause(side.name, unit_dir=self.canary.unit_dir, state_dir=self.dirs.state,
+                              systemd=self.canary.units)
+
+    def resume_canary(self, held: canaries.Held) -> None:
+        if self.canary is not None:
+            canaries.resume(held, systemd=self.canary.units)
+
+    def move_canary(self, held: canaries.Held, target: Side) -> canaries.CanaryChange:
+        place = self.canary
+        if place is None:
+            raise DeployError("no systemd to install the canary with")
+        return canaries.move(held, target.name, engine_unit=f"{target.recipe.container_name}.service",
+                             command=canaries.command_for(target.name, self.scope, place.executable),
+                             unit_dir=place.unit_dir, state_dir=self.dirs.state, systemd=place.units,
+                             now=self.adapters.clock.time())
+
+
+@dataclass(frozen=True)
+class CanaryPlace:
+    """Where this scope's canaries live and how to drive them: the systemd unit directory, systemctl, and the
+    interpreter a moved canary's service runs rigctl with."""
+
+    unit_dir: Path
+    units: canaries.Units
+    executable: str
 
 
 def _installed(record: records.DeploymentRecord) -> dict[str, str]:

@@ -44,6 +44,9 @@ class VerifyReport:
     endpoint: Endpoint
     checks: list[CheckResult]
     engine: dict[str, Any] = field(default_factory=dict)  # the dialect spoken and the context it serves
+    # the fixed temperature-0 requests of the run and their answers (``verify.export.answers_of``): what
+    # `verify --export` keeps for a canary to compare with; not in ``to_dict``
+    answers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -12,6 +12,7 @@ from rigctl.severity import Severity
 from rigctl.util.options import split_list
 from rigctl.verify.checks import REGISTRY, CheckFn
 from rigctl.verify.client import Endpoint, EngineAPI, HttpEngine
+from rigctl.verify.export import answers_of
 from rigctl.verify.report import CheckResult, Expectations, NullProgress, Progress, VerifyReport
 from rigctl.verify.session import Session
 
@@ -107,7 +108,7 @@ async def run_checks_async(
     finally:
         if own is not None:
             await own.aclose()
-    return VerifyReport(endpoint, results, session.engine_info())
+    return VerifyReport(endpoint, results, session.engine_info(), answers_of(session.outputs))
 
 
 def run_checks(

@@ -18,6 +18,7 @@ from rigctl.verify.report import Expectations, NullProgress, Progress
 class Output:
     source: str  # e.g. "smoke[0]", "soak[12]"
     text: str
+    request: Request | None = None  # what was asked (`verify --export` keeps the answers of fixed requests)
 
 
 @dataclass
@@ -149,5 +150,5 @@ class Session:
             if err.kind in ("timeout", "connect"):
                 self.blocker = f"{source}: {err.message}"
             raise
-        self.outputs.append(Output(source, done.text))
+        self.outputs.append(Output(source, done.text, None if done.clipped else request))
         return done

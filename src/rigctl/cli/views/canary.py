@@ -42,6 +42,10 @@ def canary_summary(name: str, summary: dict[str, Any] | None) -> View:
                   f"{','.join(summary.get('checks') or [])}, on failure {summary.get('on_failure')}\n")
         out.write(f"  last run {when}: {summary.get('last_result') or '-'}; "
                   f"{summary.get('consecutive_failures', 0)} failure(s) in a row; restarts {summary.get('restarts')}\n")
+        base = summary.get("baseline")
+        if base:
+            out.write(f"  baseline: {base.get('answers')} answer(s) of {printable(str(base.get('source')))} "
+                      f"({printable(str(base.get('date')))})\n")
         if summary.get("last_failure_reason"):
             out.write(f"  last failure: {printable(summary['last_failure_reason'], LINE_LIMIT)}\n")
 
