@@ -42,7 +42,7 @@ class Units:
     def disable_now(self, unit: str) -> None:
         self.calls.append(f"disable {unit}")
 
-    def restart_unit(self, unit: str) -> None:
+    def restart(self, unit: str) -> None:
         self.calls.append(f"restart {unit}")
 
     def stop(self, unit: str, *, wait: bool, timeout: float) -> None:

@@ -172,12 +172,6 @@ class SystemctlCli:
         if not done.ok and "not loaded" not in done.stderr and "does not exist" not in done.stderr:
             raise CommandError(done.describe())
 
-    def restart_unit(self, unit: str) -> None:
-        """Restart without waiting for it (an engine's warmup is watched by its caller, if at all)."""
-        done = self._run("restart", "--no-block", "--", unit)
-        if not done.ok:
-            raise CommandError(done.describe())
-
     def is_active(self, unit: str) -> str:
         """``systemctl is-active``: active, inactive, failed, activating, ... (its exit status says nothing more)."""
         done = self._run("is-active", "--", unit, timeout=10.0)

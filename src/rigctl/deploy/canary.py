@@ -99,7 +99,7 @@ class Units(Protocol):
     def daemon_reload(self) -> None: ...
     def enable_now(self, unit: str) -> None: ...
     def disable_now(self, unit: str) -> None: ...
-    def restart_unit(self, unit: str) -> None: ...
+    def restart(self, unit: str) -> None: ...
     def stop(self, unit: str, *, wait: bool, timeout: float) -> None: ...
     def reset_failed(self, unit: str) -> None: ...
     def is_active(self, unit: str) -> str: ...
@@ -138,7 +138,7 @@ def install(
         systemd.daemon_reload()
     systemd.enable_now(timer_name(deployment))
     if installed.changed and before is not None:
-        systemd.restart_unit(timer_name(deployment))  # the new interval counts from now
+        systemd.restart(timer_name(deployment))  # the new interval counts from now
     fresh = before is None and installed.changed
     action = "installed" if fresh else ("updated" if installed.changed or not same else "unchanged")
     return CanaryChange(deployment, action, timer_name(deployment), service_name(deployment), str(unit_dir),
@@ -401,7 +401,7 @@ def _maybe_restart(
         return
     try:
         with lock() if lock is not None else contextlib.nullcontext():
-            systemd.restart_unit(engine_unit)
+            systemd.restart(engine_unit)
     except LockHeldError:
         result.action, result.action_detail = "restart-skipped", "another rigctl command holds the service's lock"
         result.journal.append(f"canary {result.deployment}: another rigctl command is working on {engine_unit}; "
