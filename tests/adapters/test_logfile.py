@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.adapters.logfile import LINE_LIMIT, LogFileLines, conmon_alive, open_log, parse_record, parse_stamp
+from rigctl.adapters.logfile import LINE_LIMIT, LogFileLines, conmon_alive, parse_record, parse_stamp
+from rigctl.util.safefs import open_regular
 
 TS = "2026-12-02T10:58:30.123456789+00:00"
 
@@ -38,7 +39,7 @@ class Writer:
 
 
 def stream_for(path: Path, writer: Writer, **kw: object) -> LogFileLines:
-    fd = open_log(str(path))
+    fd = open_regular(str(path))
     assert fd is not None
     return LogFileLines(fd, str(path), lambda: writer.alive, poll_s=0.02, **kw)  # type: ignore[arg-type]
 
@@ -181,16 +182,16 @@ def test_close_stops_following_a_live_writer(tmp_path: Path) -> None:
     w.die()
 
 
-def test_open_log_refuses_links_and_non_files(tmp_path: Path) -> None:
+def test_open_regular_refuses_links_and_non_files(tmp_path: Path) -> None:
     real = tmp_path / "real.log"
     real.write_text(rec("x"))
     link = tmp_path / "link.log"
     link.symlink_to(real)
-    assert open_log(str(link)) is None
-    assert open_log(str(tmp_path)) is None
+    assert open_regular(str(link)) is None
+    assert open_regular(str(tmp_path)) is None
     os.mkfifo(tmp_path / "fifo")
-    assert open_log(str(tmp_path / "fifo")) is None
-    fd = open_log(str(real))
+    assert open_regular(str(tmp_path / "fifo")) is None
+    fd = open_regular(str(real))
     assert fd is not None
     os.close(fd)
 

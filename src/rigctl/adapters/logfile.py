@@ -39,11 +39,6 @@ def conmon_alive(pid: int) -> bool:
         return False
 
 
-def open_log(path: str) -> int | None:
-    """A descriptor on the regular file ``path`` (never through a link), or None."""
-    return open_regular(path)
-
-
 def parse_stamp(text: str | bytes) -> float | None:
     """An RFC 3339 time as conmon and podman write it (nanoseconds, ``Z`` or an offset) in seconds since
     the epoch; None when it is not one."""
@@ -137,9 +132,8 @@ class LogFileLines(QueuedLines):
             yield from self._records(data)
 
     def _start_at_tail(self, fd: int) -> list[str]:
+        assert self._tail is not None
         size = self._size_at_start
-        if self._tail is None:
-            return []
         start = max(0, size - TAIL_LOOKBACK)
         os.lseek(fd, start, os.SEEK_SET)
         if start > 0:  # the first record read may be cut: skip to the next one
@@ -169,7 +163,7 @@ class LogFileLines(QueuedLines):
                 os.lseek(fd, 0, os.SEEK_SET)
                 self._pending = b""
             return None
-        return open_log(self._path)
+        return open_regular(self._path)
 
     def __iter__(self) -> Iterator[str]:
         with self._lock:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rigctl.adapters.lines import LineStream, ProcLines
-from rigctl.adapters.logfile import LogFileLines, conmon_alive, open_log, parse_stamp
+from rigctl.adapters.logfile import LogFileLines, conmon_alive, parse_stamp
 from rigctl.util.proc import run
+from rigctl.util.safefs import open_regular
 
 
 @dataclass(frozen=True)
@@ -52,17 +53,16 @@ EVENTS_KEPT = 2000  # the newest events of one container looked at; a long-lived
 def _event_time(item: dict[str, Any]) -> float:
     """When an event happened: podman 4 writes ``"Time": "<RFC 3339, UTC>"``; podman 5 ``"time"`` (seconds)
     and ``"timeNano"`` (nanoseconds since the epoch)."""
-    from datetime import datetime  # noqa: PLC0415
-
     nano = item.get("timeNano")
     if isinstance(nano, int) and not isinstance(nano, bool):
         return nano / 1e9
     seconds = item.get("time")
     if isinstance(seconds, int | float) and not isinstance(seconds, bool):
         return float(seconds)
-    stamp = str(item["Time"])
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    return datetime.fromisoformat(head + "+00:00").timestamp() + float(f"0.{frac or 0}")
+    at = parse_stamp(str(item["Time"]))
+    if at is None:
+        raise ValueError("not an RFC 3339 time")
+    return at
 
 
 def parse_events(text: str) -> list[ContainerEvent]:
@@ -160,7 +160,7 @@ class PodmanCli:
         if info is not None and info.log_driver == "k8s-file" and info.log_path and info.conmon_pid > 0:
             pid = info.conmon_pid
             if conmon_alive(pid) or not info.running:
-                fd = open_log(info.log_path)
+                fd = open_regular(info.log_path)
                 if fd is not None:
                     # rigctl's units give every container of the unit one log (render: it outlives --rm):
                     # from the start, only this container's lines; a tail may reach back before it

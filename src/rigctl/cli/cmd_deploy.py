@@ -155,9 +155,8 @@ def _engine_log(target: Target) -> Path:
     from rigctl.adapters.systemd import SystemctlCli
     from rigctl.places import Scope, engine_log
 
-    kept = target.record.engine_log if target.record is not None else ""
-    if kept.startswith("/") and kept.endswith(".log"):
-        return Path(kept)
+    if target.record is not None and target.record.engine_log:  # a record's path is checked when it is read
+        return Path(target.record.engine_log)
     env = SystemctlCli(target.scope).manager_environment() if target.scope == Scope.USER else None
     return engine_log(target.scope, target.unit, env)
 

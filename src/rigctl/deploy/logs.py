@@ -18,11 +18,12 @@ from pathlib import Path
 from rigctl.adapters.clock import Clock
 from rigctl.adapters.journal import Journal
 from rigctl.adapters.lines import LineStream
-from rigctl.adapters.logfile import LogFileLines, open_log
+from rigctl.adapters.logfile import LogFileLines
 from rigctl.adapters.podman import ContainerInfo, Podman
 from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy.state import DeploymentRecord
 from rigctl.recipe.model import CrashSignature
+from rigctl.util.safefs import open_regular
 from rigctl.verify.signatures import SignatureMatch, match_signatures
 
 RESTART_WAIT_S = 120.0  # default bound on waiting for systemd to start the next container
@@ -59,7 +60,7 @@ ENGINE_LOG_TAIL = 2000  # the lines shown from the engine log when no --tail is 
 def engine_log_lines(path: Path, tail: int | None) -> list[str] | None:
     """The last lines of a unit's engine log (``places.engine_log``), the one its containers share and
     that outlives them; None when there is none to read (a unit rendered before rigctl kept one)."""
-    fd = open_log(str(path))
+    fd = open_regular(path)
     if fd is None:
         return None
     stream = LogFileLines(fd, str(path), lambda: False, tail=ENGINE_LOG_TAIL if tail is None else tail)
