@@ -313,10 +313,10 @@ def _install_and_run(
         raise UpInterrupted(_interrupted_state(files, dirs.units, unit, started)) from None
 
     result.wait = wait
-    if wait is not None and wait.engine_log:
-        _remember_engine_log(dirs.state, recipe.name, wait.engine_log)
     if wait is not None and wait.status is not WaitStatus.READY:
         return _failed_warmup(recipe, result, wait, adapters=adapters, dirs=dirs, options=options)
+    if wait is not None and wait.engine_log:
+        _remember_engine_log(dirs.state, recipe.name, wait.engine_log)
     if wait is not None and wait.readiness is not None and wait.readiness.max_model_len not in (None,
                                                                                              recipe.context_length):
         result.max_model_len_warning = (
@@ -419,6 +419,7 @@ def _failed_warmup(
     result.message = f"{wait.status}: {wait.detail}"
     record = records.load_record(dirs.state, recipe.name)
     if record is not None:
+        record.engine_log = wait.engine_log or record.engine_log  # one write with the failure, not two
         record.last_failure = {
             "at": adapters.clock.time(), "status": str(wait.status), "detail": wait.detail,
             "exit_status": wait.exit_status, "phase": wait.phase, "last_lines": tail,
