@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rigctl.deploy.status import FAILING, VERDICTS
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.facts import DoctorFacts, snapshot_facts
 from rigctl.doctor.fix import plan_fixes
@@ -534,17 +535,22 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
     return result
 
 
-REMOTE_VERDICTS = frozenset({"serving", "starting", "not-ready", "restarting", "failed", "down", "stopped", "unknown"})
+def _section_rc(sections: dict[str, str], prefix: str) -> int | None:
+    """The exit status a script section header carries (``<boundary> rc 7``); None when the section never
+    came (the command did not finish), -1 when it is not a number."""
+    key = next((k for k in sections if k.startswith(prefix)), None)
+    if key is None:
+        return None
+    text = key[len(prefix):]
+    return int(text) if text.isdigit() else -1
 
 
 def _remote_status(result: HostResult, host: Host, sections: dict[str, str]) -> bool:
     """The host's own ``rigctl status --json`` (its verdict of each rigctl unit) into ``result.data
     ["rigctl_units"]``; False when a unit does not serve (the host's status exited 7) or the answer
     cannot be understood."""
-    rc_key = next((k for k in sections if k.startswith("rigctl rc ")), "rigctl rc ?")
-    rc_text = rc_key[len("rigctl rc "):]
-    rc = int(rc_text) if rc_text.isdigit() else -1
-    document, problem = parse_answer(sections.get("rigctl status", ""), rc, command="status")
+    rc = _section_rc(sections, "rigctl rc ")
+    document, problem = parse_answer(sections.get("rigctl status", ""), rc if rc is not None else -1, command="status")
     if problem is None and rc not in (0, ExitCode.SERVICE_DOWN):
         problem = f"it exited {rc}"
     if problem is not None or document is None:
@@ -566,12 +572,12 @@ def _remote_status(result: HostResult, host: Host, sections: dict[str, str]) -> 
 
         rows.append({
             "unit": text("unit", 200) or "?", "scope": text("scope", 20), "recipe": text("recipe", 200),
-            "verdict": verdict if isinstance(verdict, str) and verdict in REMOTE_VERDICTS else "unknown",
+            "verdict": verdict if isinstance(verdict, str) and verdict in VERDICTS else "unknown",
             "detail": text("verdict_detail", 300) or "", "health": text("health", 200),
             "endpoint": text("endpoint", 300),
             "last_exit": one_line(last.get("said"), 60) if isinstance(last, dict) and last.get("said") else None,
         })
-    failing = [r for r in rows if r["verdict"] in ("restarting", "failed", "down")]
+    failing = [r for r in rows if r["verdict"] in FAILING]
     result.data["rigctl_units"] = rows
     for row in rows:
         mark = "FAIL" if row in failing else "ok  "
@@ -903,11 +909,9 @@ def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], std
     """Fill ``result`` from what the remote ``rigctl doctor [--fix] --json`` answered (in ``sections``)."""
     result.via = "rigctl"
     label = "doctor --fix --json" if fix else "doctor --json"
-    rc_key = next((k for k in sections if k.startswith("rc ")), "rc ?")
-    rc_text = rc_key[len("rc ") :]
-    rc = int(rc_text) if rc_text.isdigit() else -1
-    document, problem = parse_answer(sections.get("via rigctl", ""), rc, command="doctor")
-    if problem is None and rc_key == "rc ?":
+    rc = _section_rc(sections, "rc ")
+    document, problem = parse_answer(sections.get("via rigctl", ""), rc if rc is not None else -1, command="doctor")
+    if problem is None and rc is None:
         problem = "it did not finish"
     if problem is not None:
         result.error = _answer_failure(host, label, problem, stderr)
