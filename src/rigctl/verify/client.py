@@ -49,7 +49,7 @@ ANSWER_PER_TOKEN = 2 * KIB  # ... plus this per requested token (a vLLM stream c
 ANSWER_CEILING = 64 * MIB  # ... and never more than this, whatever max_tokens says
 SSE_LINE_LIMIT = 1 * MIB  # one line of an event stream (one chunk's JSON)
 DECODE_STEP = 256 * KIB  # the most one decompression call may produce
-STALE_RETRIES = 2  # resends of a request whose kept-alive connection was closed before any answer
+STALE_RETRIES = 2  # the fewest resends of a request whose kept-alive connection was closed before any answer
 
 
 MAX_CONTEXT = 16_777_216  # the largest max_model_len believed (a recipe's context_length has the same bound)
@@ -330,6 +330,9 @@ class HttpEngine:
             for _ in range(shards)
         ]
         self._next = itertools.cycle(self._shards)
+        # every kept-alive connection of every shard may be a stale one at the same moment (after a burst of
+        # streamed answers), and each resend uses one up: that many resends reach a fresh connection
+        self._stale_retries = max(STALE_RETRIES, per_shard * shards)
         self.has_tokenize: bool | None = None  # learnt on first use
         self.stream_options_ok = True  # cleared when a server refuses stream_options
         self.completions_ok = True  # cleared when a chat-only server has no /v1/completions
@@ -376,15 +379,16 @@ class HttpEngine:
     ) -> AsyncIterator[httpx.Response]:
         """One request, its answer streamed. A kept-alive connection the server closed just before it was
         reused (llama.cpp's server closes every connection after a streamed answer, without saying so) ends
-        before any answer came: the request is sent again on another connection, STALE_RETRIES times at most.
+        before any answer came: the request is sent again on another connection, as many times as the pools
+        keep connections alive (each stale one is used up by the attempt that meets it).
         Nothing reached the engine's handler, so nothing is sent twice."""
-        for attempt in range(STALE_RETRIES + 1):
+        for attempt in range(self._stale_retries + 1):
             client = self._client
             request = client.build_request(method, path, json=payload, timeout=timeout)
             try:
                 resp = await client.send(request, stream=True)
             except httpx.RemoteProtocolError as exc:
-                if attempt < STALE_RETRIES and "without sending a response" in str(exc):
+                if attempt < self._stale_retries and "without sending a response" in str(exc):
                     continue
                 raise
             break
