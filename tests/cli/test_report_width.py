@@ -135,3 +135,21 @@ def test_the_gpu_list_wraps(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not [line for line in lines if len(line) > 80]
     listed = " ".join(line.strip() for line in lines[lines.index(next(x for x in lines if x.startswith("GPUs: "))):])
     assert all(f"{g.index} NVIDIA H200 {g.uuid}" in listed for g in gpus)
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_piped_dry_run_prose_fits_its_width(tmp_path: Path, columns: int) -> None:
+    """`up --dry-run`'s sentences around the unit (layout problems, render notes, why the unit cannot be
+    rendered, the scope hint, the plan's notes) wrap at the width; only the unit file's own lines, printed as
+    they would be installed, may be longer. A GPU-less run: NVML is missing, so the layout line is there."""
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "NO_COLOR"}}
+    env |= {"XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": str(columns)}
+    done = subprocess.run([sys.executable, "-m", "rigctl", "up", "glm53-flash", "--dry-run"],
+                          capture_output=True, text=True, env=env, timeout=100, check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    unit_start = next(i for i, line in enumerate(lines) if line.startswith("# would"))
+    unit_end = next(i for i, line in enumerate(lines) if line.startswith("WantedBy="))
+    prose = lines[:unit_start] + lines[unit_end + 1:]
+    assert any(line.startswith("# render note") for line in prose)  # the notes are among the lines judged
+    assert not [line for line in prose if overflows(line, columns)]

@@ -74,8 +74,11 @@ def wrap(text: str, width: int) -> list[str]:
 def hanging(text: str, width: int, *, first: str, rest: str) -> list[str]:
     """``text`` wrapped within ``width``: its first line after ``first``, the others after ``rest`` (a
     label and its indent: ``hint: ...``). Only a backtick span longer than the room overflows it."""
-    room = max(1, width - max(len(first), len(rest)))
-    return [(first if n == 0 else rest) + part for n, part in enumerate(wrap(text, room))]
+    head = wrap(text, width - len(first))
+    if len(head) <= 1:
+        return [first + (head[0] if head else "")]
+    taken = len(words(head[0]))  # the first line's words; the others fill lines of the rest's room
+    return [first + head[0]] + [rest + part for part in wrap(" ".join(words(text)[taken:]), width - len(rest))]
 
 
 def least(cells: Sequence[str]) -> int:

@@ -123,12 +123,21 @@ def overhead(out: TextIO, count: int) -> int:
     return 3 * count + 1 if in_colour(out) else len(plaintable.GAP) * (count - 1)
 
 
+def prose(out: TextIO, text: str, *, first: str = "", rest: str | None = None, width: int | None = None) -> None:
+    """A sentence for a person, wrapped within ``width`` (default ``columns``) after ``first`` on its first
+    line and ``rest`` (default: as much space as ``first``) on the others; a backtick span is never broken."""
+    follow = " " * len(first) if rest is None else rest
+    for part in plaintable.hanging(text, width or columns(out), first=first, rest=follow):
+        out.write(part + "\n")
+
+
 def paragraph(out: TextIO, label: Cell, text: str, *, width: int | None = None) -> None:
     """``label: text`` as prose wrapped within ``width`` (default ``columns``), its later lines indented
     under the text; a backtick span (a command to copy) is never broken, so only a span longer than the
     room makes a line longer."""
     name = _plain(label)
-    lines = plaintable.hanging(text, width or columns(out), first="", rest=" " * (len(name) + 2))
-    line(out, label, f": {lines[0]}")
+    indent = " " * (len(name) + 2)
+    lines = plaintable.hanging(text, width or columns(out), first=indent, rest=indent)
+    line(out, label, f": {lines[0][len(indent):]}")
     for rest in lines[1:]:
         line(out, rest)

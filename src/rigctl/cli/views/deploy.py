@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli.output import quiet
-from rigctl.cli.views.base import View, paths
+from rigctl.cli.views.base import View, paths, prose
 from rigctl.cli.views.checks import preflight, preflight_result
 from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
@@ -36,19 +36,21 @@ def plan(planned: Plan, inventory: str | None, *, hint: str | None = None) -> Vi
         for g in planned.report.choice.gpus:
             out.write(f"  would use GPU {g.index}: {printable(g.name)} ({printable(g.uuid)})\n")
         for reason in planned.report.choice.problems:
-            out.write(f"  layout: {printable(reason, LINE_LIMIT)}\n")
+            prose(out, printable(reason, LINE_LIMIT), first="  layout: ")
         if planned.rendered is not None:
             for f in planned.rendered.files:
                 out.write(f"\n# {'would install' if planned.ok else 'would be installed once preflight passes'}: "
                           f"{planned.unit_dir}/{f.name}  (unit {planned.rendered.service_name})\n{f.text}")
             for note in planned.rendered.notes:
-                out.write(f"# render note ({note.kind}): {note.message}\n")
+                prose(out, printable(note.message, LINE_LIMIT), first=f"# render note ({note.kind}): ", rest="#   ")
         if planned.render_error:
-            out.write(f"\ncannot render the unit: {printable(planned.render_error, LINE_LIMIT)}\n")
+            out.write("\n")
+            prose(out, printable(planned.render_error, LINE_LIMIT), first="cannot render the unit: ", rest="  ")
             if hint:
-                out.write(f"hint: {printable(hint, LINE_LIMIT)}\n")
+                prose(out, printable(hint, LINE_LIMIT), first="hint: ")
         for note_line in planned.notes:
-            out.write(f"\n{printable(note_line, LINE_LIMIT)}\n")
+            out.write("\n")
+            prose(out, printable(note_line, LINE_LIMIT))
         out.write("\ndry run: nothing was installed or started\n")
 
     return view
@@ -61,9 +63,9 @@ def plan_result(planned: Plan, *, hint: str | None = None) -> View:
     def view(out: TextIO) -> None:
         preflight_result(planned.report)(out)
         if planned.render_error:
-            out.write(f"cannot render the unit: {printable(planned.render_error, LINE_LIMIT)}\n")
+            prose(out, printable(planned.render_error, LINE_LIMIT), first="cannot render the unit: ", rest="  ")
         if hint:
-            out.write(f"hint: {printable(hint, LINE_LIMIT)}\n")
+            prose(out, printable(hint, LINE_LIMIT), first="hint: ")
         if planned.ok and planned.rendered is not None:
             out.write(f"would install {planned.unit_dir}/{planned.rendered.container_file.name}\n")
         else:
@@ -100,7 +102,7 @@ def up(r: UpResult, *, hint: str | None = None) -> View:
             _findings(out, [f for f in r.preflight if f.severity.failing or f.severity is Severity.WARN])
             out.write("  (--force ID,... downgrades a forceable failure to a warning)\n")
             if hint:
-                out.write(f"  hint: {printable(hint, LINE_LIMIT)}\n")
+                prose(out, printable(hint, LINE_LIMIT), first="  hint: ")
             return
         _findings(out, [f for f in r.preflight if f.severity is Severity.WARN])
         w = r.wait
@@ -116,7 +118,7 @@ def up(r: UpResult, *, hint: str | None = None) -> View:
         if r.max_model_len_warning:
             out.write(f"  warning   {r.max_model_len_warning}\n")
         for note in () if quiet() else r.render_notes:  # --quiet: the result without the notes
-            out.write(f"  note      {note.kind}: {printable(note.message, LINE_LIMIT)}\n")
+            prose(out, printable(note.message, LINE_LIMIT), first=f"  note      {note.kind}: ", rest=" " * 12)
         if r.checks is not None:
             for c in r.checks.results:
                 out.write(f"  {c.status:<5} {c.id}: {c.message}\n")
