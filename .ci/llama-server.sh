@@ -27,8 +27,25 @@ if [[ -x "$OUT/bin/llama-server" && "$(cat "$OUT/bin/.rigctl-stamp" 2>/dev/null)
 else
   rm -rf "$OUT/src" "$OUT/build" "$OUT/bin"
   mkdir -p "$OUT/src" "$OUT/bin"
-  "$PY" -m pip download --quiet --no-binary :all: --no-deps "$SDIST_PIN" -d "$OUT/src" 2>&1 \
-    | grep -v "is ignored: it is neither a file nor a directory" || true
+  # The sdist file itself, from PyPI's JSON API, checked against the index's sha256. Not `pip download
+  # --no-binary :all:`: that builds the package's metadata, and with it every build dependency from source
+  # (scikit-build-core, hatchling, setuptools-scm...), which took longer than the compiler here.
+  "$PY" - "$SDIST_PIN" "$OUT/src" <<'PYEOF'
+import hashlib, json, os, sys, urllib.parse, urllib.request
+name, version = sys.argv[1].split("==")
+index = os.environ.get("RIGCTL_PYPI", "https://pypi.org").rstrip("/")
+page = f"{index}/pypi/{name}/json"
+with urllib.request.urlopen(page, timeout=120) as answer:  # what every index serves
+    meta = json.loads(answer.read(64 << 20))
+entry = next(u for u in meta["releases"][version] if u["packagetype"] == "sdist")
+with urllib.request.urlopen(urllib.parse.urljoin(page, entry["url"]), timeout=600) as answer:  # may be relative
+    data = answer.read(512 << 20)
+if hashlib.sha256(data).hexdigest() != entry["digests"]["sha256"]:
+    sys.exit(f"llama-server: {entry['filename']}: sha256 is not the index's")
+with open(os.path.join(sys.argv[2], entry["filename"]), "wb") as out:
+    out.write(data)
+print(f"llama-server: fetched {entry['filename']} ({len(data) >> 20} MiB)")
+PYEOF
   tar -xzf "$OUT"/src/llama_cpp_python-*.tar.gz -C "$OUT/src"
   TREE=$(echo "$OUT"/src/llama_cpp_python-*/vendor/llama.cpp)
   [[ -f "$TREE/tools/server/server.cpp" ]] || { echo "llama-server: no server source in $TREE" >&2; exit 1; }
