@@ -8,7 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${RIGCTL_INTEROP_VENV:-$PWD/.cache/interop-venv}
 MODEL=${RIGCTL_INTEROP_MODEL:-$PWD/.cache/interop-model}
-PY=${PYTHON:-python3.11}
+# The Python that torch's CPU wheel on the CI machine's disk is for (3.11) where there is one, else the
+# machine's own python3 (Debian 13: 3.13; torch then comes from PyPI). Debian's python3 has venv only
+# with python3-venv.
+PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if ! "$PY" -c "import ensurepip, venv" 2>/dev/null && command -v apt-get >/dev/null; then
+  echo "interop-env: apt-get install python3-venv (for $PY)"
+  DEBIAN_FRONTEND=noninteractive apt-get -qq update
+  DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends python3-venv >/dev/null
+fi
 # torch 2.13.0's CPU wheel lies on the CI machine's disk; transformers 5.x has `serve`.
 PINS=(torch==2.13.0 'transformers[serving]>=5,<6' 'tokenizers>=0.21')
 STAMP="$VENV/.rigctl-stamp"

@@ -75,8 +75,10 @@ else
   VENV="$OUT/gguf-venv"
   if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import gguf, numpy" 2>/dev/null; then
     rm -rf "$VENV"
-    "$PY" -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet "$GGUF_PIN" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+    # uv (tools/uv.py finds or fetches it), not `python3 -m venv`: Debian's python3 has no venv module
+    # without python3-venv
+    "$PY" tools/uv.py venv --quiet --python "$PY" "$VENV"
+    "$PY" tools/uv.py pip install --quiet --python "$VENV/bin/python" "$GGUF_PIN"
   fi
   "$VENV/bin/python" tests/interop/build_tiny_gguf.py "$OUT/tiny-llama.gguf"
   echo "$MODEL_WANT" >"$OUT/.model-stamp"
