@@ -6,9 +6,12 @@ from __future__ import annotations
 import shlex
 
 from rigctl.cli import app as app_module
-from rigctl.cli.app import COMMANDS
-from rigctl.cli.examples import ROOT_EXAMPLES, SUMMARY, SUMMARY_WIDTH
-from rigctl.cli.roothelp import ROOT_HELP
+from rigctl.cli.commands import COMMANDS, SUMMARY_WIDTH
+from rigctl.cli.examples import ROOT_EXAMPLES
+from rigctl.cli.roothelp import root_help
+
+ROOT_HELP = root_help()
+SUMMARY = {name: command.summary for name, command in COMMANDS.items()}
 
 
 def test_every_command_has_a_summary_that_fits_its_line() -> None:
