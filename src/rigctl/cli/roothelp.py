@@ -4,11 +4,11 @@ it loads no command and not typer. tests/cli/test_lazy_commands.py holds it equa
 
 The layout is click's: the usage line, the help text, then each section as a definition list (the first
 column at most 30 wide, two spaces before the second, which wraps to what is left of ``WIDTH``), then the
-epilog. Click wraps with ``textwrap``, and so does this."""
+epilog. Click wraps with ``textwrap``; importing it compiles its patterns, a tenth of what the root help
+costs, so ``_wrap`` fills lines the same way for this text: greedily, at spaces and after a hyphen inside
+a word (the test above catches a text where the two differ)."""
 
 from __future__ import annotations
-
-import textwrap
 
 from rigctl.cli.commands import COMMANDS, ROOT_OPTIONS, ROOT_SUMMARY, TYPER_ROOT_OPTIONS
 from rigctl.cli.examples import root_epilog
@@ -63,6 +63,48 @@ def _text(text: str) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+def _chunks(text: str) -> list[tuple[str, bool]]:
+    """The pieces a line may break between: (piece, whether a space comes before it)."""
+    out: list[tuple[str, bool]] = []
+    for word in text.split():
+        start, spaced = 0, True
+        for i in range(1, len(word) - 1):
+            if word[i] == "-" and _breaks_after(word, i):
+                out.append((word[start:i + 1], spaced))
+                start, spaced = i + 1, False
+        out.append((word[start:], spaced))
+    return out
+
+
+def _letter(word: str, i: int) -> bool:
+    return 0 <= i < len(word) and (word[i].isalpha() or word[i] == "_")
+
+
+def _breaks_after(word: str, i: int) -> bool:
+    """Whether textwrap breaks ``word`` after its hyphen at ``i``: two letters before it (or a letter, a
+    hyphen, a letter), and a letter after it followed by a letter (or a hyphen and a letter)."""
+    before = (_letter(word, i - 1) and _letter(word, i - 2)) or (
+        _letter(word, i - 1) and word[i - 2:i - 1] == "-" and _letter(word, i - 3))
+    after = _letter(word, i + 1) and (_letter(word, i + 2) or (word[i + 2:i + 3] == "-" and _letter(word, i + 3)))
+    return before and after
+
+
 def _wrap(text: str, width: int, indent: str) -> list[str]:
-    wrapper = textwrap.TextWrapper(width, initial_indent=indent, subsequent_indent=indent, replace_whitespace=False)
-    return wrapper.wrap(text) or [""]
+    chunks = _chunks(text)
+    if not chunks:
+        return [""]
+    if any(len(indent) + len(piece) > width for piece, _ in chunks):  # textwrap cuts such a word: let it
+        import textwrap  # noqa: PLC0415 - see the module's docstring
+
+        wrapper = textwrap.TextWrapper(width, initial_indent=indent, subsequent_indent=indent,
+                                       replace_whitespace=False)
+        return wrapper.wrap(text) or [""]
+    lines: list[str] = []
+    line = ""
+    for piece, spaced in chunks:
+        joined = f"{line} {piece}" if line and spaced else line + piece
+        if line and len(indent) + len(joined) > width:
+            lines.append(indent + line)
+            joined = piece
+        line = joined
+    return [*lines, indent + line]
