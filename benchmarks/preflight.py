@@ -25,7 +25,7 @@ from pathlib import Path
 
 from processes import Timing, bytecode_note, header, rigctl, row, time_alternately
 
-from rigctl.host import gather_facts, load_inventory
+from rigctl.host.gather import gather_facts, load_inventory
 from rigctl.preflight.runner import run_preflight
 from rigctl.recipe.load import load
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import shlex
 
 from rigctl.cli import app as app_module
-from rigctl.cli.app import COMMANDS
-from rigctl.cli.examples import ROOT_EXAMPLES, SUMMARY, SUMMARY_WIDTH
-from rigctl.cli.roothelp import ROOT_HELP
+from rigctl.cli.commands import COMMANDS, SUMMARY_WIDTH
+from rigctl.cli.examples import ROOT_EXAMPLES
+from rigctl.cli.roothelp import root_help
+
+ROOT_HELP = root_help()
+SUMMARY = {name: command.summary for name, command in COMMANDS.items()}
 
 
 def test_every_command_has_a_summary_that_fits_its_line() -> None:
@@ -39,3 +42,21 @@ def test_the_root_help_ends_with_examples_that_parse() -> None:
             continue
         command = group.commands[words[0]]  # type: ignore[attr-defined]
         command.make_context(words[0], words[1:])  # raises on an option or argument it does not take
+
+
+def test_the_root_helps_wrapping_is_textwraps() -> None:
+    """roothelp fills lines as click's textwrap does (without importing it): at spaces, after a hyphen
+    inside a word, and a word too long for the line cut by textwrap itself."""
+    import textwrap
+
+    from rigctl.cli.commands import ROOT_OPTIONS
+    from rigctl.cli.roothelp import _wrap
+
+    texts = [c.summary for c in COMMANDS.values()] + [o.help for o in ROOT_OPTIONS.values()] + [
+        "", "self-hosted rigctl-managed a-b x-1 well-known-thing ab-c-de e-f-gh my_x-yy non-GPU --fix re-verify",
+        "$XDG_CONFIG_HOME/rigctl/hosts.yaml is longer than a narrow line"]
+    for text in texts:
+        for width in (12, 20, 33, 54, 76):
+            want = textwrap.TextWrapper(width, initial_indent="  ", subsequent_indent="  ",
+                                        replace_whitespace=False).wrap(text) or [""]
+            assert _wrap(text, width, "  ") == want, (text, width)

@@ -14,10 +14,9 @@ import pytest
 from tests.support.nvml_fake import FakeNvml
 
 from rigctl.errors import InvalidInputError
-from rigctl.host import gather_facts, load_inventory
 from rigctl.host.checksums import ChecksumCache, hash_files
 from rigctl.host.facts import HostFacts
-from rigctl.host.gather import facts_from_json
+from rigctl.host.gather import facts_from_json, gather_facts, load_inventory
 from rigctl.host.licenses import accept, read_acceptances
 from rigctl.host.nvml import probe_gpus
 from rigctl.host.probes import probe_cdi, probe_path, probe_podman, probe_ports, probe_systemd

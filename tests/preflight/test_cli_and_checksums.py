@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.host import gather_facts
+from rigctl.host.gather import gather_facts
 from rigctl.preflight.finding import Severity
 from rigctl.preflight.runner import run_preflight
 from rigctl.recipe.load import load

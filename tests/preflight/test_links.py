@@ -22,8 +22,8 @@ import pytest
 from tests.support.nvml_fake import FakeNvml
 
 from rigctl.cli.views import facts as _facts_view
-from rigctl.host import load_inventory
 from rigctl.host.facts import HostFacts
+from rigctl.host.gather import load_inventory
 from rigctl.host.nvml import probe_gpus
 from rigctl.preflight.finding import Severity
 from rigctl.preflight.links import NVLINK_LINK_GBPS, PCIE_LANE_GBPS, chosen_links, describe_pair, slowest

@@ -24,7 +24,7 @@ import pytest
 
 from rigctl.cli.output import printable
 from rigctl.cli.views import facts as _facts_view
-from rigctl.host import load_inventory
+from rigctl.host.gather import load_inventory
 from rigctl.host.probes import probe_cdi
 from rigctl.util.safefs import INVENTORY_LIMIT
 

@@ -1,14 +1,14 @@
-"""Entry point: loads the commands the command line names, and owns the last-resort error handling.
+"""Entry point: loads the command the command line names, and owns the last-resort error handling.
 
 Each ``cmd_*`` module registers its commands on the shared typer app when it is imported. Importing all
 of them, and building every command's options, was most of what a short command cost before it did
-anything, so ``main`` imports only the module of the command being run (``COMMANDS``); a root --help, a
-mistyped command or anything it cannot place gets all of them. ``from rigctl.cli.app import app`` still
-gives the app with every command registered (tests and tools use it).
+anything, so ``main`` imports only the module the command table (``cli.commands``) names for the command
+being run; a root --help, a mistyped command or anything it cannot place gets all of them. ``from
+rigctl.cli.app import app`` gives the app with every command registered (tests and tools use it).
 
 The root help is the one screen that lists every command. In a terminal of 80 columns or more (click's
-layout stops widening there) it is printed from ``roothelp.ROOT_HELP``, a copy typer rendered that a test
-keeps equal to what typer renders now, without loading typer at all.
+layout stops widening there) it is written from the command table by ``roothelp``, without loading typer
+or any command.
 """
 
 from __future__ import annotations
@@ -19,21 +19,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-# The command modules in the order they are loaded, and each command's module in the order the root help
-# lists them (typer lists commands, then groups such as fleet).
-MODULES = ("cmd_deploy", "cmd_fleet", "cmd_preflight", "cmd_recipes", "cmd_render", "cmd_verify", "cmd_canary",
-           "cmd_meta")
-COMMANDS = {
-    "up": "cmd_deploy", "status": "cmd_deploy", "logs": "cmd_deploy", "down": "cmd_deploy",
-    "doctor": "cmd_fleet", "swap": "cmd_deploy", "fleet": "cmd_fleet",
-    "inventory": "cmd_preflight", "preflight": "cmd_preflight",
-    "recipes": "cmd_recipes", "show": "cmd_recipes", "validate": "cmd_recipes",
-    "new": "cmd_meta", "schema": "cmd_meta",
-    "render": "cmd_render",
-    "verify": "cmd_verify",
-    "canary": "cmd_canary", "metrics": "cmd_canary",
-    "checks": "cmd_meta", "explain": "cmd_meta", "version": "cmd_meta",
-}
+from rigctl.cli.commands import COMMANDS, MODULES, module_of, summary
+from rigctl.cli.examples import epilog, root_epilog
+
 ROOT_VALUE_OPTIONS = ("--host", "--hosts")  # the root's options that take a value
 ROOT_HELP_COLUMNS = 80  # click wraps help to min(terminal columns, 80) - 2
 COMPLETE_VAR = "_RIGCTL_COMPLETE"  # set by the script `rigctl --show-completion` prints, on each Tab
@@ -49,19 +37,19 @@ def command_modules(argv: Sequence[str]) -> tuple[str, ...]:
         elif word in ("-h", "--help"):
             return MODULES
         elif not word.startswith("-"):
-            module = COMMANDS.get(word)
+            module = module_of(word)
             return (module,) if module else MODULES
     return MODULES
 
 
 def register(modules: Sequence[str]) -> None:
-    """Import these command modules, and keep the app's commands in COMMANDS' order whatever order they
+    """Import these command modules, and keep the app's commands in the table's order whatever order they
     were first imported in (a test or a tool may import one module before the others). Each command's
-    --help ends with its examples (``cli.examples``)."""
+    line in the root help is its summary in the table, and its --help ends with its examples
+    (``cli.examples``)."""
     for name in modules:
         importlib.import_module(f"rigctl.cli.{name}")
-    from rigctl.cli.base import app  # noqa: PLC0415 - typer loads only where a command runs
-    from rigctl.cli.examples import epilog, root_epilog, summary  # noqa: PLC0415 - likewise
+    from rigctl.cli.base import app  # noqa: PLC0415 - typer: the root help and --version are printed without it
 
     order = {name: i for i, name in enumerate(COMMANDS)}
     app.registered_commands.sort(key=lambda info: order.get(info.name or "", len(order)))
@@ -107,12 +95,12 @@ def _root_help(argv: Sequence[str]) -> int | None:
         return None
     if _columns() < ROOT_HELP_COLUMNS:
         return None
-    from rigctl.cli.roothelp import ROOT_HELP  # noqa: PLC0415 - the text, only for the root help
+    from rigctl.cli.roothelp import root_help  # noqa: PLC0415 - only for the root help
 
     if argv:
-        sys.stdout.write(ROOT_HELP)
+        sys.stdout.write(root_help())
         return 0
-    sys.stderr.write(ROOT_HELP)  # no command at all is a usage error, as typer's no_args_is_help has it
+    sys.stderr.write(root_help())  # no command at all is a usage error, as typer's no_args_is_help has it
     return 2
 
 

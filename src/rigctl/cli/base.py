@@ -4,20 +4,26 @@ Every option is declared in ``cli.options``."""
 
 from __future__ import annotations
 
+import difflib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import typer
 
 from rigctl.cli import options as opt
-from rigctl.cli.output import Outcome, emit, emit_error, set_verbosity
-from rigctl.errors import RigctlError
+from rigctl.cli.commands import ROOT_SUMMARY
+from rigctl.cli.output import Outcome, emit, emit_error, recipe_override, set_verbosity
+from rigctl.errors import RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
+from rigctl.host.quadlet import generator_elsewhere
+from rigctl.invocation import confine_children, current
+from rigctl.places import Scope, resolve_scope
+from rigctl.util.text import printable
 
 app = typer.Typer(
     name="rigctl",
-    help="Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification.",
+    help=ROOT_SUMMARY,
     no_args_is_help=True,
     # --install-completion / --show-completion are listed by typer but answered by cli.complete (app.main);
     # recipe names complete through cli.complete too
@@ -30,7 +36,6 @@ app = typer.Typer(
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from rigctl.places import Scope
     from rigctl.recipe.load import LoadedRecipe
 
 
@@ -39,16 +44,13 @@ def scope_choice(user: bool, system: bool) -> Scope | None:
     (``rigctl.deploy.state.search_scopes``, or the default scope for a new deployment)."""
     if not (user or system):
         return None
-    from rigctl.places import resolve_scope
-
     return resolve_scope(user, system)
 
 
 def load_recipe(recipe: str, overlays: Sequence[str] | None = None, sets: Sequence[str] | None = None) -> LoadedRecipe:
     """The recipe a command names, with its overlays and --set: every command that deploys, plans or shows
     one loads it here, so a user recipe that replaces a bundled one is named by each (``output.recipe_override``)."""
-    from rigctl.cli.output import recipe_override
-    from rigctl.recipe.load import load
+    from rigctl.recipe.load import load  # noqa: PLC0415 - the recipe library (PyYAML, pydantic), for its commands only
 
     loaded = load(recipe, overlays=overlays or (), sets=sets or ())
     if loaded.source.origin == "user" and loaded.source.overrides is not None:
@@ -80,8 +82,7 @@ def scope_hint(scope: Scope, inventory: str | None, again: str) -> str | None:
     user scope (a plain user cannot take the system's), or when there is nothing to say."""
     if inventory is not None or scope != "system":
         return None
-    from rigctl.host.probes import probe_systemd
-    from rigctl.host.quadlet import generator_elsewhere
+    from rigctl.host.probes import probe_systemd  # noqa: PLC0415 - loads the facts models (pydantic); a failure's hint
 
     moved = generator_elsewhere(scope)
     if moved is not None:
@@ -91,6 +92,13 @@ def scope_hint(scope: Scope, inventory: str | None, again: str) -> str | None:
     if not managers.system_manager and managers.user_manager:
         return f"no systemd system manager runs here, a user manager does: `{again} --user`"
     return None
+
+
+def usage_error(message: str, given: str, known: Iterable[str], then: str) -> UsageError:
+    """A usage error (exit 2) naming the closest known words to ``given``, then ``then``."""
+    close = difflib.get_close_matches(given, list(known), n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return UsageError(printable(message), fix=f"{hint}{then}")
 
 
 def finish(command: str, as_json: bool, produce: Callable[[], Outcome]) -> NoReturn:
@@ -128,13 +136,9 @@ def root(  # noqa: PLR0917 - typer passes the root's options by position
 ) -> None:
     """Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification."""
     if quiet and verbose:
-        from rigctl.errors import UsageError
-
         raise typer.Exit(emit_error("rigctl", UsageError("--quiet and --verbose exclude each other"),
                                     as_json="--json" in sys.argv))
     set_verbosity(quiet=quiet, verbose=verbose)
-    from rigctl.invocation import confine_children, current
-
     notice = current().notice()  # root with a user's HOME or XDG directories: said once, whatever the command
     if notice:
         sys.stderr.write(notice + "\n")
@@ -148,13 +152,14 @@ def root(  # noqa: PLR0917 - typer passes the root's options by position
     as_json = "--json" in argv
     command = next((w for w in argv if not w.startswith("-")), "?")
     if command == "version":  # both ends' versions, not only the remote's
-        from rigctl.cli.cmd_meta import version_on_host
+        from rigctl.cli.cmd_meta import version_on_host  # noqa: PLC0415 - a command module: it imports this one
 
         version_on_host(hosts_file, host, as_json)
 
     def produce_remote() -> Outcome:
-        from rigctl.fleet.inventory import load_inventory
-        from rigctl.fleet.remote import RemoteAnswerError, run_remote_rigctl, stream_remote_rigctl
+        # the fleet's inventory models and ssh client: only for --host, most of what it costs to start
+        from rigctl.fleet.inventory import load_inventory  # noqa: PLC0415
+        from rigctl.fleet.remote import RemoteAnswerError, run_remote_rigctl, stream_remote_rigctl  # noqa: PLC0415
 
         target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow_ssh_commands)
         if not as_json:  # the remote text comes through as it is printed, control sequences made visible

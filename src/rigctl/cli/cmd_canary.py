@@ -1,19 +1,36 @@
-"""rigctl canary | metrics: keep proving a deployment right, and say so in the format people scrape."""
+"""rigctl canary | metrics: keep proving a deployment right, and say so in the format people scrape.
+
+`metrics` with nothing deployed loads what `status` does, imported here at the top. The canary's core
+(the deployment's recipe, the canary's verify checks) and a deployed recipe's load are imported inside
+the command that uses them: most of what such a command costs to start (``benchmarks/cli_imports.py``),
+which --help and shell completion do without."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rigctl.adapters import real_adapters
+from rigctl.adapters.systemd import SystemctlCli
 from rigctl.cli import options as opt
 from rigctl.cli.base import app, finish, scope_choice
 from rigctl.cli.output import Outcome
 from rigctl.cli.views import canary as views
+from rigctl.deploy import history, metrics
+from rigctl.deploy.state import check_record_name, not_deployed, search_scopes
+from rigctl.deploy.status import describe, discover_all
+from rigctl.errors import InvalidInputError, UsageError
+from rigctl.exitcodes import ExitCode
+from rigctl.places import Scope, locked
+from rigctl.util import safefs
+from rigctl.util.jsonfile import load_json
+from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
     from rigctl.deploy.target import Target
-    from rigctl.places import Scope
 
 
 @app.command("canary")
@@ -30,9 +47,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     a run whose answer changed. Without --every, --off or --run-once: the canary's state."""
 
     def produce() -> Outcome:
-        from rigctl.deploy.state import not_deployed, search_scopes
-        from rigctl.deploy.target import find_target
-        from rigctl.errors import UsageError
+        from rigctl.deploy.target import find_target  # noqa: PLC0415 - the core (see above)
 
         if sum([every is not None, off, run_once]) > 1:
             raise UsageError("--every, --off and --run-once exclude each other")
@@ -51,8 +66,6 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             return _off(target)
         if every is not None:
             return _install(target, every, checks, on_failure, after=after, timeout=timeout, baseline=baseline)
-        from rigctl.deploy import history
-
         summary = history.canary_state(target.dirs.state, target.name).summary()
         return Outcome("canary", True, {"deployment": target.name, "canary": summary},
                        view=views.canary_summary(target.name, summary))
@@ -62,12 +75,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
 def _install(target: Target, every: str, checks: str | None, on_failure: str, *, after: int,
              timeout: str | None, baseline: Path | None) -> Outcome:
-    import os
-
-    from rigctl.adapters.systemd import SystemctlCli
-    from rigctl.deploy import canary
-    from rigctl.places import locked
-    from rigctl.util.options import split_list
+    from rigctl.deploy import canary  # noqa: PLC0415 - the core
 
     every_s = canary.parse_span(every, option="--every")
     timeout_s = canary.parse_span(timeout, option="--timeout") if timeout else min(every_s, canary.DEFAULT_TIMEOUT_S)
@@ -76,8 +84,6 @@ def _install(target: Target, every: str, checks: str | None, on_failure: str, *,
     target.need_recipe()  # each run needs the recipe's expectations: refuse now, not at every run
     assert target.record is not None
     against = _baseline(baseline, target.name) if baseline is not None else None
-    import time
-
     with locked(target.name, f"canary {target.name}"):
         change = canary.install(
             target.name, engine_unit=target.unit, every_s=every_s, checks=chosen, on_failure=on_failure, after=after,
@@ -89,12 +95,9 @@ def _install(target: Target, every: str, checks: str | None, on_failure: str, *,
 
 def _baseline(path: Path, name: str) -> dict[str, Any]:
     """The answers of a `verify --export` file of deployment ``name``, as the canary's record keeps them."""
-    from rigctl.errors import UsageError
-    from rigctl.util.jsonfile import load_json
-    from rigctl.util.safefs import RECORD_LIMIT
-    from rigctl.verify.export import baseline_of
+    from rigctl.verify.export import baseline_of  # noqa: PLC0415 - the core (verify)
 
-    got = baseline_of(load_json(path, limit=RECORD_LIMIT), str(path))
+    got = baseline_of(load_json(path, limit=safefs.RECORD_LIMIT), str(path))
     if got.recipe != name:
         raise UsageError(f"--baseline {path}: the export is of {got.recipe}, not of {name}",
                          fix=f"`rigctl verify {name} --export FILE` gives {name}'s answers")
@@ -102,10 +105,7 @@ def _baseline(path: Path, name: str) -> dict[str, Any]:
 
 
 def _off(target: Target) -> Outcome:
-    from rigctl.adapters.systemd import SystemctlCli
-    from rigctl.deploy import canary
-    from rigctl.deploy.state import check_record_name
-    from rigctl.places import locked
+    from rigctl.deploy import canary  # noqa: PLC0415 - the core
 
     name = check_record_name(target.name)
     with locked(name, f"canary {name} --off"):
@@ -115,9 +115,7 @@ def _off(target: Target) -> Outcome:
 
 
 def _run_once(target: Target) -> Outcome:
-    from rigctl.adapters.systemd import SystemctlCli
-    from rigctl.deploy import canary, history
-    from rigctl.exitcodes import ExitCode
+    from rigctl.deploy import canary  # noqa: PLC0415 - the core
 
     state = history.canary_state(target.dirs.state, target.name)
     config = state.config or history.CanaryConfig(0, list(canary.DEFAULT_CHECKS), "none", 1,
@@ -142,13 +140,9 @@ def metrics_cmd(
     the last TTFT and ITL, GPU memory planned and used. --textfile DIR writes DIR/rigctl.prom atomically."""
 
     def produce() -> Outcome:
-        from rigctl.deploy import metrics
-
         text = metrics.exposition(_rows(scope_choice(user, system)))
         path = None
         if textfile is not None:
-            from rigctl.util import safefs
-
             with safefs.own_dir(textfile) as d:
                 d.write_atomic(metrics.FILE_NAME, text.encode(), mode=0o644)
             path = str(textfile / metrics.FILE_NAME)
@@ -159,16 +153,10 @@ def metrics_cmd(
 
 
 def _rows(choice: Scope | None) -> list[Any]:
-    from rigctl.deploy import metrics
-    from rigctl.deploy.status import discover_all
-
     found = discover_all(choice)
     rows: list[Any] = []
     if not found:
         return rows
-    from rigctl.adapters import real_adapters
-    from rigctl.deploy.status import describe
-
     for scope in dict.fromkeys(item.scope for item in found):
         adapters = real_adapters(scope, probe_timeout=2.0)
         try:
@@ -186,8 +174,7 @@ def _planned_mib(record: Any) -> int | None:
     """The GPU memory the deployed recipe plans for (gpus.count x gpus.min_memory_mib); None when unknown."""
     if record is None or not record.recipe_source:
         return None
-    from rigctl.errors import InvalidInputError
-    from rigctl.recipe.load import load
+    from rigctl.recipe.load import load  # noqa: PLC0415 - the recipe library, only for a deployed recipe
 
     try:
         gpus = load(record.recipe_source).recipe.gpus

@@ -1,24 +1,39 @@
-"""rigctl up | status | logs | down | swap: deploy a recipe on this host through podman quadlets and systemd."""
+"""rigctl up | status | logs | down | swap: deploy a recipe on this host through podman quadlets and systemd.
+
+What `status` loads is imported here at the top (the adapters and the deployment records), so status
+with nothing deployed loads no more than it did. A command's core (a recipe and its models, the planner,
+the renderer, verify's HTTP client: most of what such a command costs to start, as
+``benchmarks/cli_imports.py`` prints) is imported inside it, so that `status`, every command's --help and
+shell completion do not pay for it."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rigctl.adapters import real_adapters
+from rigctl.adapters.clock import RealClock
+from rigctl.adapters.gpu_memory import NvmlGpuMemory
+from rigctl.adapters.journal import Journalctl
+from rigctl.adapters.podman import PodmanCli
+from rigctl.adapters.systemd import SystemctlCli
 from rigctl.cli import options as opt
-from rigctl.cli import views
+from rigctl.cli import output, views
 from rigctl.cli.base import app, finish, load_recipe, scope_choice, scope_hint
 from rigctl.cli.output import Outcome
+from rigctl.deploy.state import check_record_name
+from rigctl.deploy.status import describe, discover_all
+from rigctl.errors import CommandError, UsageError
+from rigctl.exitcodes import ExitCode
+from rigctl.host.early import EarlyProbes, probes_started
+from rigctl.places import Dirs, Scope, engine_log, locked, resolve_scope, state_dir
 from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
     from rigctl.deploy.target import Target
-    from rigctl.host.early import EarlyProbes
-    from rigctl.places import Scope
     from rigctl.plan.plan import Plan
 
 
@@ -32,18 +47,12 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     """Deploy RECIPE: preflight, render, install the quadlet, start, wait through warmup, verify."""
 
     def produce() -> Outcome:
-        from rigctl.host.early import probes_started
-        from rigctl.places import resolve_scope
-
         scope = resolve_scope(user, system)
         with probes_started(inventory is None, scope) as early:  # podman, quadlet and NVML answer meanwhile
             return deploy(scope, early)
 
     def deploy(scope: Scope, early: EarlyProbes | None) -> Outcome:
-        from rigctl.adapters import real_adapters
-        from rigctl.deploy.up import UpOptions, plan_here, up
-        from rigctl.errors import UsageError
-        from rigctl.places import Dirs, locked
+        from rigctl.deploy.up import UpOptions, plan_here, up  # noqa: PLC0415 - the core, while the probes run
 
         loaded = load_recipe(recipe, overlays, sets)
         if inventory and not dry_run:
@@ -92,14 +101,9 @@ def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json
     Exits 7 (SERVICE_DOWN) when one is failed, restarting, or down while deployed (not stopped by `down`)."""
 
     def produce() -> Outcome:
-        from rigctl.deploy.status import discover_all
-
         found = discover_all(scope_choice(user, system))
         rows = []
         if found:  # the adapters (HTTP, podman, NVML) load only when there is a service to ask about
-            from rigctl.adapters import real_adapters
-            from rigctl.deploy.status import describe
-
             for scope in dict.fromkeys(item.scope for item in found):
                 adapters = real_adapters(scope, probe_timeout=2.0)
                 try:
@@ -107,8 +111,6 @@ def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json
                                       gpu=adapters.gpu) for item in found if item.scope == scope]
                 finally:
                     adapters.probe.close()
-        from rigctl.exitcodes import ExitCode
-
         failing = [row.unit for row in rows if row.failing]  # a dead model fails status: cron and CI act on it
         return Outcome("status", not failing, {"services": rows, "failing": failing}, view=views.status(rows),
                        exit_code=ExitCode.SERVICE_DOWN if failing else ExitCode.OK)
@@ -129,10 +131,8 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     With -f: exit 0 once the unit is stopped, 4 when it failed for good or no new container came."""
 
     def produce() -> Outcome:
-        from rigctl.adapters.journal import Journalctl
-        from rigctl.adapters.podman import PodmanCli
-        from rigctl.deploy import logs as logmod
-        from rigctl.deploy.target import find_target
+        from rigctl.deploy import logs as logmod  # noqa: PLC0415 - the core (recipes, verify's signatures)
+        from rigctl.deploy.target import find_target  # noqa: PLC0415 - the core (a recipe and its models)
 
         target = find_target(recipe, scope_choice(user, system))
         if follow and not as_json:
@@ -150,11 +150,6 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 def _engine_log(target: Target) -> Path:
     """Where the target unit's engine log is: as its container named it at `up` (the record), else below
     %S of the manager that runs it (a user manager is asked)."""
-    from pathlib import Path
-
-    from rigctl.adapters.systemd import SystemctlCli
-    from rigctl.places import Scope, engine_log
-
     if target.record is not None and target.record.engine_log:  # a record's path is checked when it is read
         return Path(target.record.engine_log)
     env = SystemctlCli(target.scope).manager_environment() if target.scope == Scope.USER else None
@@ -164,12 +159,7 @@ def _engine_log(target: Target) -> Path:
 def _follow(target: Target, *, tail: int | None, since: str | None, restart_wait_s: float) -> Outcome:
     """``logs -f``: the kept output of the last failed warmup, then the service's output as it comes,
     across restarts (printed as it comes: the stream itself is this command's artefact)."""
-    from rigctl.adapters.clock import RealClock
-    from rigctl.adapters.journal import Journalctl
-    from rigctl.adapters.podman import PodmanCli
-    from rigctl.adapters.systemd import SystemctlCli
-    from rigctl.deploy import logs as logmod
-    from rigctl.exitcodes import ExitCode
+    from rigctl.deploy import logs as logmod  # noqa: PLC0415 - the core, as in logs
 
     if target.recipe is not None:  # the next container comes restart_sec after one exits
         restart_wait_s = max(restart_wait_s, target.recipe.service.restart_sec + 30.0)
@@ -189,11 +179,7 @@ def _canary_paused(name: str, scope: Scope) -> Iterator[None]:
     """The deployment's canary (if it has one) stopped while `up` replaces or restarts its engine, started again
     after, whatever `up` did: its runs would otherwise record the restart as failures (and turn a scraped
     rigctl_canary_ok to 0 on every deployment). The first run after comes one interval later."""
-    from rigctl.adapters.systemd import SystemctlCli
-    from rigctl.cli import output
-    from rigctl.deploy import canary
-    from rigctl.errors import CommandError
-    from rigctl.places import state_dir
+    from rigctl.deploy import canary  # noqa: PLC0415 - the core (the canary's recipes and verify)
 
     units = SystemctlCli(scope)
     try:
@@ -220,15 +206,10 @@ def down_cmd(
     """Stop RECIPE's service (idempotent) and report whether its GPUs were released."""
 
     def produce() -> Outcome:
-        from rigctl.adapters.clock import RealClock
-        from rigctl.adapters.gpu_memory import NvmlGpuMemory
-        from rigctl.adapters.podman import PodmanCli
-        from rigctl.adapters.systemd import SystemctlCli
-        from rigctl.deploy.canary import systemd_dir
-        from rigctl.deploy.down import down
-        from rigctl.deploy.state import check_record_name
-        from rigctl.deploy.target import find_target
-        from rigctl.places import locked
+        # the core: a deployment's recipe and its models, the canary's units
+        from rigctl.deploy.canary import systemd_dir  # noqa: PLC0415
+        from rigctl.deploy.down import down  # noqa: PLC0415
+        from rigctl.deploy.target import find_target  # noqa: PLC0415
 
         # not deployed is no error here: `down` is done when there is nothing to stop
         found = find_target(recipe, scope_choice(user, system), must_exist=False)
@@ -260,11 +241,17 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     70 rollback failed, 1 TO's preflight refused (nothing stopped)."""
 
     def produce() -> Outcome:
-        from rigctl.adapters import real_adapters
-        from rigctl.adapters.systemd import SystemctlCli
-        from rigctl.deploy.canary import systemd_dir
-        from rigctl.deploy.swap import CanaryPlace, HostSwapDeploy, Side, SwapOptions, resolve_source, swap
-        from rigctl.deploy.target import find_target
+        # the core: both recipes, the planner, the renderer and verify
+        from rigctl.deploy.canary import systemd_dir  # noqa: PLC0415
+        from rigctl.deploy.swap import (  # noqa: PLC0415
+            CanaryPlace,
+            HostSwapDeploy,
+            Side,
+            SwapOptions,
+            resolve_source,
+            swap,
+        )
+        from rigctl.deploy.target import find_target  # noqa: PLC0415
 
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
         origin = find_target(source, scope_choice(user, system), must_exist=False)

@@ -1,4 +1,4 @@
-"""rigctl doctor | fleet status|doctor|preflight|swap. Thin: parse, call one core function, render."""
+"""rigctl fleet status|doctor|preflight|swap: a command on every host of an inventory, over ssh."""
 
 from __future__ import annotations
 
@@ -9,26 +9,6 @@ from rigctl.cli import views
 from rigctl.cli.base import app, finish, hosts_path
 from rigctl.cli.output import Outcome
 from rigctl.util.options import split_list
-
-
-@app.command("doctor")
-def doctor_cmd(paths: opt.PathOpt = None, fix: opt.FixOpt = False, restart: opt.RestartFixedOpt = False,
-               as_json: opt.JsonOpt = False) -> None:
-    """Audit every serving unit on this host (quadlet .container files and .service files running
-    podman/docker or an engine): restart policy, ipc/shm, start timeouts, digests, exposure, CDI, and what
-    systemd runs now (failed, restarting, files changed without a daemon-reload). --fix reloads the manager
-    and reads back what it holds; --restart also restarts what needs it."""
-
-    def produce() -> Outcome:
-        from rigctl.doctor.checkup import doctor
-
-        report = doctor(paths or None, fix=fix, restart=restart)
-        return Outcome("doctor", report.ok, report.to_dict(), view=views.doctor(report))
-
-    finish("doctor", as_json, produce)
-
-
-# --- several hosts -----------------------------------------------------------------------------------
 
 fleet_app = typer.Typer(
     name="fleet",
@@ -43,8 +23,9 @@ def _fleet(command: str, *, hosts_file: str | None, tags: list[str] | None, only
            parallel: int, timeout: float, as_json: bool, extra: list[str] | None = None, fix: bool = False,
            limit: str | None = None, allow_ssh_commands: bool = False) -> None:
     def produce() -> Outcome:
-        from rigctl.fleet.inventory import load_inventory
-        from rigctl.fleet.remote import run_fleet
+        # the fleet's core: the inventory's models and the ssh client, most of what a fleet command costs to start
+        from rigctl.fleet.inventory import load_inventory  # noqa: PLC0415
+        from rigctl.fleet.remote import run_fleet  # noqa: PLC0415
 
         inventory = load_inventory(hosts_path(hosts_file))  # its own --hosts, else the root's, else the default
         chosen = inventory.select(tags=split_list(tags, option="--tag"), names=split_list(only, option="--only"),

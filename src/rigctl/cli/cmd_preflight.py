@@ -1,18 +1,20 @@
-"""rigctl inventory | preflight."""
+"""rigctl inventory | preflight.
+
+Each command starts the early probes (podman, quadlet and NVML run meanwhile), then imports its core:
+the facts models, the recipe and the checks (pydantic, PyYAML, most of what it costs to start), which
+loads while the probes' programs run; importing it at the top would make the probes wait for it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
 from rigctl.cli.base import app, finish, load_recipe, scope_hint
 from rigctl.cli.output import Outcome
+from rigctl.host.early import EarlyProbes, probes_started
+from rigctl.places import Scope, resolve_scope
 from rigctl.util.options import split_list
-
-if TYPE_CHECKING:
-    from rigctl.host.early import EarlyProbes
-    from rigctl.places import Scope
 
 
 @app.command("inventory")
@@ -20,10 +22,8 @@ def inventory_cmd(paths: opt.ProbePathsArg = None, as_json: opt.JsonOpt = False)
     """Gather this host's facts (GPUs, shm, podman, CDI, systemd, ports, disks) as one versioned document."""
 
     def produce() -> Outcome:
-        from rigctl.host.early import probes_started
-
         with probes_started() as early:  # podman and NVML answer while pydantic and the facts models load
-            from rigctl.host import gather_facts
+            from rigctl.host.gather import gather_facts  # noqa: PLC0415 - the core, while the probes run
 
             facts = gather_facts(paths or (), early=early)
         return Outcome("inventory", True, facts.model_dump(mode="json"), view=views.facts(facts))
@@ -42,16 +42,13 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
     service manager `up` would use with the same --user/--system (default: system as root, else user)."""
 
     def produce() -> Outcome:
-        from rigctl.host.early import probes_started
-        from rigctl.places import resolve_scope
-
         scope = resolve_scope(user, system)
         # podman, quadlet and NVML answer while the recipe and the facts models load (most of a gather's wait)
         with probes_started(inventory is None, scope) as early:
             return check(scope, early)
 
     def check(scope: Scope, early: EarlyProbes | None) -> Outcome:
-        from rigctl.plan.here import preflight_here
+        from rigctl.plan.here import preflight_here  # noqa: PLC0415 - the core, while the probes run
 
         forced, accepted = split_list(force, option="--force"), split_list(accept_license, option="--accept-license")
         selection = split_list(gpus, option="--gpus") or None

@@ -7,6 +7,8 @@ from rigctl.cli import options as opt
 from rigctl.cli import views
 from rigctl.cli.base import app, finish, load_recipe
 from rigctl.cli.output import Outcome
+from rigctl.errors import UsageError
+from rigctl.places import Scope, default_scope
 from rigctl.util.options import split_list
 
 
@@ -27,9 +29,8 @@ def render_cmd(
     it goes to stderr. With --out DIR, the files are written there and stdout lists their paths."""
 
     def produce() -> Outcome:
-        from rigctl.errors import UsageError
-        from rigctl.places import Scope, default_scope
-        from rigctl.plan.rendering import placement_for, render_manifests, render_quadlet
+        # the core: the planner, the renderer and its templates (jinja2), most of what render costs to start
+        from rigctl.plan.rendering import placement_for, render_manifests, render_quadlet  # noqa: PLC0415
 
         if target not in opt.RENDER_TARGETS:
             raise UsageError(f"--target {target!r}: expected one of {', '.join(opt.RENDER_TARGETS)}")

@@ -1,16 +1,25 @@
-"""rigctl verify: prove the served model is right, not just up."""
+"""rigctl verify: prove the served model is right, not just up.
+
+verify's core (its checks and their HTTP client, a deployment's recipe, NVML) is imported inside the
+command: most of what it costs to start (``benchmarks/cli_imports.py``), which shell completion and the
+root help (both register every command) do without."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 from typer.core import TyperCommand, TyperOption
 
+from rigctl.adapters.podman import PodmanCli
 from rigctl.cli import options as opt
 from rigctl.cli import views
 from rigctl.cli.base import app, finish, scope_choice
 from rigctl.cli.output import Outcome
+from rigctl.errors import UsageError
+from rigctl.util import safefs
+from rigctl.util.text import version_line
 
 CHECKS_HELP = "Checks to run: {ids} (default: all)."
 
@@ -21,7 +30,7 @@ class _VerifyCommand(TyperCommand):
     root help must not pay for at start-up."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        from rigctl.verify.runner import check_ids
+        from rigctl.verify.runner import check_ids  # noqa: PLC0415 - only for this help (see above)
 
         for param in self.params:
             if isinstance(param, TyperOption) and param.name == "checks":
@@ -42,9 +51,8 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
     shared-prefix concurrency soak. Exit 1 when any check fails."""
 
     def produce() -> Outcome:
-        from rigctl.errors import UsageError
-        from rigctl.verify import target as verify_target
-        from rigctl.verify.runner import parse_checks, run_checks
+        from rigctl.verify import target as verify_target  # noqa: PLC0415 - the core (see above)
+        from rigctl.verify.runner import parse_checks, run_checks  # noqa: PLC0415
 
         selected = parse_checks(checks)
         if export is not None and "soak" not in selected:
@@ -58,7 +66,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
             if sets or overlays:
                 raise UsageError("--set and --overlay apply to a RECIPE")
         else:  # the recipe's expectations, checked where it is deployed (or, not deployed, where it publishes)
-            from rigctl.deploy.target import find_target
+            from rigctl.deploy.target import find_target  # noqa: PLC0415 - the core: the recipe's models
 
             deployed = find_target(recipe, scope_choice(user, system), overlays=overlays or (), sets=sets or ())
             endpoint, expect = verify_target.for_recipe(deployed.need_recipe(), deployed.endpoint(api_key), given)
@@ -79,23 +87,16 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
 
 def _export(report: Any, deployed: Any, path: str) -> str:
     """Write the soak's figures to ``path`` (``verify.export``); the path written."""
-    import json
-
-    from rigctl.util import safefs
-    from rigctl.util.text import version_line
-    from rigctl.verify.export import gpu_facts, soak_export
+    from rigctl.host.nvml import probe_gpus  # noqa: PLC0415 - the core: NVML, only for an export
+    from rigctl.verify.export import gpu_facts, soak_export  # noqa: PLC0415 - the core
 
     soak = report.get("soak")
     record = deployed.record if deployed is not None else None
     image = record.image if record else (deployed.recipe.image if deployed is not None and deployed.recipe else None)
     digest = image.split("@", 1)[1] if image and "@sha256:" in image else None
     if deployed is not None and digest is None:
-        from rigctl.adapters.podman import PodmanCli
-
         info = PodmanCli().container(deployed.container)
         digest = info.image_digest if info is not None else None
-    from rigctl.host.nvml import probe_gpus
-
     gpus, note = gpu_facts(probe_gpus(), record.gpu_ids if record else [])
     doc = soak_export(soak, model=report.endpoint.model, base_url=report.endpoint.base_url,
                       recipe=deployed.name if deployed is not None else None,

@@ -1,10 +1,8 @@
-"""The "Examples:" at the end of every command's --help, as operators type them, and each command's line in
-the root help. One table for all commands (``app.register`` attaches each to its command), so the command
-modules stay about what they do; tests/cli/test_meta_commands.py parses every line against its command, so
-an example cannot outlive an option it uses.
-
-The root help lists each command with its ``SUMMARY``, written to fit that one line (click would otherwise
-cut the docstring's first sentence with "..."), and ends with ``ROOT_EXAMPLES``: a first session."""
+"""The "Examples:" at the end of every command's --help, as operators type them. One table for all commands
+(``app.register`` attaches each to its command), so the command modules stay about what they do;
+tests/cli/test_meta_commands.py parses every line against its command, so an example cannot outlive an
+option it uses. The root help ends with ``ROOT_EXAMPLES``: a first session. (Each command's line in the
+root help is its summary in the command table, ``cli.commands``.)"""
 
 from __future__ import annotations
 
@@ -122,32 +120,6 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-# command -> its line in `rigctl --help`: at most SUMMARY_WIDTH characters, so that it is never cut
-SUMMARY_WIDTH = 63  # click's room beside the longest command name (inventory) in the 78-column layout
-SUMMARY: dict[str, str] = {
-    "up": "Deploy a recipe: preflight, install, start, warm up, verify",
-    "status": "Every rigctl-managed service here: state, health, GPU memory",
-    "logs": "The engine's output, with known crash signatures explained",
-    "down": "Stop a service and say whether its GPUs were released",
-    "doctor": "Audit every serving unit on this host (--fix rewrites them)",
-    "swap": "Replace one served recipe by another, rolling back on failure",
-    "inventory": "This host's facts: GPUs, shm, podman, CDI, systemd, ports",
-    "preflight": "Check that a recipe can run here, or on a captured inventory",
-    "recipes": "List the recipes rigctl can find, each validated",
-    "show": "A recipe after overlays and --set, every default filled in",
-    "validate": "Check recipes strictly: every problem with its file and line",
-    "new": "Write a new user recipe, a copy of another to edit",
-    "schema": "Print the recipe JSON Schema, for editors",
-    "render": "Render the quadlet unit `up` would install (or kube manifests)",
-    "verify": "Check a served model: answers, loops, context, a soak",
-    "canary": "Re-verify a deployment on a timer; restart it once on failure",
-    "metrics": "Every deployment as Prometheus text (or a node_exporter file)",
-    "checks": "List every check rigctl runs and what it guards",
-    "explain": "One check: what it guards and why, its fixes, --force",
-    "version": "rigctl's version and Python's",
-    "fleet": "status, doctor, preflight or swap on every inventory host",
-}
-
 # what `rigctl --help` ends with: a first session on a new box
 ROOT_EXAMPLES: tuple[tuple[str, str], ...] = (  # short: click keeps these lines whole in a 60-column terminal
     ("recipes", "what can be served"),
@@ -157,11 +129,6 @@ ROOT_EXAMPLES: tuple[tuple[str, str], ...] = (  # short: click keeps these lines
     ("explain gpu-p2p", "what a check guards, why"),
     ("COMMAND --help", "its options and examples"),
 )
-
-
-def summary(command: str) -> str | None:
-    """The root help's line for ``command`` (None: click's cut of its docstring)."""
-    return SUMMARY.get(command)
 
 
 def root_epilog() -> str:

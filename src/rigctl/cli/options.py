@@ -4,11 +4,13 @@ commands take is spelled once (name, metavar, help), and the whole command line 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from rigctl.cli.commands import ROOT_OPTIONS
 from rigctl.cli.complete import recipe_names
 
 RENDER_TARGETS = ("quadlet", "kube", "podman-kube")
@@ -22,30 +24,20 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-# --- the root's, before the command ------------------------------------------------------------------
+# --- the root's, before the command (their words are in the command table: the root help lists them) ---
 
-HostOpt = Annotated[
-    str | None, typer.Option("--host", metavar="NAME", help="Run the command on this inventory host over ssh.")
-]
-RootHostsOpt = Annotated[
-    str | None,
-    typer.Option("--hosts", metavar="FILE", help="Host inventory for --host and the fleet commands (default "
-                                                 "$XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
-]
-RootAllowSshCommandsOpt = Annotated[
-    bool,
-    typer.Option("--allow-ssh-commands",
-                 help="With --host: let the inventory's ssh options run local commands (ProxyCommand and the like)."),
-]
-QuietOpt = Annotated[
-    bool, typer.Option("--quiet", "-q", help="Print only the result and errors: no notes, no progress.")
-]
-VerboseOpt = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Also print each command rigctl runs (podman, systemctl, ssh).")
-]
-VersionOpt = Annotated[
-    bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print rigctl's version and exit.")
-]
+def _root(name: str, *, is_eager: bool = False, callback: Callable[[bool], None] | None = None) -> Any:
+    """The root's option ``name`` as the command table has it (its names, metavar and help)."""
+    option = ROOT_OPTIONS[name]
+    return typer.Option(*option.names, metavar=option.metavar, help=option.help, is_eager=is_eager, callback=callback)
+
+
+HostOpt = Annotated[str | None, _root("--host")]
+RootHostsOpt = Annotated[str | None, _root("--hosts")]
+RootAllowSshCommandsOpt = Annotated[bool, _root("--allow-ssh-commands")]
+QuietOpt = Annotated[bool, _root("--quiet")]
+VerboseOpt = Annotated[bool, _root("--verbose")]
+VersionOpt = Annotated[bool, _root("--version", is_eager=True, callback=_print_version)]
 
 # --- shared by several commands, in the order `up` takes them ------------------------------------------
 

@@ -36,7 +36,7 @@ def placement_for(
     podman: Podman | None = None
     elsewhere = None
     if inventory:  # render for that box: its podman, and the GPUs the layout picks there (by UUID)
-        from rigctl.host import load_inventory  # noqa: PLC0415 - facts load only when a box is named
+        from rigctl.host.gather import load_inventory  # noqa: PLC0415 - facts load only when a box is named
 
         facts = load_inventory(inventory)
         podman = facts.podman
