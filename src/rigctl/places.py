@@ -9,6 +9,7 @@ records and locks live) and the CLI (which scope a command means).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import os
@@ -182,5 +183,31 @@ class ServiceLock:
 
 @contextlib.contextmanager
 def locked(service: str, command: str, directory: Path | None = None) -> Iterator[ServiceLock]:
+    """``service``'s lock taken now (LockHeldError when anyone holds it, this process included)."""
     with ServiceLock(service, command, directory) as lock:
         yield lock
+
+
+# The locks the operations running in this context hold (``deployment_lock``): a thread starts with none.
+_HELD: contextvars.ContextVar[tuple[ServiceLock, ...]] = contextvars.ContextVar("rigctl_held_locks", default=())
+
+
+@contextlib.contextmanager
+def deployment_lock(service: str, command: str, directory: Path | None = None) -> Iterator[ServiceLock]:
+    """The one lock rule: each core operation on a deployment (``deploy.up.up``, ``deploy.down.down``,
+    ``deploy.swap.swap``, a canary's install, removal and restart) holds the deployment's lock while it runs,
+    so that a library caller is locked as the CLI is. An operation that runs inside another one holding that
+    lock, in the same thread (swap's up and down, down's removal of the canary), goes on under the held lock:
+    a second flock of this process would be refused by its own first. Anyone else holding it, another
+    thread or a plain ``locked`` included, refuses the operation with LockHeldError."""
+    held = _HELD.get()
+    mine = next((lock for lock in held if lock.name == f"{check_name(service)}.lock"), None)
+    if mine is not None:
+        yield mine
+        return
+    with ServiceLock(service, command, directory) as lock:
+        token = _HELD.set((*held, lock))
+        try:
+            yield lock
+        finally:
+            _HELD.reset(token)

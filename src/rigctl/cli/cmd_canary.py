@@ -66,7 +66,6 @@ def _install(target: Target, every: str, checks: str | None, on_failure: str, *,
 
     from rigctl.adapters.systemd import SystemctlCli
     from rigctl.deploy import canary
-    from rigctl.places import locked
     from rigctl.util.options import split_list
 
     every_s = canary.parse_span(every, option="--every")
@@ -78,12 +77,11 @@ def _install(target: Target, every: str, checks: str | None, on_failure: str, *,
     against = _baseline(baseline, target.name) if baseline is not None else None
     import time
 
-    with locked(target.name, f"canary {target.name}"):
-        change = canary.install(
-            target.name, engine_unit=target.unit, every_s=every_s, checks=chosen, on_failure=on_failure, after=after,
-            timeout_s=timeout_s, command=canary.command_for(target.name, target.scope, sys.executable),
-            unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
-            systemd=SystemctlCli(target.scope), now=time.time(), baseline=against)
+    change = canary.install(  # under the deployment's lock
+        target.name, engine_unit=target.unit, every_s=every_s, checks=chosen, on_failure=on_failure, after=after,
+        timeout_s=timeout_s, command=canary.command_for(target.name, target.scope, sys.executable),
+        unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
+        systemd=SystemctlCli(target.scope), now=time.time(), baseline=against)
     return Outcome("canary", True, change, view=views.canary_change(change))
 
 
@@ -105,12 +103,10 @@ def _off(target: Target) -> Outcome:
     from rigctl.adapters.systemd import SystemctlCli
     from rigctl.deploy import canary
     from rigctl.deploy.state import check_record_name
-    from rigctl.places import locked
 
     name = check_record_name(target.name)
-    with locked(name, f"canary {name} --off"):
-        change = canary.remove(name, unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
-                               systemd=SystemctlCli(target.scope))
+    change = canary.remove(name, unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
+                           systemd=SystemctlCli(target.scope))  # under the deployment's lock
     return Outcome("canary", True, change, view=views.canary_change(change))
 
 
@@ -124,8 +120,7 @@ def _run_once(target: Target) -> Outcome:
                                                   canary.DEFAULT_TIMEOUT_S)
     probe = canary.verify_prober(target.need_recipe(), target.endpoint(None), config.checks, config.baseline)
     result = canary.run_once(target.name, engine_unit=target.unit, scope=target.scope, state_dir=target.dirs.state,
-                             probe=probe, systemd=SystemctlCli(target.scope), lock=canary.service_lock(target.name),
-                             fallback=config)
+                             probe=probe, systemd=SystemctlCli(target.scope), fallback=config)
     return Outcome("canary", result.ok, result, view=views.canary_run(result),
                    exit_code=ExitCode.OK if result.ok else ExitCode.CHECKS_FAILED)
 
