@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from rigctl.errors import LockHeldError, UsageError
-from rigctl.invocation import current
+from rigctl.invocation import current, named_dir
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 
 
@@ -75,7 +75,7 @@ def state_dir(scope: Scope) -> Path:
 
 
 # Each rigctl unit's engine log, below the state directory of the manager that runs it (systemd's %S:
-# /var/lib for the system manager, the manager's $XDG_STATE_HOME or ~/.local/state for a user's). The
+# /var/lib for the system manager, the user manager's state home for a user's: ``invocation.named_dir``). The
 # rendered unit names it (StateDirectory=, --log-opt path=%S/ENGINE_LOG_SUBDIR/%N.log); it outlives --rm.
 ENGINE_LOG_SUBDIR = "rigctl/logs"
 
@@ -86,14 +86,7 @@ def engine_log(scope: Scope, unit: str, manager_env: dict[str, str] | None = Non
     stem = unit.removesuffix(".service")
     if scope == Scope.SYSTEM:
         return Path("/var/lib") / ENGINE_LOG_SUBDIR / f"{stem}.log"
-    env = manager_env or {}
-    given = env.get("XDG_STATE_HOME", "")
-    if given.startswith("/"):
-        base = Path(given)
-    elif env.get("HOME", "").startswith("/"):
-        base = Path(env["HOME"]) / ".local" / "state"
-    else:
-        base = current().state_home
+    base = named_dir(manager_env or {}, "XDG_STATE_HOME") or current().state_home
     return base / ENGINE_LOG_SUBDIR / f"{stem}.log"
 
 

@@ -35,7 +35,8 @@ from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import probe_ports
-from rigctl.places import Dirs, Scope, deployment_lock
+from rigctl.invocation import named_dir
+from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope, deployment_lock
 from rigctl.plan.plan import Plan, make_plan, notes_dict
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
@@ -242,15 +243,8 @@ def install_and_start(
 def generator_reads(env: Mapping[str, str] | None) -> str | None:
     """The user directory quadlet's user generator reads, under the manager's own environment:
     $XDG_CONFIG_HOME/containers/systemd, else $HOME/.config/containers/systemd; None when it cannot be told."""
-    if env is None:
-        return None
-    config = env.get("XDG_CONFIG_HOME", "")
-    if not config.startswith("/"):
-        home = env.get("HOME", "")
-        if not home.startswith("/"):
-            return None
-        config = os.path.join(home, ".config")
-    return os.path.join(config, "containers", "systemd")
+    config = named_dir(env, "XDG_CONFIG_HOME") if env is not None else None
+    return str(config / USER_UNIT_SUBDIR) if config is not None else None
 
 
 def unit_name_for(files: dict[str, str]) -> str:
