@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,24 @@ _DEFAULTS = {  # below the home, per the XDG base directory specification
     "XDG_DATA_HOME": ".local/share",
 }
 _MAX_COMPONENTS = 64  # a path deeper than this is not anybody's real home
+
+
+def default_below(home: str, name: str) -> str:
+    """Where the XDG variable ``name`` points, unset, for a login whose home is ``home`` (another user's, or
+    a remote host's): ``home/.config`` for XDG_CONFIG_HOME."""
+    return f"{home.rstrip('/')}/{_DEFAULTS[name]}"
+
+
+def named_dir(env: Mapping[str, str], name: str) -> Path | None:
+    """The XDG directory ``name`` (``XDG_STATE_HOME``...) in the environment of another process, a user's
+    service manager (it decides what its units' ``%S`` and generators use, and may differ from this login's):
+    its value, else its default below that environment's HOME; None when the environment names neither. An
+    empty or relative value counts as unset, as ``decide`` reads this process's own."""
+    given = env.get(name) or ""
+    if os.path.isabs(given):
+        return Path(given)
+    home = env.get("HOME") or ""
+    return Path(home) / _DEFAULTS[name] if os.path.isabs(home) else None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ records and locks live) and the CLI (which scope a command means).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import os
@@ -19,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from rigctl.errors import LockHeldError, UsageError
-from rigctl.invocation import current
+from rigctl.invocation import current, named_dir
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 
 
@@ -74,7 +75,7 @@ def state_dir(scope: Scope) -> Path:
 
 
 # Each rigctl unit's engine log, below the state directory of the manager that runs it (systemd's %S:
-# /var/lib for the system manager, the manager's $XDG_STATE_HOME or ~/.local/state for a user's). The
+# /var/lib for the system manager, the user manager's state home for a user's: ``invocation.named_dir``). The
 # rendered unit names it (StateDirectory=, --log-opt path=%S/ENGINE_LOG_SUBDIR/%N.log); it outlives --rm.
 ENGINE_LOG_SUBDIR = "rigctl/logs"
 
@@ -85,14 +86,7 @@ def engine_log(scope: Scope, unit: str, manager_env: dict[str, str] | None = Non
     stem = unit.removesuffix(".service")
     if scope == Scope.SYSTEM:
         return Path("/var/lib") / ENGINE_LOG_SUBDIR / f"{stem}.log"
-    env = manager_env or {}
-    given = env.get("XDG_STATE_HOME", "")
-    if given.startswith("/"):
-        base = Path(given)
-    elif env.get("HOME", "").startswith("/"):
-        base = Path(env["HOME"]) / ".local" / "state"
-    else:
-        base = current().state_home
+    base = named_dir(manager_env or {}, "XDG_STATE_HOME") or current().state_home
     return base / ENGINE_LOG_SUBDIR / f"{stem}.log"
 
 
@@ -182,5 +176,31 @@ class ServiceLock:
 
 @contextlib.contextmanager
 def locked(service: str, command: str, directory: Path | None = None) -> Iterator[ServiceLock]:
+    """``service``'s lock taken now (LockHeldError when anyone holds it, this process included)."""
     with ServiceLock(service, command, directory) as lock:
         yield lock
+
+
+# The locks the operations running in this context hold (``deployment_lock``): a thread starts with none.
+_HELD: contextvars.ContextVar[tuple[ServiceLock, ...]] = contextvars.ContextVar("rigctl_held_locks", default=())
+
+
+@contextlib.contextmanager
+def deployment_lock(service: str, command: str, directory: Path | None = None) -> Iterator[ServiceLock]:
+    """The one lock rule: each core operation on a deployment (``deploy.up.up``, ``deploy.down.down``,
+    ``deploy.swap.swap``, a canary's install, removal and restart) holds the deployment's lock while it runs,
+    so that a library caller is locked as the CLI is. An operation that runs inside another one holding that
+    lock, in the same thread (swap's up and down, down's removal of the canary), goes on under the held lock:
+    a second flock of this process would be refused by its own first. Anyone else holding it, another
+    thread or a plain ``locked`` included, refuses the operation with LockHeldError."""
+    held = _HELD.get()
+    mine = next((lock for lock in held if lock.name == f"{check_name(service)}.lock"), None)
+    if mine is not None:
+        yield mine
+        return
+    with ServiceLock(service, command, directory) as lock:
+        token = _HELD.set((*held, lock))
+        try:
+            yield lock
+        finally:
+            _HELD.reset(token)

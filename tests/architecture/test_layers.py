@@ -96,3 +96,11 @@ def test_render_and_preflight_run_no_program(path: Path) -> None:
 def test_the_purity_rule_sees_a_program() -> None:
     code = "import subprocess\nfrom rigctl.util.proc import run\nif TYPE_CHECKING:\n    from rigctl.util.proc import Completed\n"
     assert [m for _, m in runtime_imports(ast.parse(code))] == ["subprocess", "rigctl.util.proc"]
+
+
+def test_one_http_client_to_the_engine() -> None:
+    """Only verify's client speaks HTTP (httpx): deploy's readiness probe goes through it, so the engine's answers
+    have one bounded reader, one Content-Encoding rule and one reading of /v1/models."""
+    users = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                   if any(m == "httpx" or m.startswith("httpx.") for _, m in runtime_imports(ast.parse(p.read_text()))))
+    assert users == ["verify/client.py"], users

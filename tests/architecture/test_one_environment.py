@@ -60,3 +60,29 @@ def test_the_rule_sees_each_spelling() -> None:
             "os.geteuid(); os.getuid(); Path.home(); os.path.expanduser('~'); tempfile.gettempdir()\n")
     assert len(reads(ast.parse(code))) == 8
     assert reads(ast.parse(OWNER.read_text(encoding="utf-8")))  # the owner itself does read them
+
+
+XDG_DEFAULTS = {".config", ".local", ".local/state", ".local/share", ".cache"}
+
+
+def _spells_a_default(tree: ast.AST) -> list[str]:
+    """String constants of an XDG default below a home (``.local/state``), in a path or a join."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip("/") in XDG_DEFAULTS:
+            found.append(f"line {node.lineno}: {node.value!r}")
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_only_the_invocation_knows_the_xdg_defaults(path: Path) -> None:
+    """Where a variable that is unset points (``~/.local/state``) is said once, in ``invocation._DEFAULTS``: the
+    directories of another environment (a user manager's) are asked of ``invocation.named_dir`` too."""
+    found = _spells_a_default(ast.parse(path.read_text(encoding="utf-8")))
+    assert not found, f"{path.relative_to(SRC)} spells an XDG default itself (ask rigctl.invocation): {found}"
+
+
+def test_the_default_rule_sees_a_spelling() -> None:
+    code = 'Path(h) / ".local" / "state"; os.path.join(h, ".config"); f"{h}/.local/share"'
+    assert len(_spells_a_default(ast.parse(code))) == 3
+    assert _spells_a_default(ast.parse(OWNER.read_text(encoding="utf-8")))

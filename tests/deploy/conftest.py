@@ -165,3 +165,15 @@ def shared_prefix_load(url: str, n: int, stop: threading.Event | None = None) ->
         t.start()
     for t in threads:
         t.join(timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def own_lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The deployment locks ``up()``, ``down()``, ``swap()`` and the canary take in this test process go to tmp:
+    tests of other checkouts on one host (root's lock directory is host-wide) never contend for a name. A
+    rigctl started as a process keeps the real directory."""
+    import rigctl.places
+
+    locks = tmp_path / "locks"
+    monkeypatch.setattr(rigctl.places, "lock_dir", lambda: locks)
+    return locks

@@ -296,3 +296,75 @@ def test_podmans_own_failure_is_named_as_podmans(tmp_path: Path, cause: str) -> 
     expected = {"image": f"`podman pull {recipe.image}`", "port": f"127.0.0.1:{port} is taken by PID {os.getpid()}",
                 "unknown": f"journalctl --user -u {UNIT}"}[cause]
     assert expected in res.message, res.message
+
+
+def test_a_second_up_of_the_same_deployment_is_refused_by_up_itself(tmp_path: Path) -> None:
+    """The lock is up()'s own, not only the CLI's: while one up() of a deployment runs (held here at its install
+    stage, in another thread), a second up() of it is refused (exit 6, LOCK_HELD) naming the first; the
+    first then finishes as it would alone, and its lock is free again after."""
+    import threading
+
+    from rigctl.errors import LockHeldError
+
+    first, second = Box(tmp_path / "a"), Box(tmp_path / "b")
+    recipe = make_recipe(tmp_path)
+    at_install, go_on = threading.Event(), threading.Event()
+    done: list[UpResult] = []
+
+    def hold(stage: str) -> None:
+        if stage == "install":
+            at_install.set()
+            assert go_on.wait(20)
+
+    running = threading.Thread(target=lambda: done.append(first.up(recipe, on_stage=hold)), daemon=True)
+    running.start()
+    try:
+        assert at_install.wait(20)
+        with pytest.raises(LockHeldError, match=f"pid {os.getpid()}: rigctl up fast") as refused:
+            second.up(recipe)
+        assert refused.value.exit_code == ExitCode.LOCK_HELD
+        assert second.systemd.calls == []  # refused before anything was touched
+    finally:
+        go_on.set()
+        running.join(20)
+    assert done and done[0].ok and done[0].action == "installed"
+    assert second.up(recipe).ok  # the first one's lock went with it
+
+
+def test_down_takes_the_lock_and_goes_on_under_a_held_one(tmp_path: Path) -> None:
+    """down() is locked as up() is: refused while another thread's operation holds the deployment's lock, and
+    run under the lock when the operation that holds it calls it (swap's stop of FROM)."""
+    import threading
+
+    from rigctl.deploy.down import down
+    from rigctl.errors import LockHeldError
+    from rigctl.places import deployment_lock
+
+    box = Box(tmp_path)
+    recipe = make_recipe(tmp_path)
+    assert box.up(recipe).ok
+
+    def stop() -> Any:
+        return down("fast", unit=UNIT, container=recipe.container_name, unit_dir=box.dirs.units,
+                    state_dir=box.dirs.state, remove=False, stop_timeout_s=10, systemd=box.systemd,
+                    podman=box.podman, gpu=FakeGpu(), clock=box.clock)
+
+    taken, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with deployment_lock("fast", "swap fast other"):
+            taken.set()
+            leave.wait(20)
+
+    holder = threading.Thread(target=other, daemon=True)
+    holder.start()
+    try:
+        assert taken.wait(20)
+        with pytest.raises(LockHeldError, match="rigctl swap fast other"):
+            stop()
+    finally:
+        leave.set()
+        holder.join(20)
+    assert box.systemd.show(UNIT).active == "active"  # the refused down touched nothing
+    with deployment_lock("fast", "swap fast other"):
+        assert stop().stopped

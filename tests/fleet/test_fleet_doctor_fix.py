@@ -174,3 +174,21 @@ def test_a_well_formed_fix_report_is_taken_as_it_is(ssh_fleet: Any, private_cont
     assert host["ok"] is True  # what it found was fixed: nothing remains
     assert host["findings"] == [FINDING]
     assert host["data"]["fix"] == fix
+
+
+def test_a_remote_applied_fix_is_read_in_doctor_s_own_shape() -> None:
+    """One shape at both ends: what a local doctor --fix writes (asdict of doctor.checkup.AppliedFix) is what the
+    fleet reads back, field for field, and strictly (a value of another type is refused, not coerced)."""
+    from dataclasses import asdict, fields
+
+    from pydantic import ValidationError
+
+    from rigctl.doctor.checkup import AppliedFix
+    from rigctl.fleet.remote import _RemoteApplied
+
+    written = asdict(AppliedFix(**APPLIED))
+    assert set(_RemoteApplied.model_fields) == {f.name for f in fields(AppliedFix)} == set(written)
+    assert _RemoteApplied.model_validate({**written, "newer": 1}).model_dump() == written
+    for wrong in ({"reloaded": 1}, {"live": {"Restart": 3}}, {"files": "/u/a.container"}):
+        with pytest.raises(ValidationError):
+            _RemoteApplied.model_validate({**written, **wrong})

@@ -743,6 +743,38 @@ def test_deploy_readiness_probe_still_reads_a_well_behaved_engine() -> None:
     assert ready.ready_for(MODEL), ready.detail
 
 
+def test_deploy_readiness_probe_reads_answers_by_verify_s_rules() -> None:
+    """One reader for both clients: a gzipped model list is read as verify reads it (the probe once refused any
+    compressed answer), and a web page at /v1/models is the same "not an OpenAI-compatible server" sentence."""
+    from rigctl.adapters.probe import HttpProbe
+
+    listed = json.dumps({"object": "list", "data": [{"id": MODEL, "max_model_len": 4096}]}).encode()
+    squeezed = zlib.compress(listed, wbits=31)
+
+    def gzipped(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        head(h, content_length=str(len(squeezed)), content_encoding="gzip")
+        h.wfile.write(squeezed)
+
+    page = b"<!doctype html><html><head><title>Welcome to nginx!</title></head></html>"
+
+    def html(h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        head(h, ctype="text/html", content_length=str(len(page)))
+        h.wfile.write(page)
+
+    probe = HttpProbe(timeout=TIMEOUT_S)
+    try:
+        with serve({"/v1/models": gzipped}) as url:
+            ready = probe.check(url, "/health", MODEL)
+        assert ready.ready_for(MODEL) and ready.max_model_len == 4096, ready.detail
+        with serve({"/v1/models": html}) as url:
+            foreign = probe.check(url, "/health", MODEL)
+        assert not foreign.ready_for(MODEL)
+        assert foreign.detail.startswith(f"not an OpenAI-compatible server at {url}"), foreign.detail
+        assert "an HTML page titled 'Welcome to nginx!'" in foreign.detail, foreign.detail
+    finally:
+        probe.close()
+
+
 # --- engine JSON that json.loads alone cannot take: nesting, endless digits, non-finite numbers -------------
 
 DEEP = "[" * 100_000 + "]" * 100_000  # json.loads: RecursionError from the C scanner

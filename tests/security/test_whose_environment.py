@@ -286,3 +286,20 @@ def test_root_runs_no_program_another_user_placed(user_home: Path, root_home: Pa
     (mine / "podman").chmod(0o755)
     again = rigctl("inventory", "--json", env={"HOME": str(root_home), "PATH": f"{mine}:/usr/bin:/bin"})
     assert marker.exists() and "PATH entry" not in again.stderr
+
+
+def test_a_managers_directories_are_read_by_the_invocation_s_rule(tmp_path: Path) -> None:
+    """A user manager's environment decides its units' %S (the engine log) and its generator's directory: its
+    value when absolute, else the XDG default below its HOME, else none (then this login's own)."""
+    from rigctl.deploy.up import generator_reads
+    from rigctl.places import Scope, engine_log
+
+    assert invocation.named_dir({"XDG_STATE_HOME": "/s", "HOME": "/h"}, "XDG_STATE_HOME") == Path("/s")
+    assert invocation.named_dir({"XDG_STATE_HOME": "rel", "HOME": "/h"}, "XDG_STATE_HOME") == Path("/h/.local/state")
+    assert invocation.named_dir({"XDG_STATE_HOME": "", "HOME": "h"}, "XDG_STATE_HOME") is None
+    assert engine_log(Scope.USER, "rigctl-a.service", {"HOME": "/h"}) == Path("/h/.local/state/rigctl/logs/rigctl-a.log")
+    own = engine_log(Scope.USER, "rigctl-a.service", {"HOME": "relative"})
+    assert own == invocation.current().state_home / "rigctl" / "logs" / "rigctl-a.log"
+    assert generator_reads({"HOME": "/h"}) == "/h/.config/containers/systemd"
+    assert generator_reads({"XDG_CONFIG_HOME": "/c", "HOME": "/h"}) == "/c/containers/systemd"
+    assert generator_reads({}) is None and generator_reads(None) is None

@@ -1,10 +1,19 @@
 """HTTP readiness of an engine: ``GET /health`` then ``GET /v1/models``. vLLM answers /v1/models before
-warmup ends, so health alone or models alone is not readiness; both must agree."""
+warmup ends, so health alone or models alone is not readiness; both must agree.
+
+The HTTP is verify's engine adapter (``rigctl.verify.client.HttpEngine``): the same bounded body reader, the
+same Content-Encoding rule and the same reading of a model list as every check of verify. The probe is sync
+for deploy's loops, so it runs that adapter on an event loop of its own, which lives as long as the probe."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from rigctl.verify.client import HttpEngine
 
 
 @dataclass(frozen=True)
@@ -23,60 +32,67 @@ class Probe(Protocol):
     def close(self) -> None: ...
 
 
+DETAIL_LIMIT = 300  # a readiness detail is one line of a wait's report
+KEPT_ENGINES = 8  # engines (base URL, health path, name) whose connections the probe keeps open
+
+
 class HttpProbe:
-    """The engine is an HTTP server rigctl did not write: every answer is read up to a cap, uncompressed."""
+    """Readiness through ``HttpEngine``; each request bounded by ``timeout`` seconds as a whole."""
 
     def __init__(self, timeout: float = 1.0) -> None:
-        # HTTP and verify load only for a probe: `status` with nothing deployed never needs them
-        import httpx  # noqa: PLC0415
+        # asyncio, HTTP and verify load only for a probe: `status` with nothing deployed never needs them
+        import asyncio  # noqa: PLC0415
 
-        from rigctl.verify.client import API_LIMIT  # noqa: PLC0415
-
-        self.LIMIT = API_LIMIT
-        self._client = httpx.Client(timeout=timeout, trust_env=False, headers={"Accept-Encoding": "identity"})
-
-    def _get(self, url: str) -> tuple[int, bytes]:
-        """Status and body, the body read raw up to LIMIT (a larger or compressed one is an error)."""
-        with self._client.stream("GET", url) as resp:
-            if resp.headers.get("content-encoding", "identity").lower() != "identity":
-                raise ValueError("a compressed answer, though identity was asked for")
-            body = bytearray()
-            for chunk in resp.iter_raw():
-                body += chunk
-                if len(body) > self.LIMIT:
-                    raise ValueError(f"an answer larger than {self.LIMIT // (1 << 20)} MiB")
-            return resp.status_code, bytes(body)
+        self._timeout = timeout
+        self._runner: asyncio.Runner = asyncio.Runner()
+        self._engines: dict[tuple[str, str, str], HttpEngine] = {}
 
     def check(self, base_url: str, health_path: str, served_name: str) -> Readiness:
-        import httpx  # noqa: PLC0415 - loaded by __init__ already
+        return self._runner.run(self._check(base_url, health_path, served_name))
 
-        from rigctl.verify.enginejson import EngineJSONError, as_count, parse  # noqa: PLC0415 - likewise
+    async def _check(self, base_url: str, health_path: str, served_name: str) -> Readiness:
+        from rigctl.errors import UsageError  # noqa: PLC0415 - see __init__
+        from rigctl.verify.client import EngineRequestError, listed_context, listed_entry, listed_ids  # noqa: PLC0415
 
         try:
-            status, _ = self._get(base_url + health_path)
-        except (httpx.HTTPError, ValueError) as exc:
-            return Readiness(None, [], None, f"{health_path}: {type(exc).__name__}: {exc}"[:300])
-        if status != 200:
-            return Readiness(status, [], None, f"{health_path} answered {status}")
+            engine = await self._engine(base_url, health_path, served_name)
+        except UsageError as exc:  # an endpoint no request can go to
+            return Readiness(None, [], None, exc.message[:DETAIL_LIMIT])
         try:
-            status, body = self._get(base_url + "/v1/models")
-        except (httpx.HTTPError, ValueError) as exc:
-            return Readiness(200, [], None, f"/v1/models: {type(exc).__name__}: {exc}"[:300])
+            health = await engine.get(health_path, timeout=self._timeout)
+        except EngineRequestError as err:
+            return Readiness(None, [], None, err.message[:DETAIL_LIMIT])
+        if health.status != 200:
+            return Readiness(health.status, [], None, f"{health_path} answered {health.status}"[:DETAIL_LIMIT])
         try:
-            document = parse(body, "the answer") if status == 200 else {}
-        except EngineJSONError as exc:  # a plain sentence: nested too deep, not JSON
-            return Readiness(200, [], None, f"/v1/models: {exc}"[:300])
-        data = document.get("data", []) if isinstance(document, dict) else None
-        if not isinstance(data, list):
-            return Readiness(200, [], None, '/v1/models: not an OpenAI model list (no "data" list)')
-        ids = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        max_len = next(
-            (as_count(m["max_model_len"]) for m in data
-             if isinstance(m, dict) and m.get("id") == served_name and isinstance(m.get("max_model_len"), int)),
-            None,
-        )
+            entries = await engine.models(timeout=self._timeout)
+        except EngineRequestError as err:  # a cap, a foreign server, a list that is no list: a plain sentence
+            return Readiness(200, [], None, err.message[:DETAIL_LIMIT])
+        ids = listed_ids(entries)
+        max_len = listed_context(listed_entry(entries, served_name))
         shown = ids[:20] + ([f"... {len(ids) - 20} more"] if len(ids) > 20 else [])
-        return Readiness(200, ids, max_len, "ready" if served_name in ids else f"models: {shown}"[:300])
+        return Readiness(200, ids, max_len, "ready" if served_name in ids else f"models: {shown}"[:DETAIL_LIMIT])
+
+    async def _engine(self, base_url: str, health_path: str, served_name: str) -> HttpEngine:
+        from rigctl.verify.client import Endpoint, HttpEngine  # noqa: PLC0415 - see __init__
+
+        key = (base_url, health_path, served_name)
+        engine = self._engines.get(key)
+        if engine is None:
+            if len(self._engines) >= KEPT_ENGINES:
+                await self._engines.pop(next(iter(self._engines))).aclose()
+            # no proxy of the environment between deploy and its own engine
+            engine = HttpEngine(Endpoint(base_url, served_name, health_path=health_path), max_connections=1,
+                                trust_env=False)
+            self._engines[key] = engine
+        return engine
+
+    async def _close_engines(self) -> None:
+        engines, self._engines = list(self._engines.values()), {}
+        for engine in engines:
+            await engine.aclose()
 
     def close(self) -> None:
-        self._client.close()
+        if self._engines:
+            self._runner.run(self._close_engines())
+        self._runner.close()

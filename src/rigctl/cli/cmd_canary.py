@@ -24,7 +24,7 @@ from rigctl.deploy.state import check_record_name, not_deployed, search_scopes
 from rigctl.deploy.status import describe, discover_all
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.places import Scope, locked
+from rigctl.places import Scope
 from rigctl.util import safefs
 from rigctl.util.jsonfile import load_json
 from rigctl.util.options import split_list
@@ -84,12 +84,11 @@ def _install(target: Target, every: str, checks: str | None, on_failure: str, *,
     target.need_recipe()  # each run needs the recipe's expectations: refuse now, not at every run
     assert target.record is not None
     against = _baseline(baseline, target.name) if baseline is not None else None
-    with locked(target.name, f"canary {target.name}"):
-        change = canary.install(
-            target.name, engine_unit=target.unit, every_s=every_s, checks=chosen, on_failure=on_failure, after=after,
-            timeout_s=timeout_s, command=canary.command_for(target.name, target.scope, sys.executable),
-            unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
-            systemd=SystemctlCli(target.scope), now=time.time(), baseline=against)
+    change = canary.install(  # under the deployment's lock
+        target.name, engine_unit=target.unit, every_s=every_s, checks=chosen, on_failure=on_failure, after=after,
+        timeout_s=timeout_s, command=canary.command_for(target.name, target.scope, sys.executable),
+        unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
+        systemd=SystemctlCli(target.scope), now=time.time(), baseline=against)
     return Outcome("canary", True, change, view=views.canary_change(change))
 
 
@@ -108,9 +107,8 @@ def _off(target: Target) -> Outcome:
     from rigctl.deploy import canary  # noqa: PLC0415 - the core
 
     name = check_record_name(target.name)
-    with locked(name, f"canary {name} --off"):
-        change = canary.remove(name, unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
-                               systemd=SystemctlCli(target.scope))
+    change = canary.remove(name, unit_dir=canary.systemd_dir(target.scope), state_dir=target.dirs.state,
+                           systemd=SystemctlCli(target.scope))  # under the deployment's lock
     return Outcome("canary", True, change, view=views.canary_change(change))
 
 
@@ -122,8 +120,7 @@ def _run_once(target: Target) -> Outcome:
                                                   canary.DEFAULT_TIMEOUT_S)
     probe = canary.verify_prober(target.need_recipe(), target.endpoint(None), config.checks, config.baseline)
     result = canary.run_once(target.name, engine_unit=target.unit, scope=target.scope, state_dir=target.dirs.state,
-                             probe=probe, systemd=SystemctlCli(target.scope), lock=canary.service_lock(target.name),
-                             fallback=config)
+                             probe=probe, systemd=SystemctlCli(target.scope), fallback=config)
     return Outcome("canary", result.ok, result, view=views.canary_run(result),
                    exit_code=ExitCode.OK if result.ok else ExitCode.CHECKS_FAILED)
 

@@ -29,7 +29,7 @@ from rigctl.deploy.status import describe, discover_all
 from rigctl.errors import CommandError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes, probes_started
-from rigctl.places import Dirs, Scope, engine_log, locked, resolve_scope, state_dir
+from rigctl.places import Dirs, Scope, engine_log, resolve_scope, state_dir
 from rigctl.util.options import split_list
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             return deploy(scope, early)
 
     def deploy(scope: Scope, early: EarlyProbes | None) -> Outcome:
-        from rigctl.deploy.up import UpOptions, plan_here, up  # noqa: PLC0415 - the core, while the probes run
+        from rigctl.deploy.up import UpOptions, plan_and_up, plan_here  # noqa: PLC0415 - the core, while the probes run
 
         loaded = load_recipe(recipe, overlays, sets)
         if inventory and not dry_run:
@@ -65,14 +65,12 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             return _dry_run(plan, inventory, f"rigctl up {recipe} --dry-run")
         adapters = real_adapters(scope)
         display = views.progress.LiveDisplay(mode=mode, clock=adapters.clock)
-        try:
-            with locked(name, f"up {name}"):
-                display.stage("preflight")
-                plan = plan_here(loaded.recipe, scope, force=forced, gpus=chosen, early=early)
-                with _canary_paused(name, scope) if plan.ok else contextlib.nullcontext():
-                    result = up(plan, recipe_source=str(loaded.source.path), adapters=adapters,
-                                dirs=Dirs.of(scope), options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
-                                on_progress=display.progress, on_stage=display.stage)
+        try:  # plan_and_up holds the deployment's lock over the preflight and the up
+            result = plan_and_up(loaded.recipe, scope, recipe_source=str(loaded.source.path), adapters=adapters,
+                                 dirs=Dirs.of(scope), options=UpOptions(verify=not no_verify, keep_failed=keep_failed),
+                                 force=forced, gpus=chosen, early=early,
+                                 around=lambda _plan: _canary_paused(name, scope),
+                                 on_progress=display.progress, on_stage=display.stage)
         finally:
             display.close()
             adapters.probe.close()
@@ -214,12 +212,11 @@ def down_cmd(
         # not deployed is no error here: `down` is done when there is nothing to stop
         found = find_target(recipe, scope_choice(user, system), must_exist=False)
         name = check_record_name(found.name)  # a name, never a path: it names the lock and the record
-        with locked(name, f"down {name}"):
-            result = down(name, unit=found.unit, container=found.container, unit_dir=found.dirs.units,
-                          state_dir=found.dirs.state, remove=remove,
-                          stop_timeout_s=found.recipe.service.stop_timeout_s if found.recipe else 120,
-                          systemd=SystemctlCli(found.scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock(),
-                          canary_units=SystemctlCli(found.scope), canary_dir=systemd_dir(found.scope))
+        result = down(name, unit=found.unit, container=found.container, unit_dir=found.dirs.units,  # locks it
+                      state_dir=found.dirs.state, remove=remove,
+                      stop_timeout_s=found.recipe.service.stop_timeout_s if found.recipe else 120,
+                      systemd=SystemctlCli(found.scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock(),
+                      canary_units=SystemctlCli(found.scope), canary_dir=systemd_dir(found.scope))
 
         return Outcome("down", result.stopped, result, view=views.down(result))
 

@@ -36,7 +36,7 @@ from rigctl.deploy import history
 from rigctl.deploy.install import install_files, remove_files
 from rigctl.errors import CommandError, LockHeldError, UsageError
 from rigctl.invocation import current
-from rigctl.places import Scope, locked
+from rigctl.places import Scope, deployment_lock
 from rigctl.render.canary import CanaryUnits, render, service_name, timer_name, unit_names
 
 DEFAULT_CHECKS = ("health", "smoke", "repetition")
@@ -121,50 +121,56 @@ class CanaryChange:
 def install(
     deployment: str, *, engine_unit: str, every_s: int, checks: Sequence[str], on_failure: str, after: int,
     timeout_s: int, command: Sequence[str], unit_dir: Path, state_dir: Path, systemd: Units, now: float,
-    baseline: dict[str, Any] | None = None,
+    baseline: dict[str, Any] | None = None, lock_dir: Path | None = None,
 ) -> CanaryChange:
-    shown = [*checks, "baseline"] if baseline is not None else list(checks)
-    files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(shown), tuple(command)))
-    installed = install_files(unit_dir, files)
-    state = history.canary_state(state_dir, deployment)
-    config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now, baseline)
-    before = state.config
-    same = before is not None and dataclasses.replace(before, installed_at=now) == config
-    if same and before is not None:
-        config.installed_at = before.installed_at  # the same canary again: it was installed then, not now
-    state.config = config
-    history.save_canary(state_dir, deployment, state)
-    if installed.changed:
-        systemd.daemon_reload()
-    systemd.enable_now(timer_name(deployment))
-    if installed.changed and before is not None:
-        systemd.restart(timer_name(deployment))  # the new interval counts from now
-    fresh = before is None and installed.changed
-    action = "installed" if fresh else ("updated" if installed.changed or not same else "unchanged")
-    return CanaryChange(deployment, action, timer_name(deployment), service_name(deployment), str(unit_dir),
-                        written=[str(p) for p in installed.written], settings=config.shown(),
-                        message=f"canary of {deployment}: every {every_s}s, {','.join(shown)}, "
-                                f"on failure {on_failure} after {after}")
+    """Write (or rewrite) the canary's timer and service and its settings, and start the timer, holding the
+    deployment's lock (``places.deployment_lock``; inside `swap`, the swap's)."""
+    with deployment_lock(deployment, f"canary {deployment}", lock_dir):
+        shown = [*checks, "baseline"] if baseline is not None else list(checks)
+        files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(shown), tuple(command)))
+        installed = install_files(unit_dir, files)
+        state = history.canary_state(state_dir, deployment)
+        config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now, baseline)
+        before = state.config
+        same = before is not None and dataclasses.replace(before, installed_at=now) == config
+        if same and before is not None:
+            config.installed_at = before.installed_at  # the same canary again: it was installed then, not now
+        state.config = config
+        history.save_canary(state_dir, deployment, state)
+        if installed.changed:
+            systemd.daemon_reload()
+        systemd.enable_now(timer_name(deployment))
+        if installed.changed and before is not None:
+            systemd.restart(timer_name(deployment))  # the new interval counts from now
+        fresh = before is None and installed.changed
+        action = "installed" if fresh else ("updated" if installed.changed or not same else "unchanged")
+        return CanaryChange(deployment, action, timer_name(deployment), service_name(deployment), str(unit_dir),
+                            written=[str(p) for p in installed.written], settings=config.shown(),
+                            message=f"canary of {deployment}: every {every_s}s, {','.join(shown)}, "
+                                    f"on failure {on_failure} after {after}")
 
 
-def remove(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units) -> CanaryChange:
-    """Stop and delete the timer and its service, and the canary's record. Idempotent."""
-    timer, service = timer_name(deployment), service_name(deployment)
-    present = [n for n in unit_names(deployment) if (unit_dir / n).exists() or (unit_dir / n).is_symlink()]
-    if present:
-        with contextlib.suppress(CommandError):  # a unit the manager never loaded: nothing to disable
-            systemd.disable_now(timer)
-        systemd.stop(service, wait=True, timeout=60)
-    removed = [str(p) for p in remove_files(unit_dir, unit_names(deployment))]
-    if removed:
-        systemd.daemon_reload()
-    if present:
-        for unit in (timer, service):
-            systemd.reset_failed(unit)
-    removed += history.remove(state_dir, deployment, boots_too=False)
-    action = "removed" if removed else "absent"
-    return CanaryChange(deployment, action, timer, service, str(unit_dir), removed=removed,
-                        message=f"canary of {deployment} removed" if removed else f"{deployment} has no canary")
+def remove(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units,
+           lock_dir: Path | None = None) -> CanaryChange:
+    """Stop and delete the timer and its service, and the canary's record, holding the deployment's lock
+    (``places.deployment_lock``: inside `down` and `swap`, theirs). Idempotent."""
+    with deployment_lock(deployment, f"canary {deployment} --off", lock_dir):
+        timer, service = timer_name(deployment), service_name(deployment)
+        present = [n for n in unit_names(deployment) if (unit_dir / n).exists() or (unit_dir / n).is_symlink()]
+        if present:
+            with contextlib.suppress(CommandError):  # a unit the manager never loaded: nothing to disable
+                systemd.disable_now(timer)
+            systemd.stop(service, wait=True, timeout=60)
+        removed = [str(p) for p in remove_files(unit_dir, unit_names(deployment))]
+        if removed:
+            systemd.daemon_reload()
+        if present:
+            for unit in (timer, service):
+                systemd.reset_failed(unit)
+        removed += history.remove(state_dir, deployment, boots_too=False)
+        action = "removed" if removed else "absent"
+        return CanaryChange(deployment, action, timer, service, str(unit_dir), removed=removed,
+                            message=f"canary of {deployment} removed" if removed else f"{deployment} has no canary")
 
 
 # --- across a swap ----------------------------------------------------------------------------------
@@ -348,7 +354,8 @@ def run_once(
     clock: Callable[[], float] = time.time, lock: Callable[[], Any] | None = None,
     fallback: history.CanaryConfig | None = None,
 ) -> RunResult:
-    """One canary run: the checks (bounded), the record, and at most one restart per failure streak."""
+    """One canary run: the checks (bounded), the record, and at most one restart per failure streak, under
+    the deployment's lock (``lock``: how to take it; by default ``service_lock``)."""
     state = history.canary_state(state_dir, deployment)
     config = state.config or fallback
     if config is None and state.unreadable_config is not None:
@@ -378,7 +385,8 @@ def run_once(
         result.journal.append(f"canary {deployment}: FAIL {state.consecutive_failures} in a row: "
                               f"{verdict.failed_check}: {verdict.reason}")
         if config.on_failure == "restart" and state.consecutive_failures >= config.after:
-            _maybe_restart(result, state, config, engine_unit=engine_unit, systemd=systemd, lock=lock, now=clock())
+            _maybe_restart(result, state, config, engine_unit=engine_unit, systemd=systemd,
+                           lock=lock or service_lock(deployment), now=clock())
     result.consecutive_failures = state.consecutive_failures
     state.runs.append(result.entry())
     history.save_canary(state_dir, deployment, state)
@@ -387,7 +395,7 @@ def run_once(
 
 def _maybe_restart(
     result: RunResult, state: history.CanaryState, config: history.CanaryConfig, *, engine_unit: str,
-    systemd: Units, lock: Callable[[], Any] | None, now: float,
+    systemd: Units, lock: Callable[[], Any], now: float,
 ) -> None:
     if state.restarted_in_streak:
         result.action, result.action_detail = "restart-skipped", "already restarted once in this failure streak"
@@ -400,7 +408,7 @@ def _maybe_restart(
         result.journal.append(f"canary {result.deployment}: {engine_unit} is {active}: the canary does not start it")
         return
     try:
-        with lock() if lock is not None else contextlib.nullcontext():
+        with lock():
             systemd.restart(engine_unit)
     except LockHeldError:
         result.action, result.action_detail = "restart-skipped", "another rigctl command holds the service's lock"
@@ -418,8 +426,9 @@ def _maybe_restart(
                           "it is not restarted again until a run passes")
 
 
-def service_lock(deployment: str) -> Callable[[], Any]:
-    return lambda: locked(deployment, f"canary {deployment} (restart)")
+def service_lock(deployment: str, lock_dir: Path | None = None) -> Callable[[], Any]:
+    """The lock a canary's restart of the engine holds (``run_once`` takes it unless given another)."""
+    return lambda: deployment_lock(deployment, f"canary {deployment} (restart)", lock_dir)
 
 
 def command_for(deployment: str, scope: Scope, executable: str) -> list[str]:

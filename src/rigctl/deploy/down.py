@@ -1,5 +1,5 @@
-"""`rigctl down`: stop a deployment (and remove its unit), idempotently. The caller holds the service's
-lock (``places.locked``): the command itself, or `swap` around its whole sequence."""
+"""`rigctl down`: stop a deployment (and remove its unit), idempotently, holding the deployment's lock
+(``places.deployment_lock``; inside `swap`, the one the swap holds)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
 from rigctl.errors import InvalidInputError
+from rigctl.places import deployment_lock
 
 CONTAINER_GONE_WAIT_S = 15.0
 CONTAINER_GONE_POLL_S = 0.2
@@ -81,8 +82,20 @@ def down(
     clock: Clock,
     canary_units: canaries.Units | None = None,
     canary_dir: Path | None = None,
+    lock_dir: Path | None = None,
 ) -> DownResult:
-    records.check_record_name(recipe_name)  # a name, never a path: it names the record
+    records.check_record_name(recipe_name)  # a name, never a path: it names the record and the lock
+    with deployment_lock(recipe_name, f"down {recipe_name}", lock_dir):
+        return _down(recipe_name, unit=unit, container=container, unit_dir=unit_dir, state_dir=state_dir,
+                     remove=remove, stop_timeout_s=stop_timeout_s, systemd=systemd, podman=podman, gpu=gpu,
+                     clock=clock, canary_units=canary_units, canary_dir=canary_dir)
+
+
+def _down(
+    recipe_name: str, *, unit: str, container: str, unit_dir: Path, state_dir: Path, remove: bool,
+    stop_timeout_s: float, systemd: Systemd, podman: Podman, gpu: GpuMemory, clock: Clock,
+    canary_units: canaries.Units | None, canary_dir: Path | None,
+) -> DownResult:
     record = records.load_record(state_dir, recipe_name)  # refused whole when damaged: exit 3
     if record is not None:
         unit, container = record.unit, record.container

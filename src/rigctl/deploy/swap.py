@@ -23,9 +23,9 @@ FROM stops (its runs would judge, and might restart, an engine stopped on purpos
 same settings once TO is proven (FROM's canary units and record removed), and started again on FROM after
 a rollback, whether or not the restore worked (a failing canary is the truth then).
 
-Both services' locks are held for the whole swap (the same per-service locks the `up` and `down`
-commands take around ``up()`` and ``down()``, which take none themselves), so no other rigctl command can
-touch either service half-way through.
+Both services' locks are held for the whole swap (``places.deployment_lock``: the lock ``up()`` and
+``down()`` take, which inside the swap go on under the swap's), so no other rigctl command can touch either
+service half-way through.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from rigctl.host.facts import GIB, MIB, Gpu, HostFacts
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.procfs import process_tree
 from rigctl.host.quadlet import find_quadlet
-from rigctl.places import Dirs, Scope, locked
+from rigctl.places import Dirs, Scope, deployment_lock
 from rigctl.plan.plan import Plan, make_plan
 from rigctl.recipe.model import Recipe
 from rigctl.render.canary import timer_name
@@ -207,7 +207,7 @@ def swap(
     # Sorted so that two opposite swaps contend on the same first lock instead of holding one each.
     first, second = sorted([source.name, target.name])
     command = f"swap {source.name} {target.name}"
-    with locked(first, command, lock_dir), locked(second, command, lock_dir):
+    with deployment_lock(first, command, lock_dir), deployment_lock(second, command, lock_dir):
         _Machine(source, target, deploy, gpu, clock, opts, result, note, on_wait or (lambda _line: None)).run()
     return result
 
@@ -521,8 +521,8 @@ def free_facts(facts: HostFacts, gpu_ids: Sequence[str], port: int | None,
 
 
 class HostSwapDeploy:
-    """The real operations on this host, in ``scope``: `up`'s plan and execution, and `down`. They take
-    no lock: the swap holds both services' locks throughout."""
+    """The real operations on this host, in ``scope``: `up`'s plan and execution, and `down`. They run
+    under the locks the swap holds throughout (``up()`` and ``down()`` go on under a held lock)."""
 
     def __init__(self, scope: Scope, *, adapters: Adapters, dirs: Dirs, force: Sequence[str] = (),
                  gpus: Sequence[str] | None = None, on_progress: Callable[[Progress], None] | None = None,

@@ -1,14 +1,15 @@
 """`rigctl up`: execute a plan. Atomic install -> daemon-reload -> start -> warmup -> smoke and repetition.
 
-The plan (``plan.plan``: preflight, the GPUs, the rendered unit) is made before, by ``plan_here``;
-the caller holds the service lock around both. This module owns the sequencing, the waiting and the
-safety: all-or-nothing installs, a unit that dies in warmup is stopped rather than left to restart-loop
-on the GPUs, and an honest account of what state Ctrl-C left behind. systemd, podman, the HTTP probe
-and the clock come in as ``Adapters``.
+The plan (``plan.plan``: preflight, the GPUs, the rendered unit) is made before, by ``plan_here``; ``up``
+holds the deployment's lock (``places.deployment_lock``), ``plan_and_up`` holds it around both. This module
+owns the sequencing, the waiting and the safety: all-or-nothing installs, a unit that dies in warmup is
+stopped rather than left to restart-loop on the GPUs, and an honest account of what state Ctrl-C left
+behind. systemd, podman, the HTTP probe and the clock come in as ``Adapters``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +35,8 @@ from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import probe_ports
-from rigctl.places import Dirs, Scope
+from rigctl.invocation import named_dir
+from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope, deployment_lock
 from rigctl.plan.plan import Plan, make_plan, notes_dict
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
@@ -134,6 +136,34 @@ def plan_here(recipe: Recipe, scope: Scope, *, force: Sequence[str] = (), gpus: 
         raise UpInterrupted("interrupted during preflight/render: nothing was installed or changed") from None
 
 
+def plan_and_up(
+    recipe: Recipe,
+    scope: Scope,
+    *,
+    recipe_source: str,
+    adapters: Adapters,
+    dirs: Dirs,
+    options: UpOptions,
+    force: Sequence[str] = (),
+    gpus: Sequence[str] | None = None,
+    early: EarlyProbes | None = None,
+    around: Callable[[Plan], contextlib.AbstractContextManager[object]] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    lock_dir: Path | None = None,
+) -> UpResult:
+    """`rigctl up`: this host's plan (``plan_here``) made and carried out (``up``) under one hold of the
+    deployment's lock, so that what is installed is what was judged; ``around(plan)`` (the CLI's pause of the
+    deployment's canary) is held around ``up`` when the plan passed."""
+    with deployment_lock(recipe.name, f"up {recipe.name}", lock_dir):
+        if on_stage is not None:
+            on_stage("preflight")
+        plan = plan_here(recipe, scope, force=force, gpus=gpus, early=early)
+        with around(plan) if around is not None and plan.ok else contextlib.nullcontext():
+            return up(plan, recipe_source=recipe_source, adapters=adapters, dirs=dirs, options=options,
+                      on_progress=on_progress, on_stage=on_stage, lock_dir=lock_dir)
+
+
 def up(
     plan: Plan,
     *,
@@ -143,9 +173,20 @@ def up(
     options: UpOptions,
     on_progress: Callable[[Progress], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
+    lock_dir: Path | None = None,
 ) -> UpResult:
-    """Carry ``plan`` out: refused (exit 1) when its preflight failed, nothing touched; a unit that cannot
+    """Carry ``plan`` out, holding the deployment's lock (``places.deployment_lock``; LockHeldError when
+    another command holds it): refused (exit 1) when its preflight failed, nothing touched; a unit that cannot
     be installed as planned is an error (exit 3); otherwise the unit's outcome (``install_and_start``)."""
+    with deployment_lock(plan.recipe.name, f"up {plan.recipe.name}", lock_dir):
+        return _up(plan, recipe_source=recipe_source, adapters=adapters, dirs=dirs, options=options,
+                   on_progress=on_progress, on_stage=on_stage)
+
+
+def _up(
+    plan: Plan, *, recipe_source: str, adapters: Adapters, dirs: Dirs, options: UpOptions,
+    on_progress: Callable[[Progress], None] | None, on_stage: Callable[[str], None] | None,
+) -> UpResult:
     recipe = plan.recipe
     result = UpResult.begin(recipe, plan.scope, dirs)
     result.preflight = list(plan.report.findings)
@@ -202,15 +243,8 @@ def install_and_start(
 def generator_reads(env: Mapping[str, str] | None) -> str | None:
     """The user directory quadlet's user generator reads, under the manager's own environment:
     $XDG_CONFIG_HOME/containers/systemd, else $HOME/.config/containers/systemd; None when it cannot be told."""
-    if env is None:
-        return None
-    config = env.get("XDG_CONFIG_HOME", "")
-    if not config.startswith("/"):
-        home = env.get("HOME", "")
-        if not home.startswith("/"):
-            return None
-        config = os.path.join(home, ".config")
-    return os.path.join(config, "containers", "systemd")
+    config = named_dir(env, "XDG_CONFIG_HOME") if env is not None else None
+    return str(config / USER_UNIT_SUBDIR) if config is not None else None
 
 
 def unit_name_for(files: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ and ``shown`` makes terminal control sequences in remote text visible before a p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import posixpath
@@ -27,15 +28,17 @@ import re
 import secrets
 import shlex
 import time
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from rigctl.deploy.status import FAILING, VERDICTS
 from rigctl.doctor.audit import audit, serving_units
+from rigctl.doctor.checkup import AppliedFix
 from rigctl.doctor.facts import DoctorFacts, snapshot_facts
 from rigctl.doctor.fix import plan_fixes
 from rigctl.errors import HostUnreachableError, RigctlError, UsageError
@@ -747,27 +750,27 @@ class _RemoteError(BaseModel):
     message: str
 
 
-class _RemoteApplied(BaseModel):
-    """One unit a remote ``doctor --fix`` rewrote (doctor.checkup.AppliedFix)."""
+def _strict_model(shape: type) -> type[BaseModel]:
+    """The strict pydantic model of the dataclass ``shape`` (what a local rigctl writes): its fields, types and
+    defaults, read from a remote host's JSON as every remote part is: strictly (no value coerced into another
+    type), unknown keys ignored (a newer rigctl may say more). One shape serves both ends."""
+    hints = typing.get_type_hints(shape)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(shape):
+        if f.default is not dataclasses.MISSING:
+            fields[f.name] = (hints[f.name], f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            fields[f.name] = (hints[f.name], Field(default_factory=f.default_factory))
+        else:
+            fields[f.name] = (hints[f.name], ...)
+    model: type[BaseModel] = create_model(f"Remote{shape.__name__}", __module__=__name__,
+                                          __config__=ConfigDict(strict=True, extra="ignore", frozen=True), **fields)
+    return model
 
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
-    unit: str
-    files: list[str]
-    backups: list[str]
-    fixed: list[str]
-    patch: str
-    # what the host's manager holds after the fix (doctor.checkup.AppliedFix; an older rigctl says none of it)
-    service: str | None = None
-    scope: str | None = None
-    reloaded: bool = False
-    expected: dict[str, str] = Field(default_factory=dict)
-    live: dict[str, str] = Field(default_factory=dict)
-    in_effect: bool | None = None
-    needs_restart: bool = False
-    restarted: bool = False
-    next_steps: list[str] = Field(default_factory=list)
-    problem: str | None = None
+# One unit a remote ``doctor --fix`` rewrote: doctor.checkup.AppliedFix itself (an older rigctl says nothing of
+# what the manager holds after the fix: those fields have their defaults)
+_RemoteApplied = _strict_model(AppliedFix)
 
 
 class _RemotePatch(BaseModel):

@@ -25,6 +25,7 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from rigctl.host.unitfile import MergedUnit, dropin_dirs, parse
+from rigctl.invocation import default_below
 
 RootKind = Literal["quadlet", "systemd", "path"]
 Scope = Literal["system", "user", "path"]
@@ -103,8 +104,8 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
     $XDG_DATA_DIRS are taken at their defaults."""
     home = home.rstrip("/")  # "/home/u/" from $HOME: no root spelled with a "//" no file path has
     own = home or "/"  # the login's realm: never "", the shared one, even for a home of /
-    config = (config or f"{home}/.config").rstrip("/")
-    data = (data or f"{home}/.local/share").rstrip("/")
+    config = (config or default_below(home, "XDG_CONFIG_HOME")).rstrip("/")
+    data = (data or default_below(home, "XDG_DATA_HOME")).rstrip("/")
     runtime = runtime_dir.rstrip("/") if runtime_dir else None
     roots = [
         Root("/run/containers/systemd", "quadlet", "system"),  # quadlet 5.x: transient units

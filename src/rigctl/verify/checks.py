@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from rigctl.severity import Severity
-from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request
-from rigctl.verify.enginejson import as_count, figure_text
+from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, listed_context, listed_entry
+from rigctl.verify.enginejson import figure_text
 from rigctl.verify.prompts import ESTIMATE_MARGIN, make_needles, needle_builder, score_needles
 from rigctl.verify.repetition import detect_repetition
 from rigctl.verify.report import CheckResult
@@ -65,12 +65,12 @@ async def check_models(s: Session) -> CheckResult:
         return CheckResult("models", Severity.FAIL, err.message, {"error": err.kind})
     ids = [clip(str(e.get("id")), 100) for e in entries[:50]]
     figures: dict[str, object] = {"served": ids, "listed": len(entries), "detection": s.detection}
-    entry = next((e for e in entries if e.get("id") == model), None)
+    entry = listed_entry(entries, model)
     if entry is None:
         return CheckResult("models", Severity.FAIL, f"{model!r} is not served; the server lists {ids}", figures)
     label = s.dialect.context_label
     served = s.server_context
-    figures["max_model_len"] = as_count(entry.get("max_model_len"))
+    figures["max_model_len"] = listed_context(entry)
     figures["served_context"] = served
     if s.limit is not None and s.limit.slots is not None:
         figures.update({"slots": s.limit.slots, "total_context": s.limit.total})

@@ -308,10 +308,30 @@ def not_openai(answer: HttpAnswer) -> str | None:
     return f'{said}, not an OpenAI model list (no "data" list): {_one_line(answer.body, 80)}'
 
 
+# --- what a model list says: the one reading of /v1/models's entries (``HttpEngine.models`` gives them) ---
+
+
+def listed_ids(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """The model names a list serves (entries without a text id name none)."""
+    return [e["id"] for e in entries if isinstance(e.get("id"), str)]
+
+
+def listed_entry(entries: Sequence[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The entry that serves ``name``, or None."""
+    return next((e for e in entries if e.get("id") == name), None)
+
+
+def listed_context(entry: dict[str, Any] | None) -> int | None:
+    """The entry's ``max_model_len`` as a count (vLLM's and SGLang's context per request), or None."""
+    return as_count(entry.get("max_model_len")) if entry is not None else None
+
+
 class HttpEngine:
     """The httpx adapter. One AsyncClient per run, its pool sized for the soak's concurrency."""
 
-    def __init__(self, endpoint: Endpoint, *, max_connections: int = 64) -> None:
+    def __init__(self, endpoint: Endpoint, *, max_connections: int = 64, trust_env: bool = True) -> None:
+        """``trust_env``: whether proxy settings of the environment apply (deploy's probe of its own local
+        engine passes False, so that no proxy stands between it and the engine)."""
         self.endpoint = endpoint
         # identity: a well-behaved server then sends what the caps count; a compressed answer is decoded
         # and counted all the same (see "Bounds").
@@ -326,7 +346,8 @@ class HttpEngine:
         limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
         # Per-request deadlines are set on each call; this default only bounds a forgotten one.
         self._shards = [
-            httpx.AsyncClient(base_url=endpoint.base_url, headers=headers, limits=limits, timeout=httpx.Timeout(60.0))
+            httpx.AsyncClient(base_url=endpoint.base_url, headers=headers, limits=limits, timeout=httpx.Timeout(60.0),
+                              trust_env=trust_env)
             for _ in range(shards)
         ]
         self._next = itertools.cycle(self._shards)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rigctl.verify.client import MAX_CONTEXT, EngineAPI, EngineRequestError, tokenize_limit
+from rigctl.verify.client import MAX_CONTEXT, EngineAPI, EngineRequestError, listed_context, tokenize_limit
 from rigctl.verify.enginejson import EngineJSONError, as_count, figure_text, parse, parse_or_none
 
 
@@ -77,7 +77,7 @@ class Dialect:
         return None
 
     async def context(self, engine: EngineAPI, entry: dict[str, Any] | None, *, timeout: float) -> ContextLimit | None:
-        value = as_count(entry.get("max_model_len")) if entry else None
+        value = listed_context(entry)
         return ContextLimit(value, "GET /v1/models max_model_len") if value else None
 
 

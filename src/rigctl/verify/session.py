@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rigctl.verify.client import MAX_CONTEXT, Completion, EngineAPI, EngineRequestError, Request
+from rigctl.verify.client import MAX_CONTEXT, Completion, EngineAPI, EngineRequestError, Request, listed_entry
 from rigctl.verify.dialects import OPENAI, ContextLimit, Dialect, detect, dialect_named
 from rigctl.verify.prompts import Sized, size_prompt
 from rigctl.verify.report import Expectations, NullProgress, Progress
@@ -87,7 +87,7 @@ class Session:
         entry: dict[str, Any] | None = None
         try:
             entries = await self.engine.models(timeout=timeout)
-            entry = next((e for e in entries if e.get("id") == self.engine.endpoint.model), None)
+            entry = listed_entry(entries, self.engine.endpoint.model)
             if entry is None and len(entries) == 1:
                 entry = entries[0]  # one model served under another name: its engine still speaks the same
         except EngineRequestError as err:
