@@ -3,8 +3,10 @@
 1. Writes a DeepSeek-V3-sized checkpoint (163 shards, the tensors of 61 MLA layers with 256 routed experts each:
    about 90,000 tensors) as sparse safetensors files in a temporary directory, then times planning its GPU memory
    (median of N runs; target: well under 100 ms): cold, every header read and parsed (the first plan after a
-   download), and warm, each shard's summary from rigctl's cache (a fresh cache object each run, read from its
-   file as a new rigctl process would, every shard stat'ed to prove it unchanged).
+   download; msgspec's import, about 10 ms once per process, is paid before the first run), and warm, each shard's
+   summary from rigctl's cache (a fresh cache object each run, read from its file as a new rigctl process would,
+   every shard stat'ed to prove it unchanged). The load average is printed with the figures: on a shared machine
+   the CPU time is the one to compare.
 2. Prints the accuracy table against the published vLLM start-up logs in tests/fixtures/vllm-startup-logs: rigctl's
    full-context sequences x context in the KV memory the log reports, against vLLM's "GPU KV cache size"; and, where
    the log gives the GPU's memory and the loaded weights, the whole budget estimate (utilization x total, less
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import struct
 import sys
@@ -116,6 +119,8 @@ def bench(runs: int, headers_only: bool) -> None:
         cached = cache_file.stat().st_size
     print(f"checkpoint: {len(names)} shards, {w.tensors:,} tensors, {header_bytes / 2**20:.1f} MiB of headers; "
           f"the cache holds them in {cached / 1024:.0f} KiB")
+    print(f"load average (1, 5, 15 min) after the runs: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on "
+          f"{os.cpu_count()} CPUs (a shared machine: the CPU time is the figure to compare)")
     print(f"plan: weights {w.bytes_per_gpu / GIB:.1f} GiB/GPU at TP 8, KV {kv / GIB:.2f} GiB for 163,840 tokens; "
           f"planning after the shards: median {statistics.median(t[2] for t in warm):.2f} ms")
     for what, got in (("cold: every header parsed", cold), ("warm: summaries from the cache", warm)):

@@ -235,3 +235,68 @@ def test_the_check_caches_in_rigctls_cache_directory(tmp_path: Path, own_cache: 
     assert first.figures is not None and again.figures is not None
     assert "2 unchanged since rigctl's cache read them" in again.figures["basis"]["weights"]
     assert again.figures["weights_bytes_per_gpu"] == first.figures["weights_bytes_per_gpu"]
+
+
+# --- the fast reader (msgspec's typed decode) against the exact one (json and the checks in Python) --------------
+
+def _kinds_or_why(path: Path) -> tuple[str, Any]:
+    try:
+        return "kinds", safetensors.read_kinds(path)[0]
+    except HeaderError as exc:
+        return "refused", exc.why
+
+
+def _exact(path: Path) -> tuple[str, Any]:
+    try:
+        return "kinds", safetensors.summarize(read_header(path))
+    except HeaderError as exc:
+        return "refused", exc.why
+
+
+ENTRY = {"dtype": "BF16", "shape": [4, 4], "data_offsets": [0, 32]}
+ODD_HEADERS = [  # accepted by the exact reader; the fast one accepts them or leaves them to it
+    {"__metadata__": {"format": "pt", "shape": "not a list", "data_offsets": "x"}},
+    {"__metadata__": {"nan": float("nan")}},
+    {"__metadata__": None},
+    {"t": {**ENTRY, "dtype": "F8_E4M3FNUZ"}},  # a dtype this rigctl does not know: any short string is taken
+    {"t": {**ENTRY, "extra": [[[1]]]}},
+    {"modèle.couche.0.poids": ENTRY, "model.layers.0.mlp.experts.0.w": ENTRY},
+    {"t": {**ENTRY, "shape": []}, "u": {**ENTRY, "shape": [0, 3]}},
+    {"t": {**ENTRY, "data_offsets": [32, 32]}},
+    {"t": ENTRY, "t2": ENTRY, "model.layers.0.mlp.gate.weight": ENTRY, "model.norm.weight": {**ENTRY, "shape": [16]}},
+]
+BAD_HEADERS = [  # refused by both, for the exact reader's reason
+    {"t": {**ENTRY, "shape": [True]}}, {"t": {**ENTRY, "shape": [1.0]}}, {"t": {**ENTRY, "data_offsets": [0, 32.0]}},
+    {"t": {**ENTRY, "data_offsets": [0, 10**30]}}, {"t": {**ENTRY, "shape": [1] * 17}}, {"t": {**ENTRY, "dtype": 3}},
+    {"t": {**ENTRY, "dtype": "X" * 33}}, {"t": {"shape": [1], "data_offsets": [0, 2]}}, {"t": {**ENTRY, "shape": None}},
+    {"t": {**ENTRY, "data_offsets": [0]}}, {"t": [1, 2]}, {"t": ENTRY, "u": 5},
+]
+
+
+@pytest.mark.parametrize("header", ODD_HEADERS + BAD_HEADERS, ids=[str(i) for i in range(len(ODD_HEADERS + BAD_HEADERS))])
+def test_the_fast_reader_agrees_with_the_exact_one(tmp_path: Path, header: dict[str, Any]) -> None:
+    shard = tmp_path / "x.safetensors"
+    raw = json.dumps(header).encode()
+    shard.write_bytes(framed(raw) + b"\0" * 64)
+    assert _kinds_or_why(shard) == _exact(shard)
+    if header in BAD_HEADERS:
+        assert _exact(shard)[0] == "refused"
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"__metadata__":{"x":"\xff"},"t":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]}}',  # skipped, not UTF-8
+    b'{"t":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]}} trailing',
+    b'{"t":{"dtype":"BF16","shape":[4],"data_offsets":[0,8],"x":' + b"[" * 5000 + b"]" * 5000 + b"}}",
+])
+def test_bytes_the_fast_reader_leaves_to_the_exact_one(tmp_path: Path, raw: bytes) -> None:
+    shard = tmp_path / "x.safetensors"
+    shard.write_bytes(framed(raw) + b"\0" * 64)
+    assert _kinds_or_why(shard) == _exact(shard)
+
+
+def test_a_plain_header_takes_the_fast_reader(tmp_path: Path) -> None:
+    header = {"__metadata__": {"format": "pt"}, "model.layers.0.mlp.experts.0.up_proj.weight": ENTRY,
+              "model.layers.0.self_attn.q_proj.weight": ENTRY, "model.norm.weight": {**ENTRY, "shape": [16]}}
+    raw = json.dumps(header).encode()
+    assert safetensors._fast_kinds(raw, 64) == WeightKinds(tensors=3, split=32, replicated=32, experts=32)
+    assert safetensors._fast_kinds(raw, 31) is None  # an offset past the data: the exact reader says why
