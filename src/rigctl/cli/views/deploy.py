@@ -31,8 +31,9 @@ def plan(planned: Plan, inventory: str | None, *, hint: str | None = None) -> Vi
         preflight(planned.report, planned.recipe.name, hint=None if planned.render_error else hint)(out)
         where = f"inventory {inventory}" if inventory else "this host"
         quadlet = f" with quadlet {fmt(planned.quadlet_version)}" if planned.quadlet_version else ""
-        out.write(f"\nplanned on {where} for the {planned.scope} manager: podman {fmt(planned.podman_version)}"
-                  f"{quadlet}\n")
+        out.write("\n")
+        prose(out, f"planned on {where} for the {planned.scope} manager: podman {fmt(planned.podman_version)}"
+                   f"{quadlet}")
         for g in planned.report.choice.gpus:
             out.write(f"  would use GPU {g.index}: {printable(g.name)} ({printable(g.uuid)})\n")
         for reason in planned.report.choice.problems:
