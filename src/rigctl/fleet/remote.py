@@ -403,8 +403,11 @@ def _status_script(boundary: str, program: str = "rigctl") -> str:
     return "\n".join([
         f"echo '{b} host'; (hostname 2>/dev/null || uname -n)",
         f"echo '{b} podman'",
-        "if command -v podman >/dev/null 2>&1; then podman ps -a --format json 2>&1; echo \"rc=$?\"; "
-        "else echo absent; fi",
+        # stdout alone is the JSON: podman 5 on a cgroup v1 host warns on stderr at every call; what it said
+        # on stderr is asked for again only when it failed, on lines of their own after the status
+        "if command -v podman >/dev/null 2>&1; then podman ps -a --format json 2>/dev/null; rc=$?; echo; "
+        "echo \"rc=$rc\"; if [ \"$rc\" -ne 0 ]; then podman ps -a --format json 2>&1 >/dev/null | tail -n 5 | "
+        "sed 's/^/err: /'; fi; else echo absent; fi",
         f"echo '{b} units'",
         "if command -v systemctl >/dev/null 2>&1; then "
         "systemctl list-units --all --type=service --plain --no-legend --no-pager 2>&1 | "
@@ -439,12 +442,17 @@ def _sections(text: str, boundary: str) -> dict[str, str]:
 
 
 def _containers(section: str) -> tuple[list[dict[str, Any]], str | None]:
-    body, _, rc = section.rpartition("rc=")
     if section.strip() == "absent":
         return [], "podman is not installed"
-    if rc.strip() != "0":
-        return [], f"podman ps failed: {body.strip()[-300:]}"
-    raw, problem = _one_value(body or "[]")
+    lines = section.split("\n")
+    at = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("rc=")), None)
+    if at is None:
+        return [], "podman ps answered no exit status"
+    body, rc = "\n".join(lines[:at]), lines[at].removeprefix("rc=").strip()
+    said = "\n".join(line.removeprefix("err: ") for line in lines[at + 1:] if line.startswith("err: "))
+    if rc != "0":
+        return [], f"podman ps failed: {(said or body).strip()[-300:]}"
+    raw, problem = _one_value(body.strip() or "[]")
     if problem is not None or not isinstance(raw, list):
         return [], "podman ps answered something that is not a JSON list"
     rows = []

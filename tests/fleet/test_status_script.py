@@ -1,0 +1,58 @@
+"""`fleet status`'s script, run by a real `sh` with a stand-in podman, the way a host answers it: podman 5 on a
+cgroup v1 host warns on stderr at every call ("Using cgroups-v1 which is deprecated ..."), and that warning must
+not be read as part of `podman ps`'s JSON (seen on the Debian 13 testbed: every host said "podman ps answered
+something that is not a JSON list"); a podman that fails is reported with what it said on stderr."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rigctl.fleet.inventory import Host
+from rigctl.fleet.remote import host_status
+from rigctl.util.proc import Completed, run
+
+WARNING = ('time="2026-12-02T18:27:27Z" level=warning msg="Using cgroups-v1 which is deprecated in favor of '
+           'cgroups-v2 with Podman v5 and will be removed in a future version."')
+CONTAINER = {"Id": "0123456789abcdef", "Names": ["vllm-a"], "State": "running", "Image": "x@sha256:" + "0" * 64,
+             "Labels": {"rigctl.recipe": "a"}}
+
+
+class LocalShell:
+    """A Transport that runs the command with this machine's /bin/sh, the stand-in podman first on PATH."""
+
+    def __init__(self, bindir: Path) -> None:
+        self.env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(bindir)}
+
+    def run(self, host: Host, command: str, *, timeout: float) -> Completed:
+        return run(["/bin/sh", "-c", command], timeout=timeout, env=self.env)
+
+
+def _podman(bindir: Path, *, stdout: str, stderr: str, rc: int) -> None:
+    bindir.mkdir(parents=True, exist_ok=True)
+    (bindir / "out").write_text(stdout)
+    (bindir / "err").write_text(stderr + "\n")
+    script = bindir / "podman"
+    script.write_text(f"#!/bin/sh\ncat '{bindir}/out'\ncat '{bindir}/err' >&2\nexit {rc}\n")
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize("warned", [False, True])
+def test_podman_stderr_is_not_its_json(tmp_path: Path, warned: bool) -> None:
+    _podman(tmp_path, stdout=json.dumps([CONTAINER]), stderr=WARNING if warned else "", rc=0)
+    result = host_status(Host(name="box", ssh="box"), LocalShell(tmp_path), timeout=30)
+    assert result.error is None, result
+    assert result.data["podman_error"] is None, result.data
+    assert [c["name"] for c in result.data["containers"]] == ["vllm-a"]
+    assert result.data["containers"][0]["state"] == "running"
+
+
+def test_a_failing_podman_is_reported_with_what_it_said(tmp_path: Path) -> None:
+    _podman(tmp_path, stdout="", stderr=f"{WARNING}\nError: cannot connect to the storage", rc=125)
+    result = host_status(Host(name="box", ssh="box"), LocalShell(tmp_path), timeout=30)
+    assert result.data["containers"] == []
+    assert result.data["podman_error"].startswith("podman ps failed:"), result.data
+    assert "cannot connect to the storage" in result.data["podman_error"]
+
