@@ -6,6 +6,7 @@
 # Idempotent: a binary or model whose stamp matches these pins is kept. The build takes about 15 minutes on
 # 2 cores, so .ci/test.sh does not run this by itself; the interop test runs only when the binary is present
 # (or RIGCTL_LLAMA_SERVER names one).
+#   needs cmake, ninja-build and g++ (.ci/test.sh installs them first)
 #   usage: bash .ci/llama-server.sh      (prints where the binary and the model are, and how long each took)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -10,6 +10,19 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS"; }
 
+# Debian packages the tests need, installed where missing (apt's lists fetched first on a fresh machine)
+apt_install() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    log "apt-get install ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
 if ! command -v uv >/dev/null 2>&1; then
   # a distribution's python3 refuses pip installs (PEP 668): tools/uv.py fetches uv from PyPI instead
   log "fetching uv (tools/uv.py)"
@@ -24,6 +37,7 @@ uv sync --frozen --quiet --compile-bytecode
 # The real llama-server for its interop test: its build (CPU only, -O1, cached in .cache/llama-server) runs
 # in the background at the lowest priority while the suite runs, and is waited for at the end.
 mkdir -p .cache
+apt_install cmake ninja-build g++ make   # before the build starts: two apt-gets at once fight for dpkg's lock
 log "llama-server build started in the background (log: .cache/llama-server.log)"
 nice -n 19 bash .ci/llama-server.sh >.cache/llama-server.log 2>&1 &
 llama_pid=$!
@@ -42,15 +56,7 @@ bash .ci/sshd-hosts.sh      # openssh for the loopback fleet hosts (no system ss
 bash .ci/interop-env.sh     # a separate venv with transformers serve + a tiny local model (interop tests)
 # Kubernetes' own YAML readers (sigs.k8s.io/yaml, yaml.v2/v3) for the manifest faithfulness test: Debian's
 # packages, since the Go module proxy is not reachable
-go_pkgs=(golang-go golang-gopkg-yaml.v2-dev golang-gopkg-yaml.v3-dev golang-github-ghodss-yaml-dev golang-k8s-sigs-yaml-dev)
-missing_go=()
-for pkg in "${go_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing_go+=("$pkg")
-done
-if ((${#missing_go[@]})); then
-  log "apt-get install ${missing_go[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends "${missing_go[@]}" >/dev/null
-fi
+apt_install golang-go golang-gopkg-yaml.v2-dev golang-gopkg-yaml.v3-dev golang-github-ghodss-yaml-dev golang-k8s-sigs-yaml-dev
 
 log "ruff"
 uv run --frozen ruff check src tests benchmarks tools
