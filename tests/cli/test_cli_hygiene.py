@@ -168,6 +168,23 @@ def without_system_generator() -> dict[str, str | None]:
     return env
 
 
+def paragraphs_from(text: str, start: str, count: int) -> list[str]:
+    """`count` paragraphs of the report, from the line that begins with `start`: a paragraph is a line
+    at the margin and the indented lines that continue it."""
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    out: list[str] = []
+    for line in lines[first:]:
+        if line.startswith(" ") and out:
+            out[-1] += " " + line.strip()
+        elif len(out) < count and line:
+            out.append(line)
+        else:
+            break
+    assert len(out) == count, text
+    return out
+
+
 @pytest.mark.integration
 def test_preflight_checks_the_scope_it_is_given() -> None:
     env = without_system_generator()
@@ -190,13 +207,15 @@ def test_up_dry_run_names_the_scope_and_suggests_user() -> None:
     env = without_system_generator()
     text = rigctl("up", "qwen3-8b-vllm", "--dry-run", env=env)
     assert "planned on this host for the system manager: podman 4.3\n" in text.stdout
-    refusal = next(line for line in text.stdout.splitlines() if line.startswith("cannot render the unit: "))
+    # prose, wrapped to the width: the refusal's paragraph, then the hint's, compared by their words
+    refusal, after = paragraphs_from(text.stdout, "cannot render the unit: ", count=2)
     assert "no quadlet generator for the system manager" in refusal
-    after = text.stdout.splitlines()[text.stdout.splitlines().index(refusal) + 1]
-    assert after == (f"hint: the system manager has no quadlet generator here, the user manager has one "
-                     f"({USER_GENERATOR}): `rigctl up qwen3-8b-vllm --dry-run --user`")
+    hint = (f"hint: the system manager has no quadlet generator here, the user manager has one "
+            f"({USER_GENERATOR}): `rigctl up qwen3-8b-vllm --dry-run --user`")
+    assert after.split() == hint.split()
     doc = one_json(rigctl("up", "qwen3-8b-vllm", "--dry-run", "--json", env=env))
-    assert "system manager" in doc["render_error"] and doc["scope_hint"] == after.removeprefix("hint: ")
+    assert "system manager" in doc["render_error"]
+    assert doc["scope_hint"].split() == hint.removeprefix("hint: ").split()
     user = one_json(rigctl("up", "qwen3-8b-vllm", "--dry-run", "--user", "--json", env=env))
     assert user["render_error"] is None and user["quadlet_version"] == "5.4" and user["scope_hint"] is None
     render = rigctl("render", "qwen3-8b-vllm", "--json", env=env)

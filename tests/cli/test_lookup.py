@@ -111,6 +111,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
 
     monkeypatch.setattr("rigctl.adapters.systemd.SystemctlCli", manager)
     monkeypatch.setattr("rigctl.adapters.SystemctlCli", manager)  # real_adapters' own name for it
+    monkeypatch.setattr("rigctl.cli.cmd_deploy.SystemctlCli", manager)  # down's and status's, imported by name
     try:
         yield box
     finally:
