@@ -26,7 +26,7 @@ from pathlib import Path
 from processes import Timing, bytecode_note, header, rigctl, row, time_alternately
 
 from rigctl.host.gather import gather_facts, load_inventory
-from rigctl.preflight.runner import run_preflight
+from rigctl.preflight.registry import run_preflight
 from rigctl.recipe.load import load
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "inventory" / "h200.json"

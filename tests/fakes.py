@@ -28,7 +28,7 @@ from rigctl.plan.plan import Plan
 from rigctl.podman_versions import DEFAULT_PODMAN, Version
 from rigctl.preflight.finding import Finding
 from rigctl.preflight.layout import Choice
-from rigctl.preflight.runner import PreflightReport
+from rigctl.preflight.registry import PreflightReport
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe
 from rigctl.render.units import render_units

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rigctl.cli.output import to_json
-from rigctl.doctor.model import UnitFinding
+from rigctl.doctor.unit_findings import UnitFinding
 from rigctl.findings import Finding, any_failing, check_status, worst
 from rigctl.preflight.finding import Finding as PreflightFinding
 from rigctl.preflight.finding import Severity as PreflightSeverity

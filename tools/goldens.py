@@ -7,12 +7,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rigctl.render.units import UnitFile, write_files
+from rigctl.render.units import RenderedFile, write_files
 
 README = "README.md"  # each golden directory says what it is; never rendered, never removed
 
 
-def differences(directory: Path, expected: dict[str, UnitFile]) -> list[str]:
+def differences(directory: Path, expected: dict[str, RenderedFile]) -> list[str]:
     """``missing:``, ``extra:`` and ``stale:`` lines, one per file that is not as ``expected``."""
     present = {p.name for p in directory.iterdir() if p.is_file() and p.name != README} if directory.is_dir() else set()
     problems = [f"missing: {name}" for name in sorted(set(expected) - present)]
@@ -24,7 +24,7 @@ def differences(directory: Path, expected: dict[str, UnitFile]) -> list[str]:
     return problems
 
 
-def regenerate(directory: Path, expected: dict[str, UnitFile]) -> list[str]:
+def regenerate(directory: Path, expected: dict[str, RenderedFile]) -> list[str]:
     """Write ``expected`` into ``directory`` and remove every other file but the README."""
     directory.mkdir(parents=True, exist_ok=True)
     for path in directory.iterdir():
@@ -33,7 +33,7 @@ def regenerate(directory: Path, expected: dict[str, UnitFile]) -> list[str]:
     return [str(p) for p in write_files(list(expected.values()), directory)]
 
 
-def main(argv: list[str], directory: Path, expected: Callable[[], dict[str, UnitFile]], command: str) -> int:
+def main(argv: list[str], directory: Path, expected: Callable[[], dict[str, RenderedFile]], command: str) -> int:
     """``--check``: list the differences and exit 1 when there are any; otherwise rewrite ``directory``."""
     if argv[:1] == ["--check"]:
         problems = differences(directory, expected())

@@ -18,7 +18,7 @@ from rigctl.podman_versions import DEFAULT_PODMAN
 from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
 from rigctl.render.kube import TARGETS, render_kube
-from rigctl.render.units import UnitFile
+from rigctl.render.units import RenderedFile
 
 if not __package__:  # run as a file: the repo root makes `tools` importable, as it is for the tests
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,9 +31,9 @@ KUBE_DIR = Path(__file__).resolve().parents[1] / "kube"
 COMMAND = "uv run python tools/regen_kube.py"
 
 
-def bundled_manifests() -> dict[str, UnitFile]:
+def bundled_manifests() -> dict[str, RenderedFile]:
     """name -> file, for every bundled recipe and both targets, rendered with the golden settings."""
-    files: dict[str, UnitFile] = {}
+    files: dict[str, RenderedFile] = {}
     for _name, path in recipe_files(bundled_recipes_dir()):  # a user's override is not bundled
         recipe = load(str(path)).recipe
         for target in TARGETS:

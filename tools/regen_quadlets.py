@@ -17,7 +17,7 @@ from rigctl.places import Scope
 from rigctl.podman_versions import DEFAULT_PODMAN
 from rigctl.recipe.catalog import bundled_recipes_dir, recipe_files
 from rigctl.recipe.load import load
-from rigctl.render.units import UnitFile, render_units
+from rigctl.render.units import RenderedFile, render_units
 
 if not __package__:  # run as a file: the repo root makes `tools` importable, as it is for the tests
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,9 +30,9 @@ QUADLETS_DIR = Path(__file__).resolve().parents[1] / "quadlets"
 COMMAND = "uv run python tools/regen_quadlets.py"
 
 
-def bundled_units() -> dict[str, UnitFile]:
+def bundled_units() -> dict[str, RenderedFile]:
     """name -> file, for every bundled recipe, rendered with the golden settings."""
-    units: dict[str, UnitFile] = {}
+    units: dict[str, RenderedFile] = {}
     for _name, path in recipe_files(bundled_recipes_dir()):  # a user's override is not bundled
         rendered = render_units(load(str(path)).recipe, podman_version=DEFAULT_PODMAN, scope=Scope.SYSTEM)
         for unit in rendered.files:

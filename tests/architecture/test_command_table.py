@@ -19,7 +19,7 @@ def registered() -> dict[str, set[str]]:
     for path in sorted(CLI.rglob("*.py")):
         parts = path.relative_to(CLI).with_suffix("").parts
         importlib.import_module(".".join(("rigctl", "cli", *(p for p in parts if p != "__init__"))))
-    from rigctl.cli.base import app
+    from rigctl.cli.root import app
 
     found: dict[str, set[str]] = {}
     for info in app.registered_commands:

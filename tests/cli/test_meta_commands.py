@@ -327,7 +327,7 @@ def test_new_out_never_replaces_a_schema_file_it_was_not_asked_to_write(home: di
 
 def registry_ids() -> dict[str, set[str]]:
     from rigctl.doctor.rules import REGISTRY as DOCTOR
-    from rigctl.preflight.runner import check_ids
+    from rigctl.preflight.registry import check_ids
     from rigctl.verify.checks import REGISTRY as VERIFY
 
     return {"preflight": set(check_ids()), "verify": set(VERIFY), "doctor": {r.id for r in DOCTOR}}

@@ -20,7 +20,7 @@ from tests.fakes import RUNNING, FakeClock, FakeProbe, FakeSystemd
 
 from rigctl.cli import output
 from rigctl.cli.views.progress import PLAIN_EVERY_S, LiveDisplay, PlainProgress, progress_mode, seconds
-from rigctl.deploy.warmup import Phase, PhaseState, Progress, WaitStatus, WaitTarget, wait_ready
+from rigctl.deploy.warmup import Phase, PhaseState, WaitStatus, WaitTarget, WarmupProgress, wait_ready
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,7 +55,7 @@ class ScriptedOutput:
         return [f"INFO {self.phase.label()}"][-n:]
 
 
-def warmup(tmp_path: Path, clock: FakeClock, on_progress: Callable[[Progress], None]) -> WaitStatus:
+def warmup(tmp_path: Path, clock: FakeClock, on_progress: Callable[[WarmupProgress], None]) -> WaitStatus:
     """Ten minutes of warmup through ``PHASES``, ready at 600 s, every frame handed to ``on_progress``."""
     systemd = FakeSystemd(tmp_path, clock)
     systemd.loaded.add(UNIT)
@@ -76,7 +76,7 @@ def test_a_piped_warmup_says_each_phase_and_is_never_30_s_silent(tmp_path: Path)
     plain = PlainProgress(clock, stream)
     written: list[tuple[float, str]] = []  # (seconds into the warmup, what that frame wrote)
 
-    def on_progress(p: Progress) -> None:
+    def on_progress(p: WarmupProgress) -> None:
         before = len(stream.getvalue())
         plain.progress(p)
         if len(stream.getvalue()) != before:
@@ -100,7 +100,7 @@ def test_a_piped_warmup_says_each_phase_and_is_never_30_s_silent(tmp_path: Path)
 
 
 def test_the_frames_never_say_a_negative_quiet_time(tmp_path: Path) -> None:
-    frames: list[Progress] = []
+    frames: list[WarmupProgress] = []
     warmup(tmp_path, FakeClock(), frames.append)
     assert frames and min(f.since_output_s for f in frames) == 0.0
     assert seconds(-0.004) == "0s" and seconds(29.6) == "30s"
@@ -123,7 +123,7 @@ def test_progress_mode(monkeypatch: pytest.MonkeyPatch, case: tuple[str, bool, b
 def test_a_display_in_mode_none_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     display = LiveDisplay(mode="none", clock=FakeClock())
     display.stage("preflight")
-    display.progress(Progress("loading weights", 1.0, 900, 0.0, 300, "active", "running", 0, "x"))
+    display.progress(WarmupProgress("loading weights", 1.0, 900, 0.0, 300, "active", "running", 0, "x"))
     display.close()
     assert capsys.readouterr().err == ""
     plain = LiveDisplay(mode="plain", clock=FakeClock())

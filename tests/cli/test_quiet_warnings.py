@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from rigctl.cli import output
-from rigctl.cli.views.checks import preflight_result
+from rigctl.cli.views.reports import preflight_result
 from rigctl.findings import Finding
 from rigctl.preflight.layout import Choice
-from rigctl.preflight.runner import PreflightReport
+from rigctl.preflight.registry import PreflightReport
 from rigctl.severity import Severity
 
 pytestmark = pytest.mark.timeout(60)

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from rigctl.cli import plaintable
-from rigctl.cli.views.checks import MESSAGE_BESIDE_FIX, MESSAGE_LEAST, preflight
+from rigctl.cli.views.reports import MESSAGE_BESIDE_FIX, MESSAGE_LEAST, preflight
 from rigctl.findings import Finding
 from rigctl.preflight.layout import Choice, ChosenGpu
-from rigctl.preflight.runner import PreflightReport
+from rigctl.preflight.registry import PreflightReport
 from rigctl.severity import Severity
 
 pytestmark = pytest.mark.timeout(120)

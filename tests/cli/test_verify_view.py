@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from rigctl.cli.views.checks import verify
+from rigctl.cli.views.reports import verify
 from rigctl.severity import Severity
 from rigctl.verify.client import Endpoint
 from rigctl.verify.report import CheckResult, VerifyReport

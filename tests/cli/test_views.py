@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rigctl.cli import views
-from rigctl.cli.views.base import STYLE
+from rigctl.cli.views.draw import STYLE
 from rigctl.severity import Severity
 
 pytestmark = pytest.mark.timeout(30)
@@ -63,7 +63,7 @@ def test_one_style_for_every_severity() -> None:
 
 
 def test_a_piped_table_is_plain_and_a_styled_cell_keeps_its_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rigctl.cli.views.base import table
+    from rigctl.cli.views.draw import table
 
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     out = io.StringIO()

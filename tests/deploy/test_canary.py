@@ -20,7 +20,7 @@ from rigctl.deploy import canary, history, metrics
 from rigctl.deploy.warmup import Phase, PhaseState, WaitStatus, WaitTarget, wait_ready
 from rigctl.errors import LockHeldError, UsageError
 from rigctl.places import Scope
-from rigctl.render.canary import CanaryUnits, render
+from rigctl.render.canary_units import CanaryUnits, render
 from rigctl.verify.export import BENCH_KEYS, soak_export
 
 ENGINE = "rigctl-demo.service"
@@ -61,11 +61,11 @@ class Units:
 def verdicts(*oks: bool) -> Any:
     it = iter(oks)
 
-    def probe(request_timeout_s: float) -> canary.Verdict:
+    def probe(request_timeout_s: float) -> canary.CanaryVerdict:
         ok = next(it)
-        return canary.Verdict(ok, [{"id": "smoke", "status": "pass" if ok else "fail"}],
-                              None if ok else "smoke", None if ok else "'The capital of France is' -> salad",
-                              ttft_ms=12.5 if ok else None)
+        return canary.CanaryVerdict(ok, [{"id": "smoke", "status": "pass" if ok else "fail"}],
+                                    None if ok else "smoke", None if ok else "'The capital of France is' -> salad",
+                                    ttft_ms=12.5 if ok else None)
 
     return probe
 
@@ -133,9 +133,9 @@ def test_a_hung_probe_is_a_failure_in_time(tmp_path: Path) -> None:
     install_config(tmp_path, timeout_s=1)
     release = threading.Event()
 
-    def hang(request_timeout_s: float) -> canary.Verdict:
+    def hang(request_timeout_s: float) -> canary.CanaryVerdict:
         release.wait(30)
-        return canary.Verdict(True, [])
+        return canary.CanaryVerdict(True, [])
 
     try:
         done = runs(tmp_path, hang, 1, Units())[0]

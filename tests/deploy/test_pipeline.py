@@ -18,7 +18,7 @@ from tests.fakes import FakeClock, FakeGpu, FakePodman, FakeProbe, FakeSystemd, 
 from rigctl.adapters import Adapters
 from rigctl.deploy.swap import HostSwapDeploy, Side
 from rigctl.deploy.up import UpResult, quadlet_diagnosis
-from rigctl.host.facts import GpuInventory, HostFacts, Podman
+from rigctl.host.facts import GpuInventory, HostFacts, PodmanFacts
 from rigctl.host.gather import recipe_paths
 from rigctl.host.probes import probe_podman
 from rigctl.host.quadlet import QUADLET_ENV, find_quadlet
@@ -133,8 +133,8 @@ def test_swap_plans_to_in_the_callers_scope(tmp_path: Path, scope: Scope, manage
 
 def test_the_plan_takes_quadlet_from_the_facts_for_its_scope(tmp_path: Path) -> None:
     recipe = recipe_at(tmp_path)
-    podman = Podman(installed=True, version="4.3.1", quadlet="/opt/q/quadlet", quadlet_version="5.4.2",
-                    quadlet_scope=Scope.USER)
+    podman = PodmanFacts(installed=True, version="4.3.1", quadlet="/opt/q/quadlet", quadlet_version="5.4.2",
+                         quadlet_scope=Scope.USER)
     facts = HostFacts(gpu=GpuInventory(available=False), podman=podman)
     mine = make_plan(recipe, facts, scope=Scope.USER)
     assert (mine.quadlet_path, mine.quadlet_version) == ("/opt/q/quadlet", (5, 4))

@@ -45,3 +45,32 @@ def test_status_json_shows_the_endpoint_a_client_uses(tmp_path: Path) -> None:
     assert done.returncode == 7, done.stderr
     shown = {row["unit"]: row["endpoint"] for row in json.loads(done.stdout)["services"] if row["unit"] in names}
     assert shown == {unit: PUBLISHED[spec] for unit, spec in names.items()}
+
+
+def test_a_unit_whose_manager_does_not_answer_is_not_ok(tmp_path: Path) -> None:
+    """No manager to ask (an empty runtime directory, no session bus): status cannot say the model serves, so it
+    fails (exit 7, ok false, the unit in ``failing``) and the text says what it does not know, never ``None``."""
+    units = tmp_path / "config" / "containers" / "systemd"
+    units.mkdir(parents=True)
+    (units / "rigctl-unasked.container").write_text(
+        f"[Container]\nImage={PIN}\nLabel=rigctl.managed=true\nContainerName=rigctl-unasked\n"
+        f"PublishPort=127.0.0.1:18306:8000\n[Service]\nRestart=always\n")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")}
+    env |= {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+            "XDG_RUNTIME_DIR": str(runtime), "COLUMNS": "80"}
+
+    def status(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rigctl", "status", "--user", *extra], env=env,
+                              capture_output=True, text=True, timeout=90, check=False)
+
+    done = status("--json")
+    assert done.returncode == 7, done.stderr
+    doc = json.loads(done.stdout)
+    (row,) = [r for r in doc["services"] if r["unit"] == "rigctl-unasked.service"]
+    assert (doc["ok"], row["verdict"], doc["failing"]) == (False, "unknown", ["rigctl-unasked.service"])
+    text = status()
+    assert text.returncode == 7, text.stderr
+    assert "rigctl-unasked.service (user)  UNKNOWN" in text.stdout and "restarts ? (" in text.stdout, text.stdout
+    assert "None" not in text.stdout, text.stdout

@@ -16,11 +16,11 @@ import pytest
 from tests.preflight.conftest import healthy_facts
 
 from rigctl.doctor.audit import audit
-from rigctl.doctor.facts import DoctorFacts, local_facts
+from rigctl.doctor.host_state import DoctorFacts, local_facts
 from rigctl.host.facts import Cdi, CdiSpec
 from rigctl.host.probes import probe_cdi
 from rigctl.preflight.finding import Severity
-from rigctl.preflight.runner import run_preflight
+from rigctl.preflight.registry import run_preflight
 from rigctl.recipe.load import load
 
 DRIVER = "580.95.05"  # the driver of the pro6000-matched box (tests/fixtures/inventory/boxes)

@@ -16,8 +16,8 @@ from rigctl.cli.app import app
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.checkup import doctor
 from rigctl.doctor.discover import path_roots
-from rigctl.doctor.facts import DoctorFacts, local_facts, snapshot_facts
 from rigctl.doctor.fix import FileChange, plan_fixes, rewrite
+from rigctl.doctor.host_state import DoctorFacts, local_facts, snapshot_facts
 from rigctl.host.unitdirs import UnitFile, collect
 from rigctl.host.unitsnapshot import local_snapshot
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
@@ -358,7 +358,7 @@ def test_local_image_digest_pins_for_real(tmp_path: Path, need: Callable[[bool, 
     need(shutil.which("podman") is not None, "podman not installed")
     import tarfile
 
-    from rigctl.doctor.facts import local_image_digests
+    from rigctl.doctor.host_state import local_image_digests
     from rigctl.util.proc import run
 
     rootfs = tmp_path / "rootfs.tar"

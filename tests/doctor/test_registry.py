@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from rigctl.doctor.audit import audit
-from rigctl.doctor.facts import DoctorFacts, local_facts
+from rigctl.doctor.host_state import DoctorFacts, local_facts
 from rigctl.doctor.rules import HOST_RULES, REGISTRY, UNIT_RULES
 from rigctl.host.quadlet import find_quadlet
 from rigctl.host.unitdirs import UnitFile

@@ -17,10 +17,10 @@ from rigctl.host.facts import (
     HostFacts,
     LicenseAcceptance,
     PathProbe,
-    Podman,
+    PodmanFacts,
     PodmanImage,
     Shm,
-    Systemd,
+    SystemdFacts,
 )
 from rigctl.host.nvml import probe_gpus
 from rigctl.recipe.load import load
@@ -54,15 +54,15 @@ def healthy_facts(recipe: Recipe, box: str | dict[str, Any], **changes: Any) -> 
         shm=Shm(total_bytes=62 * GIB, free_bytes=62 * GIB),
         paths=[PathProbe(path=recipe.checkpoint.path, exists=True, is_dir=True, probed=recipe.checkpoint.path,
                          free_bytes=500 * GIB, total_bytes=4000 * GIB, files=shard_files(recipe))],
-        podman=Podman(installed=True, version="5.4.2", quadlet="/usr/libexec/podman/quadlet", images_via="cli",
-                      images=[PodmanImage(id="f" * 64, digest=recipe.image_digest,
-                                          repo_digests=[f"{recipe.image_name}@{recipe.image_digest}"],
-                                          names=[recipe.image.split("@")[0]])]),
+        podman=PodmanFacts(installed=True, version="5.4.2", quadlet="/usr/libexec/podman/quadlet", images_via="cli",
+                           images=[PodmanImage(id="f" * 64, digest=recipe.image_digest,
+                                               repo_digests=[f"{recipe.image_name}@{recipe.image_digest}"],
+                                               names=[recipe.image.split("@")[0]])]),
         cdi=Cdi(dirs=["/etc/cdi"], specs=[CdiSpec(path="/etc/cdi/nvidia.yaml", kind="nvidia.com/gpu",
                                                   devices=["0", "1", "2", "all"], mtime_ns=2,
                                                   driver_versions=[gpu.driver_version or ""])],
                 driver_installed_ns=1),
-        systemd=Systemd(system_manager=True, user_manager=False, user="root", uid=0),
+        systemd=SystemdFacts(system_manager=True, user_manager=False, user="root", uid=0),
         licenses=[LicenseAcceptance(id=lic.id, accepted_at="2026-01-01T00:00:00+00:00", by="op")
                   for _, lic in recipe.licenses()],
     )

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from rigctl.host.allreduce import RESULT_TAG, describe, nccl_env, program
-from rigctl.host.allreduce import host_launch as host_plan
-from rigctl.host.allreduce import podman_launch as podman_plan
+from rigctl.host.allreduce_launch import RESULT_TAG, describe, nccl_env, program
+from rigctl.host.allreduce_launch import host_launch as host_plan
+from rigctl.host.allreduce_launch import podman_launch as podman_plan
 from rigctl.host.facts import Cdi, HostFacts
 from rigctl.host.gather import load_inventory
 from rigctl.plan.deep import deep_allreduce
-from rigctl.preflight.allreduce import ERROR_CLIP, HANG_FIX, classify, why_failed
+from rigctl.preflight.allreduce_check import ERROR_CLIP, HANG_FIX, classify, why_failed
 from rigctl.preflight.finding import Severity, Verdict
 from rigctl.preflight.layout import choose_gpus
 from rigctl.preflight.links import chosen_links

@@ -12,13 +12,13 @@ from rigctl.host.facts import (
     CdiSpec,
     HostFacts,
     Listener,
-    Podman,
+    PodmanFacts,
     Ports,
-    Systemd,
+    SystemdFacts,
 )
-from rigctl.preflight import runner
+from rigctl.preflight import registry
 from rigctl.preflight.finding import Check, Severity
-from rigctl.preflight.runner import CHECKS, run_preflight
+from rigctl.preflight.registry import CHECKS, run_preflight
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR, Recipe
 
 Facts = Callable[..., HostFacts]
@@ -138,7 +138,7 @@ def test_podman_version_gating(glm: Recipe, facts_for: Facts, version: str, quad
 
 
 def test_image_missing_says_how_to_pull(glm: Recipe, facts_for: Facts) -> None:
-    facts = facts_for(glm, "pro6000-matched", podman=Podman(installed=True, version="5.4.2", images_via="cli"))
+    facts = facts_for(glm, "pro6000-matched", podman=PodmanFacts(installed=True, version="5.4.2", images_via="cli"))
     s, _, fix = sev(glm, facts, "image")
     assert s is Severity.FAIL and fix and f"podman pull {glm.image}" in fix
 
@@ -189,7 +189,7 @@ def test_port_taken(glm: Recipe, facts_for: Facts) -> None:
 
 def test_user_scope_without_linger_warns(glm: Recipe, facts_for: Facts) -> None:
     facts = facts_for(glm, "pro6000-matched",
-                      systemd=Systemd(system_manager=True, user_manager=True, user="op", uid=1000, linger=False))
+                      systemd=SystemdFacts(system_manager=True, user_manager=True, user="op", uid=1000, linger=False))
     s, _, fix = sev(glm, facts, "systemd")
     assert s is Severity.WARN and fix and "enable-linger op" in fix
 
@@ -213,7 +213,7 @@ def test_a_crashing_check_is_an_error_and_the_rest_still_run(glm: Recipe, facts_
     def boom(ctx: object) -> None:
         raise KeyError("oops")
 
-    monkeypatch.setattr(runner, "CHECKS", (Check("gpu-busy", "x", boom), *CHECKS[:2]))  # type: ignore[arg-type]
+    monkeypatch.setattr(registry, "CHECKS", (Check("gpu-busy", "x", boom), *CHECKS[:2]))  # type: ignore[arg-type]
     report = run_preflight(glm, facts_for(glm, "pro6000-matched"))
     assert [f.severity for f in report.findings] == [Severity.ERROR, Severity.OK, Severity.OK]
     assert "KeyError" in report.findings[0].message and not report.ok

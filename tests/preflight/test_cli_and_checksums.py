@@ -13,7 +13,7 @@ import pytest
 
 from rigctl.host.gather import gather_facts
 from rigctl.preflight.finding import Severity
-from rigctl.preflight.runner import run_preflight
+from rigctl.preflight.registry import run_preflight
 from rigctl.recipe.load import load
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"

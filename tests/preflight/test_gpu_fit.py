@@ -13,7 +13,7 @@ import pytest
 from rigctl.host.facts import GIB, GpuProcess, HostFacts
 from rigctl.preflight.finding import Severity
 from rigctl.preflight.gpu_fit import kv_per_sequence, shape_from_config
-from rigctl.preflight.runner import CHECKS, run_preflight
+from rigctl.preflight.registry import CHECKS, run_preflight
 from rigctl.recipe.model import Recipe
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"

@@ -27,7 +27,7 @@ from rigctl.host.safetensors import (
 )
 from rigctl.preflight.finding import Severity
 from rigctl.preflight.gpu_fit import weights_of, weights_per_gpu
-from rigctl.preflight.runner import run_preflight
+from rigctl.preflight.registry import run_preflight
 from rigctl.recipe.model import Recipe
 
 

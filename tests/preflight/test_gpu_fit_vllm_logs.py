@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from rigctl.host.facts import GIB
-from rigctl.preflight.gpu_fit import Overhead, Plan, Shape, kv_per_sequence, shape_from_config
+from rigctl.preflight.gpu_fit import MemoryPlan, Overhead, Shape, kv_per_sequence, shape_from_config
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-startup-logs"
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
@@ -79,8 +79,8 @@ def rigctl_tokens(case: dict[str, Any], found: dict[str, Any]) -> tuple[float, f
         # with pipeline stages the log lists each rank's budget, last stage first (rank 3, 2, 1, 0)
         budget = min(budgets) if len(stages) == 1 else sorted(budgets)[::-1][i * 2]
         kv = kv_per_sequence(s, tp=case["tp"], kv_cache_dtype=case.get("kv_cache_dtype"))
-        plan = Plan(context, int(budget * GIB), 1.0, 0, "none: vLLM's KV memory is the budget", kv,
-                    Overhead(0, 0, 0, 0, 2048), s)
+        plan = MemoryPlan(context, int(budget * GIB), 1.0, 0, "none: vLLM's KV memory is the budget", kv,
+                          Overhead(0, 0, 0, 0, 2048), s)
         assert plan.budget == int(budget * GIB)
         seqs.append(plan.figures()["max_full_context_sequences"])
     best = min(seqs)

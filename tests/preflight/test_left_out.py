@@ -12,7 +12,7 @@ from tests.preflight.conftest import box_capture
 from rigctl.host.facts import Gpu, HostFacts, Unsupported
 from rigctl.preflight.finding import Severity
 from rigctl.preflight.layout import LEFT_OUT_CHECKS, choose_gpus
-from rigctl.preflight.runner import PreflightReport, check_ids, run_preflight
+from rigctl.preflight.registry import PreflightReport, check_ids, run_preflight
 from rigctl.recipe.model import Recipe
 
 Facts = Callable[..., HostFacts]

@@ -27,7 +27,7 @@ from rigctl.host.gather import load_inventory
 from rigctl.host.nvml import probe_gpus
 from rigctl.preflight.finding import Severity
 from rigctl.preflight.links import NVLINK_LINK_GBPS, PCIE_LANE_GBPS, chosen_links, describe_pair, slowest
-from rigctl.preflight.runner import run_preflight
+from rigctl.preflight.registry import run_preflight
 from rigctl.recipe.model import Recipe
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"

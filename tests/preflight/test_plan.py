@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rigctl.host.facts import HostFacts, Podman
+from rigctl.host.facts import HostFacts, PodmanFacts
 from rigctl.plan.plan import make_plan
 from rigctl.recipe.model import Recipe
 
@@ -52,7 +52,7 @@ def test_failing_preflight_still_shows_the_unit_but_would_not_install(
 def test_podman_without_quadlet_renders_for_a_newer_one_and_says_so(
     glm: Recipe, facts_for: Callable[..., HostFacts]
 ) -> None:
-    facts = facts_for(glm, "pro6000-matched", podman=Podman(installed=True, version="4.3.1"))
+    facts = facts_for(glm, "pro6000-matched", podman=PodmanFacts(installed=True, version="4.3.1"))
     plan = make_plan(glm, facts, scope="system")
     assert plan.render_error and "quadlet" in plan.render_error
     assert plan.rendered is not None and not plan.ok
@@ -85,11 +85,11 @@ def test_inventory_without_dry_run_is_a_usage_error() -> None:
 
 
 def test_systemd_check_follows_the_scope(glm: Recipe, facts_for: Callable[..., HostFacts]) -> None:
-    from rigctl.host.facts import Systemd
+    from rigctl.host.facts import SystemdFacts
 
     # root on a box whose PID 1 is not systemd, with a `systemd --user` manager running (this testbed)
     facts = facts_for(glm, "pro6000-matched",
-                      systemd=Systemd(system_manager=False, user_manager=True, user="root", uid=0, linger=True))
+                      systemd=SystemdFacts(system_manager=False, user_manager=True, user="root", uid=0, linger=True))
     assert make_plan(glm, facts, scope="system").report.finding("systemd").severity.value == "fail"
     assert make_plan(glm, facts, scope="user").report.finding("systemd").severity.value == "ok"
 

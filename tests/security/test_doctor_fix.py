@@ -21,8 +21,8 @@ import pytest
 from rigctl.doctor.audit import audit
 from rigctl.doctor.checkup import doctor
 from rigctl.doctor.discover import path_roots
-from rigctl.doctor.facts import DoctorFacts, unpinned_images
 from rigctl.doctor.fix import FileChange, rewrite
+from rigctl.doctor.host_state import DoctorFacts, unpinned_images
 from rigctl.errors import UsageError
 from rigctl.host.unitdirs import Root, collect, default_roots
 from rigctl.host.unitsnapshot import local_snapshot

@@ -23,8 +23,8 @@ import yaml
 from tests.render.conftest import find_quadlet
 
 from rigctl.doctor.audit import audit
-from rigctl.doctor.facts import DoctorFacts
 from rigctl.doctor.fix import plan_fixes
+from rigctl.doctor.host_state import DoctorFacts
 from rigctl.exitcodes import ExitCode
 from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import (

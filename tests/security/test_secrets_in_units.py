@@ -20,8 +20,8 @@ from rigctl.deploy.install import install_files
 from rigctl.doctor.rules import UNIT_RULES
 from rigctl.host.unitfile import MergedUnit, parse
 from rigctl.places import Scope
-from rigctl.plan.target import parse_version
-from rigctl.preflight.runner import CHECKS, run_preflight
+from rigctl.plan.podman_target import parse_version
+from rigctl.preflight.registry import CHECKS, run_preflight
 from rigctl.preflight.secrets import option_secrets, secret_name, unit_secrets
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe

@@ -1,4 +1,4 @@
-"""The one splitter of list options (``rigctl.util.options.split_list``) and the commands that use it: each
+"""The one splitter of list options (``rigctl.util.lists.split_list``) and the commands that use it: each
 rule once, then the same refusal from every command that takes a list."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from rigctl.cli.app import app
 from rigctl.errors import UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.util.options import split_list
+from rigctl.util.lists import split_list
 from rigctl.verify.runner import parse_checks
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from rigctl.severity import Severity
 from rigctl.verify import Endpoint, Expectations, run_checks
-from rigctl.verify.checks import REGISTRY, Check
+from rigctl.verify.checks import REGISTRY, VerifyCheck
 from rigctl.verify.client import Request
 from rigctl.verify.report import CheckResult
 from rigctl.verify.runner import check_ids, parse_checks
@@ -32,7 +32,7 @@ async def check_greeting(s: Session) -> CheckResult:
 
 @pytest.fixture
 def with_greeting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(REGISTRY, "greeting", Check(check_greeting))
+    monkeypatch.setitem(REGISTRY, "greeting", VerifyCheck(check_greeting))
 
 
 @pytest.mark.usefixtures("with_greeting")
@@ -78,8 +78,8 @@ async def _probe_with_a_bug(s: Session) -> CheckResult:
 def test_a_registered_check_that_raises_is_isolated_and_still_judged(fake_engine: Start,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     judge = REGISTRY["repetition"].judge
-    monkeypatch.setitem(REGISTRY, "repetition", Check(_probe_with_a_bug, judge=judge))
-    monkeypatch.setitem(REGISTRY, "greeting", Check(check_greeting))
+    monkeypatch.setitem(REGISTRY, "repetition", VerifyCheck(_probe_with_a_bug, judge=judge))
+    monkeypatch.setitem(REGISTRY, "greeting", VerifyCheck(check_greeting))
     engine = fake_engine("healthy", "--max-model-len", "4096")
     report = run_checks(Endpoint(engine.url, engine.model), Expectations(context=4096, request_timeout_s=10.0),
                         checks=("smoke", "repetition", "greeting"))

@@ -49,7 +49,7 @@ def register(modules: Sequence[str]) -> None:
     (``cli.examples``)."""
     for name in modules:
         importlib.import_module(f"rigctl.cli.{name}")
-    from rigctl.cli.base import app  # noqa: PLC0415 - typer: the root help and --version are printed without it
+    from rigctl.cli.root import app  # noqa: PLC0415 - typer: the root help and --version are printed without it
 
     order = {name: i for i, name in enumerate(COMMANDS)}
     app.registered_commands.sort(key=lambda info: order.get(info.name or "", len(order)))
@@ -68,7 +68,7 @@ def __getattr__(name: str) -> Any:
     """``app``: the typer app with every command registered."""
     if name == "app":
         register(MODULES)
-        from rigctl.cli.base import app  # noqa: PLC0415 - see register
+        from rigctl.cli.root import app  # noqa: PLC0415 - see register
 
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -188,7 +188,7 @@ def main() -> None:
         code = answer(argv)
     if code is not None:
         sys.exit(code)
-    from rigctl.cli.base import app  # noqa: PLC0415 - typer: not for the root help
+    from rigctl.cli.root import app  # noqa: PLC0415 - typer: not for the root help
     from rigctl.exitcodes import ExitCode  # noqa: PLC0415 - likewise
 
     register(command_modules(argv))

@@ -24,7 +24,7 @@ MAX_FIXES = 6
 
 # The deep check is not in preflight's CHECKS (it runs only with --deep); its words live with its code.
 DEEP = {"gpu-allreduce": ("a real NCCL all_reduce over the chosen GPUs finishes, at the speed their link allows "
-                          "(opt-in: preflight --deep)", "rigctl.preflight.allreduce", "classify")}
+                          "(opt-in: preflight --deep)", "rigctl.preflight.allreduce_check", "classify")}
 
 
 # Why a check exists, where its code has no docstring that says it (none, one that restates what it guards,
@@ -107,7 +107,7 @@ def find(check_id: str) -> list[CheckInfo]:
 
 
 def _preflight() -> Iterator[CheckInfo]:
-    from rigctl.preflight.runner import CHECKS  # noqa: PLC0415 - the registries load only for these commands
+    from rigctl.preflight.registry import CHECKS  # noqa: PLC0415 - the registries load only for these commands
 
     for check in CHECKS:
         yield CheckInfo(check.id, "preflight", check.summary, _why(check.id, check.summary, _doc(check.fn)), "fail",

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from rigctl.adapters import real_adapters
 from rigctl.adapters.systemd import SystemctlCli
 from rigctl.cli import options as opt
-from rigctl.cli.base import app, finish, scope_choice
 from rigctl.cli.output import Outcome
+from rigctl.cli.root import app, finish, scope_choice
 from rigctl.cli.views import canary as views
 from rigctl.deploy import history, metrics
 from rigctl.deploy.state import check_record_name, not_deployed, search_scopes
@@ -27,10 +27,10 @@ from rigctl.exitcodes import ExitCode
 from rigctl.places import Scope
 from rigctl.util import safefs
 from rigctl.util.jsonfile import load_json
-from rigctl.util.options import split_list
+from rigctl.util.lists import split_list
 
 if TYPE_CHECKING:
-    from rigctl.deploy.target import Target
+    from rigctl.deploy.lookup import FoundDeployment
 
 
 @app.command("canary")
@@ -47,7 +47,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     a run whose answer changed. Without --every, --off or --run-once: the canary's state."""
 
     def produce() -> Outcome:
-        from rigctl.deploy.target import find_target  # noqa: PLC0415 - the core (see above)
+        from rigctl.deploy.lookup import find_target  # noqa: PLC0415 - the core (see above)
 
         if sum([every is not None, off, run_once]) > 1:
             raise UsageError("--every, --off and --run-once exclude each other")
@@ -73,7 +73,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     finish("canary", as_json, produce)
 
 
-def _install(target: Target, every: str, checks: str | None, on_failure: str, *, after: int,
+def _install(target: FoundDeployment, every: str, checks: str | None, on_failure: str, *, after: int,
              timeout: str | None, baseline: Path | None) -> Outcome:
     from rigctl.deploy import canary  # noqa: PLC0415 - the core
 
@@ -103,7 +103,7 @@ def _baseline(path: Path, name: str) -> dict[str, Any]:
     return got.to_dict()
 
 
-def _off(target: Target) -> Outcome:
+def _off(target: FoundDeployment) -> Outcome:
     from rigctl.deploy import canary  # noqa: PLC0415 - the core
 
     name = check_record_name(target.name)
@@ -112,7 +112,7 @@ def _off(target: Target) -> Outcome:
     return Outcome("canary", True, change, view=views.canary_change(change))
 
 
-def _run_once(target: Target) -> Outcome:
+def _run_once(target: FoundDeployment) -> Outcome:
     from rigctl.deploy import canary  # noqa: PLC0415 - the core
 
     state = history.canary_state(target.dirs.state, target.name)

@@ -22,18 +22,18 @@ from rigctl.adapters.podman import PodmanCli
 from rigctl.adapters.systemd import SystemctlCli
 from rigctl.cli import options as opt
 from rigctl.cli import output, views
-from rigctl.cli.base import app, finish, load_recipe, scope_choice, scope_hint
 from rigctl.cli.output import Outcome
+from rigctl.cli.root import app, finish, load_recipe, scope_choice, scope_hint
 from rigctl.deploy.state import check_record_name
 from rigctl.deploy.status import describe, discover_all
 from rigctl.errors import CommandError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes, probes_started
 from rigctl.places import Dirs, Scope, engine_log, resolve_scope, state_dir
-from rigctl.util.options import split_list
+from rigctl.util.lists import split_list
 
 if TYPE_CHECKING:
-    from rigctl.deploy.target import Target
+    from rigctl.deploy.lookup import FoundDeployment
     from rigctl.plan.plan import Plan
 
 
@@ -96,7 +96,8 @@ def _dry_run(plan: Plan, inventory: str | None, again: str) -> Outcome:
 @app.command("status")
 def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json: opt.JsonOpt = False) -> None:
     """Every rigctl-managed service on this host: state, restarts, health, endpoint, model, image, GPU memory.
-    Exits 7 (SERVICE_DOWN) when one is failed, restarting, or down while deployed (not stopped by `down`)."""
+    Exits 7 (SERVICE_DOWN) when one is failed, restarting, down while deployed (not stopped by `down`), or its
+    manager did not answer."""
 
     def produce() -> Outcome:
         found = discover_all(scope_choice(user, system))
@@ -116,7 +117,7 @@ def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json
     finish("status", as_json, produce)
 
 
-# --- logs and down: the deployment NAME means (rigctl.deploy.target: one lookup, one scope rule) -------
+# --- logs and down: the deployment NAME means (rigctl.deploy.lookup: one lookup, one scope rule) -------
 
 
 @app.command("logs")
@@ -130,7 +131,7 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
     def produce() -> Outcome:
         from rigctl.deploy import logs as logmod  # noqa: PLC0415 - the core (recipes, verify's signatures)
-        from rigctl.deploy.target import find_target  # noqa: PLC0415 - the core (a recipe and its models)
+        from rigctl.deploy.lookup import find_target  # noqa: PLC0415 - the core (a recipe and its models)
 
         target = find_target(recipe, scope_choice(user, system))
         if follow and not as_json:
@@ -145,7 +146,7 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     finish("logs", as_json, produce)
 
 
-def _engine_log(target: Target) -> Path:
+def _engine_log(target: FoundDeployment) -> Path:
     """Where the target unit's engine log is: as its container named it at `up` (the record), else below
     %S of the manager that runs it (a user manager is asked)."""
     if target.record is not None and target.record.engine_log:  # a record's path is checked when it is read
@@ -154,7 +155,7 @@ def _engine_log(target: Target) -> Path:
     return engine_log(target.scope, target.unit, env)
 
 
-def _follow(target: Target, *, tail: int | None, since: str | None, restart_wait_s: float) -> Outcome:
+def _follow(target: FoundDeployment, *, tail: int | None, since: str | None, restart_wait_s: float) -> Outcome:
     """``logs -f``: the kept output of the last failed warmup, then the service's output as it comes,
     across restarts (printed as it comes: the stream itself is this command's artefact)."""
     from rigctl.deploy import logs as logmod  # noqa: PLC0415 - the core, as in logs
@@ -207,7 +208,7 @@ def down_cmd(
         # the core: a deployment's recipe and its models, the canary's units
         from rigctl.deploy.canary import systemd_dir  # noqa: PLC0415
         from rigctl.deploy.down import down  # noqa: PLC0415
-        from rigctl.deploy.target import find_target  # noqa: PLC0415
+        from rigctl.deploy.lookup import find_target  # noqa: PLC0415
 
         # not deployed is no error here: `down` is done when there is nothing to stop
         found = find_target(recipe, scope_choice(user, system), must_exist=False)
@@ -240,6 +241,7 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     def produce() -> Outcome:
         # the core: both recipes, the planner, the renderer and verify
         from rigctl.deploy.canary import systemd_dir  # noqa: PLC0415
+        from rigctl.deploy.lookup import find_target  # noqa: PLC0415
         from rigctl.deploy.swap import (  # noqa: PLC0415
             CanaryPlace,
             HostSwapDeploy,
@@ -248,7 +250,6 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             resolve_source,
             swap,
         )
-        from rigctl.deploy.target import find_target  # noqa: PLC0415
 
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
         origin = find_target(source, scope_choice(user, system), must_exist=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish
 from rigctl.cli.output import Outcome
+from rigctl.cli.root import app, finish
 from rigctl.doctor.checkup import doctor
 
 

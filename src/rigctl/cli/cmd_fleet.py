@@ -6,9 +6,9 @@ import typer
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish, hosts_path
 from rigctl.cli.output import Outcome
-from rigctl.util.options import split_list
+from rigctl.cli.root import app, finish, hosts_path
+from rigctl.util.lists import split_list
 
 fleet_app = typer.Typer(
     name="fleet",

@@ -6,9 +6,9 @@ import platform
 from typing import Any
 
 from rigctl.cli import options as opt
-from rigctl.cli.base import ROOT, app, finish, usage_error
 from rigctl.cli.checklist import KINDS, all_checks, find
 from rigctl.cli.output import Outcome
+from rigctl.cli.root import ROOT, app, finish, usage_error
 from rigctl.cli.views.meta import checks_list, explain, version
 from rigctl.util.text import VERSION
 

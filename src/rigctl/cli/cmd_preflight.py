@@ -10,11 +10,11 @@ from typing import Any
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish, load_recipe, scope_hint
 from rigctl.cli.output import Outcome
+from rigctl.cli.root import app, finish, load_recipe, scope_hint
 from rigctl.host.early import EarlyProbes, probes_started
 from rigctl.places import Scope, resolve_scope
-from rigctl.util.options import split_list
+from rigctl.util.lists import split_list
 
 
 @app.command("inventory")

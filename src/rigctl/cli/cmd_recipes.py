@@ -10,8 +10,8 @@ from typing import Any
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish, load_recipe, usage_error
 from rigctl.cli.output import Outcome, note, printable
+from rigctl.cli.root import app, finish, load_recipe, usage_error
 from rigctl.cli.views.meta import new as new_view
 from rigctl.cli.views.meta import schema as schema_view
 from rigctl.errors import InvalidInputError

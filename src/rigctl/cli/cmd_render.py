@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish, load_recipe
 from rigctl.cli.output import Outcome
+from rigctl.cli.root import app, finish, load_recipe
 from rigctl.errors import UsageError
 from rigctl.places import Scope, default_scope
-from rigctl.util.options import split_list
+from rigctl.util.lists import split_list
 
 
 @app.command("render")

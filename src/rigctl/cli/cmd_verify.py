@@ -15,8 +15,8 @@ from typer.core import TyperCommand, TyperOption
 from rigctl.adapters.podman import PodmanCli
 from rigctl.cli import options as opt
 from rigctl.cli import views
-from rigctl.cli.base import app, finish, scope_choice
 from rigctl.cli.output import Outcome
+from rigctl.cli.root import app, finish, scope_choice
 from rigctl.errors import UsageError
 from rigctl.util import safefs
 from rigctl.util.text import version_line
@@ -51,7 +51,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
     shared-prefix concurrency soak. Exit 1 when any check fails."""
 
     def produce() -> Outcome:
-        from rigctl.verify import target as verify_target  # noqa: PLC0415 - the core (see above)
+        from rigctl.verify import subject as verify_target  # noqa: PLC0415 - the core (see above)
         from rigctl.verify.runner import parse_checks, run_checks  # noqa: PLC0415
 
         selected = parse_checks(checks)
@@ -66,7 +66,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
             if sets or overlays:
                 raise UsageError("--set and --overlay apply to a RECIPE")
         else:  # the recipe's expectations, checked where it is deployed (or, not deployed, where it publishes)
-            from rigctl.deploy.target import find_target  # noqa: PLC0415 - the core: the recipe's models
+            from rigctl.deploy.lookup import find_target  # noqa: PLC0415 - the core: the recipe's models
 
             deployed = find_target(recipe, scope_choice(user, system), overlays=overlays or (), sets=sets or ())
             endpoint, expect = verify_target.for_recipe(deployed.need_recipe(), deployed.endpoint(api_key), given)

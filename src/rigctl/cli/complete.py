@@ -41,7 +41,7 @@ def recipe_names(incomplete: str) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
-class Placement:
+class CompletionPlace:
     """Where one shell's completion goes: the script's file, and the line its start-up file needs."""
 
     script: tuple[str, ...]  # below the home
@@ -49,16 +49,16 @@ class Placement:
     line: str | None
 
 
-def placement(shell: str, home: Path, config_home: Path) -> Placement:
+def placement(shell: str, home: Path, config_home: Path) -> CompletionPlace:
     if shell == "bash":
         script = (".bash_completions", f"{PROG}.sh")
-        return Placement(script, (".bashrc",), f"source '{home / Path(*script)}'")
+        return CompletionPlace(script, (".bashrc",), f"source '{home / Path(*script)}'")
     if shell == "zsh":
-        return Placement((".zfunc", f"_{PROG}"), (".zshrc",), "fpath+=~/.zfunc; autoload -Uz compinit; compinit")
+        return CompletionPlace((".zfunc", f"_{PROG}"), (".zshrc",), "fpath+=~/.zfunc; autoload -Uz compinit; compinit")
     rel = config_home.relative_to(home).parts if config_home.is_relative_to(home) else None
     if rel is None:
         raise ValueError(f"XDG_CONFIG_HOME ({config_home}) is outside the home; use --show-completion fish")
-    return Placement((*rel, "fish", "completions", f"{PROG}.fish"), None, None)
+    return CompletionPlace((*rel, "fish", "completions", f"{PROG}.fish"), None, None)
 
 
 def script_for(shell: str) -> str:

@@ -1,6 +1,6 @@
 """`rigctl canary`: keep proving a deployment right after `up` did once.
 
-``install`` writes a systemd timer and a oneshot service beside the deployment (``render.canary``), in the
+``install`` writes a systemd timer and a oneshot service beside the deployment (``render.canary_units``), in the
 scope's systemd unit directory (system: /etc/systemd/system; user: $XDG_CONFIG_HOME/systemd/user), through
 the same atomic writer as the quadlet files, and starts the timer. Each firing runs ``run_once``:
 
@@ -37,7 +37,7 @@ from rigctl.deploy.install import install_files, remove_files
 from rigctl.errors import CommandError, LockHeldError, UsageError
 from rigctl.invocation import current
 from rigctl.places import Scope, deployment_lock
-from rigctl.render.canary import CanaryUnits, render, service_name, timer_name, unit_names
+from rigctl.render.canary_units import CanaryUnits, render, service_name, timer_name, unit_names
 
 DEFAULT_CHECKS = ("health", "smoke", "repetition")
 ALLOWED_CHECKS = ("health", "models", "smoke", "repetition", "determinism", "needle")  # the soak is too heavy
@@ -252,7 +252,7 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CanaryVerdict:
     ok: bool
     checks: list[dict[str, str]]
     failed_check: str | None = None
@@ -261,13 +261,13 @@ class Verdict:
     itl_ms: float | None = None
 
 
-Prober = Callable[[float], Verdict]  # the checks, given the seconds a request may take
+Prober = Callable[[float], CanaryVerdict]  # the checks, given the seconds a request may take
 
 
-def bounded(probe: Prober, timeout_s: float) -> Verdict:
+def bounded(probe: Prober, timeout_s: float) -> CanaryVerdict:
     """``probe`` in a daemon thread, waited for at most ``timeout_s``: a hung engine (health answering,
     completions never) gives a failing verdict in time instead of a canary that hangs too."""
-    box: list[Verdict] = []
+    box: list[CanaryVerdict] = []
     errors: list[BaseException] = []
 
     def work() -> None:
@@ -283,8 +283,8 @@ def bounded(probe: Prober, timeout_s: float) -> Verdict:
         return box[0]
     if errors:
         err = errors[0]
-        return Verdict(False, [], "canary", f"the checks raised {type(err).__name__}: {err}")
-    return Verdict(False, [], "timeout", f"no verdict within {timeout_s:g} s: the engine does not answer in time "
+        return CanaryVerdict(False, [], "canary", f"the checks raised {type(err).__name__}: {err}")
+    return CanaryVerdict(False, [], "timeout", f"no verdict within {timeout_s:g} s: the engine does not answer in time "
                                          "(hung? /health may still say 200)")
 
 
@@ -295,15 +295,15 @@ def verify_prober(recipe: Any, endpoint: Any, checks: Sequence[str], baseline: d
 
     against = Baseline.from_dict(baseline) if baseline is not None else None
 
-    def probe(request_timeout_s: float) -> Verdict:
+    def probe(request_timeout_s: float) -> CanaryVerdict:
         return asyncio.run(_probe(recipe, endpoint, tuple(checks), request_timeout_s, against))
 
     return probe
 
 
 async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_timeout_s: float,
-                 baseline: Any = None) -> Verdict:
-    from rigctl.verify import target as verify_target  # noqa: PLC0415 - the HTTP client loads for a run only
+                 baseline: Any = None) -> CanaryVerdict:
+    from rigctl.verify import subject as verify_target  # noqa: PLC0415 - the HTTP client loads for a run only
     from rigctl.verify.client import EngineRequestError, HttpEngine, Request  # noqa: PLC0415
     from rigctl.verify.runner import run_checks_async  # noqa: PLC0415
 
@@ -313,20 +313,21 @@ async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_ti
         results = [{"id": c.id, "status": c.status} for c in report.checks]
         failing = next((c for c in report.checks if c.status in ("fail", "error")), None)
         if failing is not None:
-            return Verdict(False, results, failing.id, history.clip_reason(failing.message))
+            return CanaryVerdict(False, results, failing.id, history.clip_reason(failing.message))
         if baseline is not None:
             changed = await compare_baseline(engine, baseline, request_timeout_s)
             results.append({"id": "baseline", "status": "pass" if changed is None else "fail"})
             if changed is not None:
-                return Verdict(False, results, "baseline", history.clip_reason(changed))
+                return CanaryVerdict(False, results, "baseline", history.clip_reason(changed))
         try:
             done = await engine.complete(Request(TTFT_TOKENS, prompt=TTFT_PROBE, stream=True),
                                          timeout=request_timeout_s, idle_timeout=request_timeout_s)
         except EngineRequestError as err:
-            return Verdict(False, results, "ttft", history.clip_reason(f"the streamed probe failed: {err.message}"))
+            return CanaryVerdict(False, results, "ttft",
+                                 history.clip_reason(f"the streamed probe failed: {err.message}"))
         gaps = done.itl_s()
-        return Verdict(True, results, ttft_ms=None if done.ttft_s is None else round(done.ttft_s * 1000, 2),
-                       itl_ms=round(sum(gaps) / len(gaps) * 1000, 3) if gaps else None)
+        return CanaryVerdict(True, results, ttft_ms=None if done.ttft_s is None else round(done.ttft_s * 1000, 2),
+                             itl_ms=round(sum(gaps) / len(gaps) * 1000, 3) if gaps else None)
 
 
 async def compare_baseline(engine: Any, baseline: Any, request_timeout_s: float) -> str | None:
@@ -367,8 +368,9 @@ def run_once(
     if state.unreadable_config is not None:
         # settings that are there but cannot be read (a damaged baseline, say) are a failing canary, never one
         # that runs the defaults and so compares less than it was told to
-        verdict = Verdict(False, [], "canary", f"the canary's settings in its record cannot be read: `rigctl canary "
-                                               f"{deployment} --every SPAN ...` writes them again")
+        verdict = CanaryVerdict(False, [], "canary",
+                                f"the canary's settings in its record cannot be read: `rigctl canary "
+                                f"{deployment} --every SPAN ...` writes them again")
     else:
         verdict = bounded(probe, config.timeout_s)
     result = RunResult(deployment, verdict.ok, start, time.monotonic() - mono, verdict.checks, verdict.failed_check,

@@ -152,7 +152,9 @@ def _learnt(item: Managed) -> tuple[dict[str, Any] | None, dict[str, Any] | None
 # restarting: it died and systemd is bringing it back (waiting, or warming up again); failed: systemd gave up;
 # down: inactive though deployed (not stopped by `rigctl down`); stopped: by `rigctl down`; unknown: no answer
 VERDICTS = ("serving", "starting", "not-ready", "restarting", "failed", "down", "stopped", "unknown")
-FAILING = frozenset({"restarting", "failed", "down"})
+# unknown fails too: a model whose manager did not answer is not known to serve, and a script reading exit 0
+# would take it for one that does
+FAILING = frozenset({"restarting", "failed", "down", "unknown"})
 EVENTS_WINDOW_S = 7 * 24 * 3600.0  # how far back podman's events are asked about a container's last death
 
 

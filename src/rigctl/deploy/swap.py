@@ -42,9 +42,9 @@ from rigctl.deploy import canary as canaries
 from rigctl.deploy import state as records
 from rigctl.deploy.down import DownResult, down
 from rigctl.deploy.install import installed_texts
-from rigctl.deploy.target import Target
+from rigctl.deploy.lookup import FoundDeployment
 from rigctl.deploy.up import UpOptions, UpResult, install_and_start, plan_here, up
-from rigctl.deploy.warmup import Progress
+from rigctl.deploy.warmup import WarmupProgress
 from rigctl.errors import DeployError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.facts import GIB, MIB, Gpu, HostFacts
@@ -54,7 +54,7 @@ from rigctl.host.quadlet import find_quadlet
 from rigctl.places import Dirs, Scope, deployment_lock
 from rigctl.plan.plan import Plan, make_plan
 from rigctl.recipe.model import Recipe
-from rigctl.render.canary import timer_name
+from rigctl.render.canary_units import timer_name
 from rigctl.util.jsonable import jsonable
 
 RELEASE_POLL_S = 0.5
@@ -471,7 +471,7 @@ def _up_detail(res: UpResult) -> dict[str, Any]:
 # --- the real deploy -----------------------------------------------------------------------------------
 
 
-def resolve_source(origin: Target, source: str) -> Side:
+def resolve_source(origin: FoundDeployment, source: str) -> Side:
     """FROM must be deployed here: its record (the one ``find_target`` read) says which GPUs it holds and
     which unit files to restore."""
     recipe, record = origin.need_recipe(), origin.record
@@ -525,7 +525,7 @@ class HostSwapDeploy:
     under the locks the swap holds throughout (``up()`` and ``down()`` go on under a held lock)."""
 
     def __init__(self, scope: Scope, *, adapters: Adapters, dirs: Dirs, force: Sequence[str] = (),
-                 gpus: Sequence[str] | None = None, on_progress: Callable[[Progress], None] | None = None,
+                 gpus: Sequence[str] | None = None, on_progress: Callable[[WarmupProgress], None] | None = None,
                  on_stage: Callable[[str], None] | None = None, canary: CanaryPlace | None = None) -> None:
         self.scope, self.adapters, self.dirs = scope, adapters, dirs
         self.canary = canary  # None: canaries are left alone (nothing of theirs to touch here)

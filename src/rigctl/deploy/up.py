@@ -23,10 +23,10 @@ from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts, remove_files
 from rigctl.deploy.warmup import (
     OutputFollower,
-    Progress,
     WaitResult,
     WaitStatus,
     WaitTarget,
+    WarmupProgress,
     death_detail,
     wait_ready,
 )
@@ -148,7 +148,7 @@ def plan_and_up(
     gpus: Sequence[str] | None = None,
     early: EarlyProbes | None = None,
     around: Callable[[Plan], contextlib.AbstractContextManager[object]] | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
+    on_progress: Callable[[WarmupProgress], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
     lock_dir: Path | None = None,
 ) -> UpResult:
@@ -171,7 +171,7 @@ def up(
     adapters: Adapters,
     dirs: Dirs,
     options: UpOptions,
-    on_progress: Callable[[Progress], None] | None = None,
+    on_progress: Callable[[WarmupProgress], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
     lock_dir: Path | None = None,
 ) -> UpResult:
@@ -185,7 +185,7 @@ def up(
 
 def _up(
     plan: Plan, *, recipe_source: str, adapters: Adapters, dirs: Dirs, options: UpOptions,
-    on_progress: Callable[[Progress], None] | None, on_stage: Callable[[str], None] | None,
+    on_progress: Callable[[WarmupProgress], None] | None, on_stage: Callable[[str], None] | None,
 ) -> UpResult:
     recipe = plan.recipe
     result = UpResult.begin(recipe, plan.scope, dirs)
@@ -220,7 +220,7 @@ def _up(
 
 def install_and_start(
     recipe: Recipe, files: dict[str, str], result: UpResult, *, recipe_source: str, quadlet: str | None,
-    adapters: Adapters, dirs: Dirs, options: UpOptions, on_progress: Callable[[Progress], None] | None = None,
+    adapters: Adapters, dirs: Dirs, options: UpOptions, on_progress: Callable[[WarmupProgress], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> UpResult:
     """Install ``files`` (name -> text) and bring their unit to ready and verified. Identical files are
@@ -271,7 +271,7 @@ def quadlet_diagnosis(quadlet: str | None, unit_dir: Path, scope: Scope) -> tupl
 def _install_and_run(
     *, recipe: Recipe, recipe_source: str, files: dict[str, str], result: UpResult, quadlet: str | None,
     adapters: Adapters, dirs: Dirs, options: UpOptions, stage: Callable[[str], None],
-    on_progress: Callable[[Progress], None] | None,
+    on_progress: Callable[[WarmupProgress], None] | None,
 ) -> UpResult:
     systemd, clock = adapters.systemd, adapters.clock
     unit = result.unit
@@ -382,7 +382,7 @@ def _recipe_digest(files: Mapping[str, str]) -> str:
 
 def _watch(
     *, recipe: Recipe, result: UpResult, adapters: Adapters, start_mono: float, baseline: int, skip_id: str | None,
-    on_progress: Callable[[Progress], None] | None, learn: tuple[Path, str] | None = None,
+    on_progress: Callable[[WarmupProgress], None] | None, learn: tuple[Path, str] | None = None,
 ) -> WaitResult:
     """Wait through warmup. With ``learn`` (the state directory and the recipe's digest): a stall is judged
     against the earlier ready boots of this recipe and image, and this boot is added to them."""

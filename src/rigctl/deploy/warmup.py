@@ -191,7 +191,7 @@ class WaitStatus(StrEnum):
 
 
 @dataclass
-class Progress:
+class WarmupProgress:
     """One frame of the live display."""
 
     phase: str
@@ -244,7 +244,7 @@ def wait_ready(
     probe: Probe,
     follower: OutputFollower,
     clock: Clock,
-    on_progress: Callable[[Progress], None] | None = None,
+    on_progress: Callable[[WarmupProgress], None] | None = None,
     alive: Callable[[int], bool] = pid_alive,
 ) -> WaitResult:
     seen_started = False  # the unit left "inactive" at least once since our start job
@@ -317,7 +317,7 @@ def wait_ready(
                               noticed_mono=clock.monotonic(), tail=follower.tail())
         if on_progress is not None:
             tail = follower.tail(1)
-            on_progress(Progress(
+            on_progress(WarmupProgress(
                 phase=follower.phase.label(), elapsed_s=elapsed, budget_s=target.warmup_budget_s,
                 since_output_s=since_output, stall_budget_s=target.stall_budget_s, unit_active=last.active,
                 unit_sub=last.sub, restarts=last.restarts, last_line=tail[0] if tail else "",

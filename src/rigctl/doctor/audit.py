@@ -1,7 +1,7 @@
 """The doctor's pure core: read each unit, run every rule of the registry over it, then the host rules.
 
 ``audit(units, facts) -> list[UnitFinding]`` reads nothing from the host: unit files (with their
-drop-ins) and host facts are gathered at the edge (``discover``, ``facts``) and handed in. The runner
+drop-ins) and host facts are gathered at the edge (``discover``, ``host_state``) and handed in. The runner
 owns isolation: a rule that crashes is reported as a finding, the others still run, and a unit doctor
 cannot read is reported, never hidden.
 """
@@ -12,20 +12,20 @@ import traceback
 from collections.abc import Sequence
 
 from rigctl.doctor.edits import Edit
-from rigctl.doctor.facts import DoctorFacts
-from rigctl.doctor.model import UnitFinding
+from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules import HOST_RULES, UNIT_RULES
-from rigctl.doctor.rules.base import Context, Hit, UnitRule
+from rigctl.doctor.rules.context import Hit, RuleContext, UnitRule
 from rigctl.doctor.serving import describe
+from rigctl.doctor.unit_findings import UnitFinding
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import UnitParseError
 from rigctl.severity import Severity
 
 
-def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Context], list[UnitFinding]]:
-    """A Context for every unit that serves something, and a finding for every unit that cannot be read."""
-    contexts: list[Context] = []
+def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[RuleContext], list[UnitFinding]]:
+    """A RuleContext for every unit that serves something, and a finding for every unit that cannot be read."""
+    contexts: list[RuleContext] = []
     broken: list[UnitFinding] = []
     for unit in units:
         try:
@@ -41,11 +41,11 @@ def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Cont
             broken.append(_crash(unit.path, "parse", exc))
             continue
         if spec is not None:
-            contexts.append(Context(unit, merged, spec, facts, is_managed(unit.path, unit.text, unit.dropins)))
+            contexts.append(RuleContext(unit, merged, spec, facts, is_managed(unit.path, unit.text, unit.dropins)))
     return contexts, broken
 
 
-def _finding(ctx: Context, rule: UnitRule, hit: Hit) -> UnitFinding:
+def _finding(ctx: RuleContext, rule: UnitRule, hit: Hit) -> UnitFinding:
     return UnitFinding(
         unit=ctx.unit.path, id=rule.id, severity=hit.severity or rule.severity, message=hit.message,
         fix=hit.fix, where=hit.entry.file if hit.entry else None, line=hit.entry.first + 1 if hit.entry else None,
@@ -53,7 +53,7 @@ def _finding(ctx: Context, rule: UnitRule, hit: Hit) -> UnitFinding:
     )
 
 
-def unit_findings(ctx: Context) -> list[tuple[UnitFinding, tuple[Edit, ...]]]:
+def unit_findings(ctx: RuleContext) -> list[tuple[UnitFinding, tuple[Edit, ...]]]:
     """Every rule over one unit: each finding with the edits that would fix it."""
     found: list[tuple[UnitFinding, tuple[Edit, ...]]] = []
     for rule in UNIT_RULES:
@@ -64,7 +64,7 @@ def unit_findings(ctx: Context) -> list[tuple[UnitFinding, tuple[Edit, ...]]]:
     return found
 
 
-def host_findings(contexts: Sequence[Context], facts: DoctorFacts) -> list[UnitFinding]:
+def host_findings(contexts: Sequence[RuleContext], facts: DoctorFacts) -> list[UnitFinding]:
     found: list[UnitFinding] = []
     for rule in HOST_RULES:
         try:

@@ -13,9 +13,9 @@ from typing import Any
 from rigctl.adapters.systemd import SystemctlCli, Systemd
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.discover import local_roots, path_roots
-from rigctl.doctor.facts import DoctorFacts, live_units, local_facts, service_of
 from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
-from rigctl.doctor.model import UnitFinding
+from rigctl.doctor.host_state import DoctorFacts, live_units, local_facts, service_of
+from rigctl.doctor.unit_findings import UnitFinding
 from rigctl.errors import CommandError, InvalidInputError, UsageError
 from rigctl.host.managed import is_managed
 from rigctl.host.unitdirs import Root, UnitFile, collect

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from rigctl.deploy.install import sigint_deferred
 from rigctl.doctor.audit import read_units, unit_findings
 from rigctl.doctor.edits import apply_edit
-from rigctl.doctor.facts import DoctorFacts
+from rigctl.doctor.host_state import DoctorFacts
 from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import lines_with_ends
 from rigctl.host.unitsnapshot import Found, Snapshot

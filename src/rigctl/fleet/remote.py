@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from rigctl.deploy.status import FAILING, VERDICTS
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.checkup import AppliedFix
-from rigctl.doctor.facts import DoctorFacts, snapshot_facts
 from rigctl.doctor.fix import plan_fixes
+from rigctl.doctor.host_state import DoctorFacts, snapshot_facts
 from rigctl.errors import HostUnreachableError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.fleet.inventory import Host
@@ -736,7 +736,7 @@ def _one_slash(path: str) -> str:
 
 
 class _RemoteFinding(BaseModel):
-    """One finding of a remote ``rigctl doctor --json`` (doctor.model.UnitFinding.to_dict), checked
+    """One finding of a remote ``rigctl doctor --json`` (doctor.unit_findings.UnitFinding.to_dict), checked
     strictly: a remote host's answer is never trusted to have the shape the views rely on."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)

@@ -28,14 +28,14 @@ from rigctl.util.jsonfile import load_json
 from rigctl.util.safefs import RECORD_LIMIT, kind_of, open_error, refuse, write_own
 
 CHUNK = 4 * 1024 * 1024  # large enough that the GIL is released for nearly all the work
-Progress = Callable[[int], None]  # called with a number of bytes just hashed (from worker threads)
+HashProgress = Callable[[int], None]  # called with a number of bytes just hashed (from worker threads)
 
 
 def cache_path() -> Path:
     return current().cache_home / "rigctl" / "sha256.json"
 
 
-def sha256_file(path: Path, progress: Progress | None = None, chunk: int = CHUNK) -> str:
+def sha256_file(path: Path, progress: HashProgress | None = None, chunk: int = CHUNK) -> str:
     """sha256 of a regular file (links followed: HF caches link shards into blobs/). Anything else — a
     FIFO would block forever, a device never ends — is refused without reading it."""
     digest = hashlib.sha256()
@@ -116,7 +116,7 @@ def hash_files(
     *,
     workers: int | None = None,
     cache: ChecksumCache | None = None,
-    progress: Progress | None = None,
+    progress: HashProgress | None = None,
 ) -> list[Hashed]:
     """sha256 of each file, in input order. Largest files start first so the cores finish together."""
     stats = {p: p.stat() for p in paths}

@@ -47,7 +47,7 @@ def version_argv(podman_bin: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class PodmanCli:
+class EarlyPodman:
     """`podman images` and `podman version`, started for ``probe_podman`` to collect."""
 
     podman_bin: str
@@ -61,14 +61,14 @@ class PodmanCli:
         self.version.cancel()
 
 
-def start_podman_cli(sockets: Sequence[str] | None = None, podman_bin: str = "podman") -> PodmanCli | None:
+def start_podman_cli(sockets: Sequence[str] | None = None, podman_bin: str = "podman") -> EarlyPodman | None:
     """Start the CLI calls ``probe_podman`` would make, or None where it would ask an API socket first
     (one exists: the API's answer is preferred, and the CLI is asked only if it fails)."""
     candidates = podman_socket_candidates() if sockets is None else sockets
     if any(os.path.exists(s) for s in candidates):
         return None
-    return PodmanCli(podman_bin, Started(images_argv(podman_bin), timeout=IMAGES_TIMEOUT_S),
-                     Started(version_argv(podman_bin), timeout=VERSION_TIMEOUT_S))
+    return EarlyPodman(podman_bin, Started(images_argv(podman_bin), timeout=IMAGES_TIMEOUT_S),
+                       Started(version_argv(podman_bin), timeout=VERSION_TIMEOUT_S))
 
 
 class NvmlStart(threading.Thread):
@@ -124,7 +124,7 @@ class EarlyProbes:
     """What ``probes_started`` began: the podman calls (None where an API socket will be asked instead) and
     NVML's start. ``cancel`` once the facts are gathered, or when they will not be."""
 
-    podman: PodmanCli | None
+    podman: EarlyPodman | None
     nvml: NvmlStart
     quadlet: QuadletAsked | None = None
 
@@ -147,7 +147,7 @@ def probes_started(wanted: bool = True, scope: Scope | None = None) -> Iterator[
         yield None
         return
     nvml = NvmlStart()
-    podman: PodmanCli | None = None
+    podman: EarlyPodman | None = None
     quadlet: QuadletAsked | None = None
     try:
         podman = start_podman_cli()

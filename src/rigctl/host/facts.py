@@ -301,7 +301,7 @@ class PodmanImage(_Fact):
     names: list[LongName] = Field(default_factory=empty_list)
 
 
-class Podman(_Fact):
+class PodmanFacts(_Fact):
     installed: bool
     version: Name | None = None
     api_socket: LongName | None = None
@@ -333,7 +333,7 @@ class Cdi(_Fact):
     driver_installed_ns: int | None = Field(default=None, description="mtime of that library: the install time")
 
 
-class Systemd(_Fact):
+class SystemdFacts(_Fact):
     system_manager: bool
     user_manager: bool
     user: Name | None = None
@@ -405,9 +405,9 @@ class HostFacts(_Fact):
     gpu: GpuInventory
     shm: Shm = Field(default_factory=Shm)
     paths: list[PathProbe] = Field(default_factory=empty_list)
-    podman: Podman = Field(default_factory=lambda: Podman(installed=False))
+    podman: PodmanFacts = Field(default_factory=lambda: PodmanFacts(installed=False))
     cdi: Cdi = Field(default_factory=Cdi)
-    systemd: Systemd = Field(default_factory=lambda: Systemd(system_manager=False, user_manager=False))
+    systemd: SystemdFacts = Field(default_factory=lambda: SystemdFacts(system_manager=False, user_manager=False))
     ports: Ports = Field(default_factory=Ports)
     licenses: list[LicenseAcceptance] = Field(default_factory=empty_list)
     probe_errors: dict[LongName, Text] = Field(

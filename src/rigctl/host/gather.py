@@ -23,10 +23,10 @@ from rigctl.host.facts import (
     GpuInventory,
     HostFacts,
     PathProbe,
-    Podman,
+    PodmanFacts,
     Ports,
     Shm,
-    Systemd,
+    SystemdFacts,
     facts_body,
 )
 from rigctl.host.licenses import read_acceptances
@@ -122,9 +122,9 @@ def gather_facts(
         gpu=gpu,
         shm=guarded("shm", f_shm, Shm),
         paths=path_facts,
-        podman=guarded("podman", f_podman, lambda: Podman(installed=False)),
+        podman=guarded("podman", f_podman, lambda: PodmanFacts(installed=False)),
         cdi=guarded("cdi", f_cdi, Cdi),
-        systemd=guarded("systemd", f_systemd, lambda: Systemd(system_manager=False, user_manager=False)),
+        systemd=guarded("systemd", f_systemd, lambda: SystemdFacts(system_manager=False, user_manager=False)),
         ports=guarded("ports", f_ports, Ports),
     )
     records, problem = read_acceptances()

@@ -21,7 +21,7 @@ from rigctl.host.cdi import CDI_DIRS, read_spec
 from rigctl.host.early import (
     IMAGES_TIMEOUT_S,
     VERSION_TIMEOUT_S,
-    PodmanCli,
+    EarlyPodman,
     images_argv,
     podman_socket_candidates,
     version_argv,
@@ -31,11 +31,11 @@ from rigctl.host.facts import (
     FileEntry,
     Listener,
     PathProbe,
-    Podman,
+    PodmanFacts,
     PodmanImage,
     Ports,
     Shm,
-    Systemd,
+    SystemdFacts,
 )
 from rigctl.host.quadlet import QuadletAsked, ask_version
 from rigctl.invocation import current
@@ -143,8 +143,8 @@ def _quadlet_version(asked: Started | None) -> str | None:
 
 
 def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman",
-                 started: PodmanCli | None = None, *, scope: Scope | None = None,
-                 quadlet: QuadletAsked | None = None) -> Podman:
+                 started: EarlyPodman | None = None, *, scope: Scope | None = None,
+                 quadlet: QuadletAsked | None = None) -> PodmanFacts:
     """Podman (``_probe_podman``) and the quadlet generator of ``scope`` (default: root's system, anyone
     else's user), whose ``-version`` runs meanwhile (``quadlet``: already asked, by ``host.early``)."""
     scope = scope or default_scope()
@@ -158,7 +158,7 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
                                     "quadlet_scope": scope})
 
 
-def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: PodmanCli | None) -> Podman:
+def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: EarlyPodman | None) -> PodmanFacts:
     """Podman's version and local images: through the API socket (podman-py) when one answers,
     otherwise through the CLI. ``started``: the CLI calls, already running (``early.start_podman_cli``)."""
     api_error = None
@@ -172,16 +172,16 @@ def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: Podma
         if started is not None:
             started.cancel()
         version, images = answer
-        return Podman(installed=True, version=version, api_socket=socket, api_ok=True, images_via="api",
-                      images=images)
+        return PodmanFacts(installed=True, version=version, api_socket=socket, api_ok=True, images_via="api",
+                           images=images)
     # the two CLI calls do not depend on each other: they run side by side (each costs tens of ms)
-    cli = started or PodmanCli(podman_bin, Started(images_argv(podman_bin), timeout=IMAGES_TIMEOUT_S),
-                               Started(version_argv(podman_bin), timeout=VERSION_TIMEOUT_S))
+    cli = started or EarlyPodman(podman_bin, Started(images_argv(podman_bin), timeout=IMAGES_TIMEOUT_S),
+                                 Started(version_argv(podman_bin), timeout=VERSION_TIMEOUT_S))
     podman_bin = cli.podman_bin
     ver = cli.version.wait()
     listed = cli.images.wait()
     if ver.rc == 127:
-        return Podman(installed=False, error=f"{podman_bin} not found on PATH")
+        return PodmanFacts(installed=False, error=f"{podman_bin} not found on PATH")
     version = None
     try:
         data = json.loads(ver.stdout)
@@ -200,8 +200,8 @@ def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: Podma
             error = f"cannot parse `podman images --format json`: {exc}"
     else:
         error = listed.describe()
-    return Podman(installed=True, version=version, images_via="cli" if listed.ok else "none",
-                  images=local, error=error)
+    return PodmanFacts(installed=True, version=version, images_via="cli" if listed.ok else "none",
+                       images=local, error=error)
 
 
 # --- CDI -------------------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def manager_answers(socket_path: str, timeout: float = 1.0) -> bool:
 
 
 def probe_systemd(run_dir: str = "/run/systemd", linger_dir: str = "/var/lib/systemd/linger",
-                  runtime_dir: str | None = None) -> Systemd:
+                  runtime_dir: str | None = None) -> SystemdFacts:
     """Each manager is asked: it counts when its private socket accepts a connection (the system manager's
     in ``run_dir``, a user manager's in its runtime directory), and the system one only beside
     ``run_dir``/system, which systemd makes when it boots as PID 1. No subprocess, no D-Bus."""
@@ -262,7 +262,7 @@ def probe_systemd(run_dir: str = "/run/systemd", linger_dir: str = "/var/lib/sys
     booted = os.path.isdir(os.path.join(run_dir, "system"))
     system_manager = booted and manager_answers(os.path.join(run_dir, "private"))
     linger = None if user is None else os.path.exists(os.path.join(linger_dir, user))
-    return Systemd(system_manager=system_manager, user_manager=user_manager, user=user, uid=uid, linger=linger)
+    return SystemdFacts(system_manager=system_manager, user_manager=user_manager, user=user, uid=uid, linger=linger)
 
 
 def probe_ports(proc: str = procfs.PROC, owners_of: Collection[int] | None = None) -> Ports:

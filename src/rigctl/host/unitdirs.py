@@ -28,7 +28,7 @@ from rigctl.host.unitfile import MergedUnit, dropin_dirs, parse
 from rigctl.invocation import default_below
 
 RootKind = Literal["quadlet", "systemd", "path"]
-Scope = Literal["system", "user", "path"]
+SearchScope = Literal["system", "user", "path"]
 UnitKind = Literal["container", "service"]
 
 # A .service is only worth shipping/parsing when it mentions a container tool or a known engine.
@@ -75,7 +75,7 @@ class Root:
 
     path: str
     kind: RootKind
-    scope: Scope
+    scope: SearchScope
     realm: str = ""
     anchor: str | None = None
     per_uid: bool = False
@@ -181,7 +181,7 @@ class UnitFile:
     path: str
     text: str
     dropins: tuple[DropIn, ...] = ()
-    scope: Scope = "path"
+    scope: SearchScope = "path"
 
     @property
     def kind(self) -> UnitKind:

@@ -1,15 +1,15 @@
 """``rigctl preflight --deep``: the real all_reduce on the chosen GPUs, run where the engine will run (the
 recipe's image through podman, with the GPUs by CDI) or with a host Python that has torch, then judged by
-the check (``rigctl.preflight.allreduce``)."""
+the check (``rigctl.preflight.allreduce_check``)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 
-from rigctl.host.allreduce import OUTER_SLACK_S, TIMEOUT_S, host_launch, nccl_env, podman_launch
+from rigctl.host.allreduce_launch import OUTER_SLACK_S, TIMEOUT_S, host_launch, nccl_env, podman_launch
 from rigctl.host.facts import HostFacts
-from rigctl.preflight.allreduce import classify
+from rigctl.preflight.allreduce_check import classify
 from rigctl.preflight.finding import Verdict, skip
 from rigctl.preflight.layout import Choice
 from rigctl.preflight.links import chosen_links

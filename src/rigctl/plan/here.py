@@ -10,7 +10,7 @@ from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.licenses import accept_for
 from rigctl.places import Scope
-from rigctl.preflight.runner import DeepRunner, PreflightReport, ProgressFactory, run_preflight
+from rigctl.preflight.registry import DeepRunner, PreflightReport, ProgressFactory, run_preflight
 from rigctl.recipe.model import Recipe
 
 

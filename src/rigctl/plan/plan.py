@@ -20,10 +20,10 @@ from typing import Any
 from rigctl.errors import RigctlError
 from rigctl.host.facts import HostFacts
 from rigctl.places import Scope, install_dir
-from rigctl.plan.target import podman_target, quadlet_counts
+from rigctl.plan.podman_target import podman_target, quadlet_counts
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, fmt
 from rigctl.preflight.layout import unit_gpu_ids
-from rigctl.preflight.runner import PreflightReport, run_preflight
+from rigctl.preflight.registry import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
 from rigctl.render.units import Note, RenderedUnits, render_units

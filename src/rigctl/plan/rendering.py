@@ -2,7 +2,7 @@
 is rendered for (``placement_for``: this host's facts, an inventory's, or the options), then the quadlet
 units (``render_quadlet``) or the Kubernetes / `podman kube play` manifests (``render_manifests``), written
 to a directory when asked. The renderer itself (``rigctl.render``) only turns values into files; what a box
-has is decided here, by the planner's rules (``plan.target``, ``plan.placement``)."""
+has is decided here, by the planner's rules (``plan.podman_target``, ``plan.placement``)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from rigctl.errors import InvalidInputError
 from rigctl.places import Scope, install_path
 from rigctl.plan.placement import NoLayoutError, Placement, place_gpus
-from rigctl.plan.target import PodmanTarget, podman_target
+from rigctl.plan.podman_target import PodmanTarget, podman_target
 from rigctl.podman_versions import DEFAULT_PODMAN, fmt
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
-from rigctl.render.units import Note, RenderedUnits, UnitFile, render_units, write_files
+from rigctl.render.units import Note, RenderedFile, RenderedUnits, render_units, write_files
 
 if TYPE_CHECKING:  # facts and the kube renderer load only for the targets that need them
-    from rigctl.host.facts import HostFacts, Podman
+    from rigctl.host.facts import HostFacts, PodmanFacts
     from rigctl.preflight.layout import ChosenGpu
     from rigctl.render.kube import RenderedKube
 
@@ -33,7 +33,7 @@ def placement_for(
     """The GPUs the unit gets (as `up` would choose them here, on the inventory's box, or as given) and the
     podman to render for (given, else the inventory's, else this host's). No layout fits: an error."""
     facts: HostFacts | None = None
-    podman: Podman | None = None
+    podman: PodmanFacts | None = None
     elsewhere = None
     if inventory:  # render for that box: its podman, and the GPUs the layout picks there (by UUID)
         from rigctl.host.gather import load_inventory  # noqa: PLC0415 - facts load only when a box is named
@@ -64,7 +64,7 @@ def placement_for(
     return placement, target
 
 
-def _entries(files: Sequence[UnitFile], written: dict[str, Path], install: Scope | None) -> list[dict[str, Any]]:
+def _entries(files: Sequence[RenderedFile], written: dict[str, Path], install: Scope | None) -> list[dict[str, Any]]:
     """Each file as the JSON lists it: its name, where it installs (quadlet files), where it was written
     (--out), its text."""
     out: list[dict[str, Any]] = []

@@ -2,7 +2,7 @@
 
 from rigctl.preflight.finding import Check, Finding, Severity
 from rigctl.preflight.layout import Choice, ChosenGpu, choose_gpus
-from rigctl.preflight.runner import CHECKS, PreflightReport, run_preflight
+from rigctl.preflight.registry import CHECKS, PreflightReport, run_preflight
 
 __all__ = ["CHECKS", "Check", "Choice", "ChosenGpu", "Finding", "PreflightReport", "Severity", "choose_gpus",
            "run_preflight"]

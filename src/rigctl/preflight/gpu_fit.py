@@ -363,7 +363,7 @@ def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
 
 
 @dataclass(frozen=True)
-class Plan:
+class MemoryPlan:
     context: int
     total_bytes: int
     utilization: float
@@ -429,7 +429,7 @@ class Plan:
         }
 
 
-def plan(recipe: Recipe, shape: Shape, *, total_bytes: int, weights: int, weights_basis: str) -> Plan:
+def plan(recipe: Recipe, shape: Shape, *, total_bytes: int, weights: int, weights_basis: str) -> MemoryPlan:
     gpus = recipe.gpus
     eng = engine_settings(recipe, total_bytes)
     spec_layers = (shape.mtp_layers or 1) if isinstance(recipe.speculative, SpecMtp) else 0
@@ -438,7 +438,7 @@ def plan(recipe: Recipe, shape: Shape, *, total_bytes: int, weights: int, weight
                          speculative_layers=spec_layers)
     over = overhead(shape, tp=gpus.tensor_parallel, batched_tokens=eng.batched_tokens,
                     max_num_seqs=eng.max_num_seqs, eager=eng.eager)
-    return Plan(recipe.context_length, total_bytes, eng.utilization, weights, weights_basis, kv, over, shape)
+    return MemoryPlan(recipe.context_length, total_bytes, eng.utilization, weights, weights_basis, kv, over, shape)
 
 
 def recipe_weights(recipe: Recipe, local: LocalCheckpoint | None) -> tuple[int, str]:
@@ -491,7 +491,7 @@ def _holders(gpu: Gpu) -> str:
     return procs or "no process visible (another container or PID namespace?)"
 
 
-def judge(p: Plan, chosen: Sequence[Gpu], extra: Mapping[str, Any] | None = None) -> Verdict:
+def judge(p: MemoryPlan, chosen: Sequence[Gpu], extra: Mapping[str, Any] | None = None) -> Verdict:
     """Fits or not, with the numbers; then against NVML's free memory now."""
     figures = p.figures(extra)
     ctx = f"{p.context:,}"

@@ -35,7 +35,7 @@ class ChosenGpu(BaseModel):
     name: str
 
 
-# The checks that own each reason a GPU can be left out (ids as in preflight.runner.CHECKS). A busy GPU is
+# The checks that own each reason a GPU can be left out (ids as in preflight.registry.CHECKS). A busy GPU is
 # never left out, only ranked last: when no layout fits it is among the chosen, and gpu-busy names it there.
 CHECK_DRIVER = "gpu-driver"
 CHECK_MODEL = "gpu-model"

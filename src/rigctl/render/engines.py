@@ -159,21 +159,21 @@ def _json(data: dict[str, object]) -> str:
 
 
 @dataclass(frozen=True)
-class Engine:
+class EngineCommand:
     """One row of the engine table."""
 
     flags: Callable[[Recipe, list[str]], tuple[list[str], dict[str, str]]]  # (recipe, notes) -> argv, environment
     launcher: tuple[str, ...] = ()  # replaces the image's command when engine.command is empty; () keeps it
 
 
-ENGINES: dict[EngineKind, Engine] = {
-    EngineKind.VLLM: Engine(_vllm),
-    EngineKind.TABBYAPI: Engine(_tabbyapi),
-    EngineKind.SGLANG: Engine(_sglang, launcher=("python3", "-m", "sglang.launch_server")),
+ENGINES: dict[EngineKind, EngineCommand] = {
+    EngineKind.VLLM: EngineCommand(_vllm),
+    EngineKind.TABBYAPI: EngineCommand(_tabbyapi),
+    EngineKind.SGLANG: EngineCommand(_sglang, launcher=("python3", "-m", "sglang.launch_server")),
 }
 
 
-def engine_for(kind: EngineKind) -> Engine:
+def engine_for(kind: EngineKind) -> EngineCommand:
     """The table's row for ``kind``; a kind without one is refused, never given another engine's flags."""
     engine = ENGINES.get(kind)
     if engine is None:

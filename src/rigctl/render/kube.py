@@ -65,7 +65,7 @@ from rigctl.render.units import (
     STOP_GRACE_S,
     EngineProcess,
     Note,
-    UnitFile,
+    RenderedFile,
     engine_process,
     gpu_devices,
     http_probe_code,
@@ -74,8 +74,8 @@ from rigctl.render.units import (
 if TYPE_CHECKING:
     from rigctl.recipe.model import Recipe
 
-Target = Literal["kube", "podman-kube"]
-TARGETS: tuple[Target, ...] = ("kube", "podman-kube")
+KubeTarget = Literal["kube", "podman-kube"]
+TARGETS: tuple[KubeTarget, ...] = ("kube", "podman-kube")
 
 # podman kube play, by version (see the module docstring)
 KUBE_CDI: Version = (5, 4)  # a CDI device name as a resource key (containers/podman#25010)
@@ -137,18 +137,18 @@ _BINARY_SUFFIX = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
 @dataclass(frozen=True)
 class RenderedKube:
     recipe: str
-    target: Target
+    target: KubeTarget
     podman_version: Version | None  # podman-kube only
     quadlet_version: Version | None  # podman-kube with a .kube unit only
     scope: Scope
     manifests: list[dict[str, Any]]
-    files: list[UnitFile]  # the manifests' YAML first, then the .kube unit (podman-kube)
+    files: list[RenderedFile]  # the manifests' YAML first, then the .kube unit (podman-kube)
     notes: list[Note] = field(default_factory=list)
     lint: list[LintResult] = field(default_factory=list)
     namespace: str | None = None  # --namespace: every object's
 
     @property
-    def yaml_file(self) -> UnitFile:
+    def yaml_file(self) -> RenderedFile:
         return self.files[0]
 
     @property
@@ -239,7 +239,9 @@ def _node_selection(values: list[str]) -> dict[str, Any]:
         "nodeSelectorTerms": [term]}}}}
 
 
-def _volumes(recipe: Recipe, target: Target, model_pvc: str | None, notes: list[Note]) -> tuple[list[Any], list[Any]]:
+def _volumes(
+    recipe: Recipe, target: KubeTarget, model_pvc: str | None, notes: list[Note],
+) -> tuple[list[Any], list[Any]]:
     """(pod volumes, the engine's mounts): the recipe's volumes, the checkpoint read-only (a host
     directory, or the claim given), and /dev/shm in memory where the engine shares memory across GPUs."""
     volumes: list[Any] = []
@@ -320,7 +322,7 @@ def engine_requests(recipe: Recipe) -> tuple[dict[str, str], str]:
     return {"cpu": cpu, "memory": memory}, basis
 
 
-def expanded_fields(target: Target, podman: Version) -> tuple[str, ...]:
+def expanded_fields(target: KubeTarget, podman: Version) -> tuple[str, ...]:
     """Where the runtime expands $(NAME) and $$: Kubernetes in command, args and env values; podman kube
     play in command and args from 4.7, nowhere before."""
     if target == "kube":
@@ -334,7 +336,7 @@ def dollars(value: str) -> str:
     return value.replace("$", "$$")
 
 
-def _env(recipe: Recipe, process: EngineProcess, target: Target, expanded: tuple[str, ...],
+def _env(recipe: Recipe, process: EngineProcess, target: KubeTarget, expanded: tuple[str, ...],
          notes: list[Note]) -> list[Any]:
     env: list[Any] = [{"name": name, "value": dollars(value) if "env" in expanded else value}
                       for name, value in process.env]
@@ -366,7 +368,7 @@ def _exec_probe(recipe: Recipe, path: str, podman: Version, period: int, failure
             "failureThreshold": failures}
 
 
-def _probes(recipe: Recipe, target: Target, podman: Version, notes: list[Note]) -> dict[str, Any]:
+def _probes(recipe: Recipe, target: KubeTarget, podman: Version, notes: list[Note]) -> dict[str, Any]:
     """Startup on the health path for the whole warmup budget (periodSeconds x failureThreshold), then
     readiness on /v1/models (the model is listed) and liveness on health, as the quadlet unit's check."""
     health = recipe.engine.health_path
@@ -393,7 +395,7 @@ def _probes(recipe: Recipe, target: Target, podman: Version, notes: list[Note]) 
     return probes
 
 
-def _gpu_limits(recipe: Recipe, target: Target, podman: Version, gpu_ids: Sequence[str] | None,
+def _gpu_limits(recipe: Recipe, target: KubeTarget, podman: Version, gpu_ids: Sequence[str] | None,
                 notes: list[Note]) -> dict[str, Any]:
     if recipe.gpus.count == 0:
         return {}
@@ -417,7 +419,7 @@ def _labels(recipe: Recipe, name: str, component: str) -> dict[str, str]:
     }
 
 
-def _engine_container(recipe: Recipe, target: Target, podman: Version, *, gpu_ids: Sequence[str] | None,
+def _engine_container(recipe: Recipe, target: KubeTarget, podman: Version, *, gpu_ids: Sequence[str] | None,
                       mounts: list[Any], notes: list[Note]) -> dict[str, Any]:
     process = engine_process(recipe)
     notes.extend(Note("info", n) for n in process.notes)
@@ -457,7 +459,7 @@ def _metadata(name: str, namespace: str | None, **more: Any) -> dict[str, Any]:
     return metadata
 
 
-def _deployment(recipe: Recipe, name: str, target: Target, podman: Version, *, gpu_ids: Sequence[str] | None,
+def _deployment(recipe: Recipe, name: str, target: KubeTarget, podman: Version, *, gpu_ids: Sequence[str] | None,
                 products: Sequence[str] | None, model_pvc: str | None, namespace: str | None,
                 notes: list[Note]) -> dict[str, Any]:
     labels = _labels(recipe, name, "engine")
@@ -627,7 +629,7 @@ def _check_versions(podman: Version, quadlet: Version | None, notes: list[Note])
     return quadlet
 
 
-def lint_expectations(recipe: Recipe, target: Target, podman: Version = DEFAULT_PODMAN,
+def lint_expectations(recipe: Recipe, target: KubeTarget, podman: Version = DEFAULT_PODMAN,
                       namespace: str | None = None) -> LintExpectations:
     """What ``recipe`` fixes for the lint of its manifests for ``target``."""
     gpus = recipe.gpus
@@ -650,7 +652,7 @@ def lint_expectations(recipe: Recipe, target: Target, podman: Version = DEFAULT_
 def render_kube(
     recipe: Recipe,
     *,
-    target: Target = "kube",
+    target: KubeTarget = "kube",
     podman_version: Version = DEFAULT_PODMAN,
     quadlet_version: Version | None = None,
     gpu_ids: Sequence[str] | None = None,
@@ -711,12 +713,12 @@ def render_kube(
     text = manifests_yaml(documents, header)
     results = lint(documents, lint_expectations(recipe, target, podman_version, namespace), text)
     require_clean(results)
-    files = [UnitFile(yaml_name, text)]
+    files = [RenderedFile(yaml_name, text)]
     if target == "kube":
         return RenderedKube(recipe.name, target, None, None, scope, documents, files, notes, results, namespace)
     if quadlet is not None:
         unit_name = f"{name}.kube"
         unit = _kube_unit(recipe, unit_name, yaml_name, podman=podman_version, quadlet=quadlet, scope=scope)
-        files.append(UnitFile(unit_name, unit))
+        files.append(RenderedFile(unit_name, unit))
     return RenderedKube(recipe.name, target, podman_version, quadlet, scope, documents, files, notes, results,
                         namespace)

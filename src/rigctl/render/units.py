@@ -30,7 +30,7 @@ from rigctl.util import safefs
 from rigctl.util.publish import spell_publish
 
 __all__ = [
-    "EngineProcess", "Note", "RenderedUnits", "UnitFile", "engine_process", "gpu_devices", "http_probe_code",
+    "EngineProcess", "Note", "RenderedFile", "RenderedUnits", "engine_process", "gpu_devices", "http_probe_code",
     "render_units", "write_files",
 ]
 
@@ -62,7 +62,7 @@ _GPU_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
 
 @dataclass(frozen=True)
-class UnitFile:
+class RenderedFile:
     name: str
     text: str
 
@@ -83,11 +83,11 @@ class RenderedUnits:
     podman_version: Version
     quadlet_version: Version
     scope: Scope
-    files: list[UnitFile]
+    files: list[RenderedFile]
     notes: list[Note] = field(default_factory=list)
 
     @property
-    def container_file(self) -> UnitFile:
+    def container_file(self) -> RenderedFile:
         return next(f for f in self.files if f.name.endswith(".container"))
 
     @property
@@ -389,10 +389,10 @@ def render_units(
         "wanted_by": "multi-user.target" if scope == "system" else "default.target",
     }
     text = _environment().get_template("container.j2").render(context)
-    return RenderedUnits(recipe.name, pv, qv, scope, [UnitFile(file_name, text)], notes)
+    return RenderedUnits(recipe.name, pv, qv, scope, [RenderedFile(file_name, text)], notes)
 
 
-def write_files(files: Sequence[UnitFile], out_dir: Path) -> list[Path]:
+def write_files(files: Sequence[RenderedFile], out_dir: Path) -> list[Path]:
     """Write each file atomically (``safefs``: a fresh temporary in the opened directory, renamed over
     the name there): a reader, or quadlet running mid-write, sees the old file or the new one, never
     half of one, and a link at a unit's name is replaced, never written through."""

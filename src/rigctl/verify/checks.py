@@ -266,7 +266,7 @@ CheckFn = Callable[[Session], Awaitable[CheckResult]]
 
 
 @dataclass(frozen=True)
-class Check:
+class VerifyCheck:
     """A registry entry: how the runner treats one check."""
 
     run: CheckFn
@@ -276,12 +276,12 @@ class Check:
 
 
 # The checks by id (``--checks``, the report's ``id``), in the order they run and are reported.
-REGISTRY: dict[str, Check] = {
-    "health": Check(check_health, needs_engine=False),
-    "models": Check(check_models),
-    "smoke": Check(check_smoke),
-    "repetition": Check(probe_repetition, judge=judge_repetition),
-    "determinism": Check(check_determinism),
-    "needle": Check(check_needle),
-    "soak": Check(check_soak),
+REGISTRY: dict[str, VerifyCheck] = {
+    "health": VerifyCheck(check_health, needs_engine=False),
+    "models": VerifyCheck(check_models),
+    "smoke": VerifyCheck(check_smoke),
+    "repetition": VerifyCheck(probe_repetition, judge=judge_repetition),
+    "determinism": VerifyCheck(check_determinism),
+    "needle": VerifyCheck(check_needle),
+    "soak": VerifyCheck(check_soak),
 }

@@ -111,7 +111,7 @@ def endpoint_for(recipe: Recipe, *, api_key: str | None = None) -> Endpoint:
     return Endpoint(recipe.base_url, recipe.served_name, api_key=api_key, health_path=recipe.engine.health_path)
 
 
-class Progress(Protocol):
+class RunProgress(Protocol):
     """Live progress for the long checks; the CLI draws it, core code only reports."""
 
     def phase(self, check: str, description: str, total: int | None = None) -> None: ...

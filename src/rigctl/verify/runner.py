@@ -9,11 +9,11 @@ from collections.abc import Iterable
 
 from rigctl.errors import UsageError
 from rigctl.severity import Severity
-from rigctl.util.options import split_list
+from rigctl.util.lists import split_list
 from rigctl.verify.checks import REGISTRY, CheckFn
 from rigctl.verify.client import Endpoint, EngineAPI, HttpEngine
 from rigctl.verify.export import answers_of
-from rigctl.verify.report import CheckResult, Expectations, NullProgress, Progress, VerifyReport
+from rigctl.verify.report import CheckResult, Expectations, NullProgress, RunProgress, VerifyReport
 from rigctl.verify.session import Session
 
 
@@ -93,7 +93,7 @@ async def run_checks_async(
     expectations: Expectations,
     checks: Iterable[str] | None = None,
     *,
-    progress: Progress | None = None,
+    progress: RunProgress | None = None,
     engine: EngineAPI | None = None,
 ) -> VerifyReport:
     selected = parse_checks(None if checks is None else list(checks))
@@ -116,7 +116,7 @@ def run_checks(
     expectations: Expectations,
     checks: Iterable[str] | None = None,
     *,
-    progress: Progress | None = None,
+    progress: RunProgress | None = None,
 ) -> VerifyReport:
     """Run the selected checks (canonical order; None: all) against ``endpoint``. Blocking; deploy calls this with
     ``checks=("health", "models", "smoke", "repetition")`` after warmup."""

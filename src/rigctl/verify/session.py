@@ -11,7 +11,7 @@ from typing import Any
 from rigctl.verify.client import MAX_CONTEXT, Completion, EngineAPI, EngineRequestError, Request, listed_entry
 from rigctl.verify.dialects import OPENAI, ContextLimit, Dialect, detect, dialect_named
 from rigctl.verify.prompts import Sized, size_prompt
-from rigctl.verify.report import Expectations, NullProgress, Progress
+from rigctl.verify.report import Expectations, NullProgress, RunProgress
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Output:
 class Session:
     engine: EngineAPI
     expect: Expectations
-    progress: Progress = field(default_factory=NullProgress)
+    progress: RunProgress = field(default_factory=NullProgress)
     outputs: list[Output] = field(default_factory=list)
     blocker: str | None = None  # set once the engine is unreachable or hung; later checks skip
     foreign: str | None = None  # set when the URL serves no OpenAI API at all (a web server): nothing runs

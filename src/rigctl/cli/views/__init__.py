@@ -10,12 +10,12 @@ draws in colour; a pipe gets plain text (``cli.plaintable`` for tables).
 from __future__ import annotations
 
 from rigctl.cli.views import progress
-from rigctl.cli.views.base import View
-from rigctl.cli.views.checks import facts, preflight, preflight_result, verify
 from rigctl.cli.views.deploy import down, log_lines, logs, plan, plan_result, status, swap, up
 from rigctl.cli.views.doctor import doctor, fleet, inventory_lines, inventory_notes
+from rigctl.cli.views.draw import View
 from rigctl.cli.views.recipes import recipes, show, validate
 from rigctl.cli.views.render import kube, quadlet
+from rigctl.cli.views.reports import facts, preflight, preflight_result, verify
 
 __all__ = [
     "View", "doctor", "down", "facts", "fleet", "inventory_lines", "inventory_notes", "kube", "log_lines", "logs",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.base import View, paths
+from rigctl.cli.views.draw import View, paths
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli.output import quiet
-from rigctl.cli.views.base import View, paths, prose
-from rigctl.cli.views.checks import preflight, preflight_result
+from rigctl.cli.views.draw import View, paths, prose
+from rigctl.cli.views.reports import preflight, preflight_result
 from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
 
@@ -174,7 +174,8 @@ def status(services: Sequence[ServiceStatus]) -> View:
                       f"health {printable(s.health)}\n")
             if s.verdict_detail and s.verdict_detail != s.verdict:
                 out.write(f"  {printable(s.verdict_detail, LINE_LIMIT)}\n")
-            out.write(f"  restarts {s.restarts} (Restart={policy or '?'})  up {uptime}  GPU memory {gpu_mem}\n")
+            restarts = "?" if s.restarts is None else s.restarts  # None: the manager did not say
+            out.write(f"  restarts {restarts} (Restart={policy or '?'})  up {uptime}  GPU memory {gpu_mem}\n")
             for use in s.gpu_memory or []:
                 out.write(f"  GPU {use['gpu']}: {_gib(use.get('used_bytes'))} used of "
                           f"{_gib(use.get('planned_bytes'))} planned\n")

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.output import note
-from rigctl.cli.views.base import View
+from rigctl.cli.views.draw import View
 from rigctl.severity import Severity
 
 if TYPE_CHECKING:
     from rigctl.doctor.checkup import AppliedFix, DoctorReport
-    from rigctl.doctor.model import UnitFinding
+    from rigctl.doctor.unit_findings import UnitFinding
     from rigctl.fleet.remote import FleetResult
 
 MARK: dict[Severity, str] = {Severity.FAIL: "FAIL", Severity.WARN: "WARN", Severity.INFO: "info"}
@@ -116,7 +116,7 @@ def inventory_notes(command: str, about: dict[str, Any]) -> None:
 
 def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:
     def view(out: TextIO) -> None:
-        from rigctl.doctor.model import UnitFinding
+        from rigctl.doctor.unit_findings import UnitFinding
         from rigctl.fleet.remote import fix_lines, one_line  # every line below may hold what a host answered
 
         for inventory_line in inventory_lines(about) if about else []:

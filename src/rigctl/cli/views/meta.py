@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.base import View
+from rigctl.cli.views.draw import View
 from rigctl.util.text import columns, printable
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Progress drawn on stderr while a command runs. The core only reports, through small interfaces of its
-own: `up` calls ``on_stage(text)`` and ``on_progress(frame)`` (deploy.warmup.Progress), verify calls a
-``verify.report.Progress`` (phase/advance/finish), preflight's --checksums a factory of byte counters,
+own: `up` calls ``on_stage(text)`` and ``on_progress(frame)`` (deploy.warmup.WarmupProgress), verify calls a
+``verify.report.RunProgress`` (phase/advance/finish), preflight's --checksums a factory of byte counters,
 swap ``on_step(step)``. Each is drawn here.
 
 How `up`'s warmup is shown is ``--progress`` (``MODES``): ``live`` redraws one frame in place (a
@@ -22,7 +22,7 @@ from rigctl.util.text import printable
 if TYPE_CHECKING:
     from rigctl.adapters.clock import Clock
     from rigctl.deploy.swap import SwapStep
-    from rigctl.deploy.warmup import Progress as WarmupFrame
+    from rigctl.deploy.warmup import WarmupProgress as WarmupFrame
 
 MODES = ("auto", "live", "plain", "none")
 PLAIN_EVERY_S = 30.0  # the longest a plain display stays silent while the warmup goes on
@@ -139,7 +139,7 @@ class LiveDisplay:
 
 
 class VerifyProgress:
-    """verify's live display on stderr while the needle and the soak run (a ``verify.report.Progress``)."""
+    """verify's live display on stderr while the needle and the soak run (a ``verify.report.RunProgress``)."""
 
     def __init__(self) -> None:
         self._quiet = output.quiet()
@@ -180,7 +180,7 @@ class VerifyProgress:
 
 
 def checksum_bar(enabled: bool) -> Callable[[int, int], Callable[[int], None]] | None:
-    """A progress bar on stderr for --checksums (a preflight.runner.ProgressFactory); None (no output)
+    """A progress bar on stderr for --checksums (a preflight.registry.ProgressFactory); None (no output)
     with --json or --quiet."""
     if not enabled or output.quiet():
         return None

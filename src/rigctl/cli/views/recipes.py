@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.base import View
+from rigctl.cli.views.draw import View
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:

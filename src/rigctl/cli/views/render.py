@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.output import note, warn
-from rigctl.cli.views.base import View
+from rigctl.cli.views.draw import View
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:

@@ -1,11 +1,11 @@
 """Every rule doctor runs, in the order its findings are reported. A new rule is one function (in the
-module of its kind, see ``base`` for what it gets and returns) plus one entry here; its id is stable
+module of its kind, see ``context`` for what it gets and returns) plus one entry here; its id is stable
 (kebab-case: scripts and ``fleet doctor`` read it), its severity the default a hit may lower."""
 
 from __future__ import annotations
 
-from rigctl.doctor.rules import container, exposure, host, live, secrets, service
-from rigctl.doctor.rules.base import HostRule, UnitRule
+from rigctl.doctor.rules import container, credentials, exposure, host, live, service
+from rigctl.doctor.rules.context import HostRule, UnitRule
 from rigctl.severity import Severity
 
 FAIL = Severity.FAIL  # every rule's default; a hit may lower it
@@ -19,7 +19,7 @@ UNIT_RULES: tuple[UnitRule, ...] = (
     UnitRule("image-not-pinned", FAIL, "image not pinned by digest", container.image_pinned),
     UnitRule("published-without-auth", FAIL, "published on a non-loopback address without auth", exposure.published),
     UnitRule("secret-in-unit", Severity.WARN, "a credential-looking value written in clear into the unit",
-             secrets.in_clear),
+             credentials.in_clear),
     UnitRule("unit-failed", FAIL, "the service is failed: systemd will not start it again", live.failed),
     UnitRule("unit-restarting", FAIL, "the service's engine died and systemd is restarting it", live.restarting),
     UnitRule("unit-needs-daemon-reload", FAIL, "its files changed since the manager read them (NeedDaemonReload)",

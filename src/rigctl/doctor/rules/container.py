@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 from rigctl.doctor.edits import Edit, Remove, ReplaceWord
-from rigctl.doctor.rules.base import Context, Hit, entry_with
+from rigctl.doctor.rules.context import Hit, RuleContext, entry_with
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 
-def ipc_shm(ctx: Context) -> list[Hit]:
+def ipc_shm(ctx: RuleContext) -> list[Hit]:
     spec = ctx.spec
     if spec.ipc != "host" or not spec.shm_size:
         return []
@@ -27,7 +27,7 @@ def ipc_shm(ctx: Context) -> list[Hit]:
     )]
 
 
-def image_pinned(ctx: Context) -> list[Hit]:
+def image_pinned(ctx: RuleContext) -> list[Hit]:
     image = ctx.spec.image
     if not image or _DIGEST.search(image) or image.endswith((".image", ".build")):
         return []  # quadlet .image/.build references are audited as their own files

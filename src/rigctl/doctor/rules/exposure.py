@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from rigctl.doctor.edits import Edit, ReplaceWord
-from rigctl.doctor.rules.base import Context, Hit, entry_with
+from rigctl.doctor.rules.context import Hit, RuleContext, entry_with
 from rigctl.doctor.serving import (
     ENGINE_AUTH_BY_DEFAULT,
     ENGINE_BINDS_ALL_BY_DEFAULT,
@@ -49,7 +49,7 @@ def _has_auth(spec: ServingSpec) -> bool:
     return any(_AUTH_ENV.search(name) for name in spec.env_names)
 
 
-def published(ctx: Context) -> list[Hit]:
+def published(ctx: RuleContext) -> list[Hit]:
     spec = ctx.spec
     exposed: list[str] = []
     edits: list[Edit] = []

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rigctl.doctor.facts import DoctorFacts
-from rigctl.doctor.rules.base import Context, HostHit
+from rigctl.doctor.host_state import DoctorFacts
+from rigctl.doctor.rules.context import HostHit, RuleContext
 from rigctl.host.cdi import nvidia_specs, stale
 
 _GENERATE = "nvidia-ctk cdi generate --output="
 
 
-def _gpu_units(units: Sequence[Context]) -> list[str]:
+def _gpu_units(units: Sequence[RuleContext]) -> list[str]:
     return [c.unit.path for c in units if any("nvidia.com/gpu" in d for d in c.spec.devices)]
 
 
-def cdi_stale(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
+def cdi_stale(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:
     if facts.driver_version is None:
         return []
     gpu_units = _gpu_units(units)
@@ -34,7 +34,7 @@ def cdi_stale(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
     return hits
 
 
-def cdi_missing(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
+def cdi_missing(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:
     if facts.driver_version is None or nvidia_specs(facts.cdi):
         return []
     where = " or ".join(facts.cdi.dirs) or "/etc/cdi or /var/run/cdi"
@@ -49,7 +49,7 @@ def cdi_missing(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
     ]
 
 
-def quadlet_missing(units: Sequence[Context], facts: DoctorFacts) -> list[HostHit]:
+def quadlet_missing(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:
     """A ``.container`` in a quadlet directory does nothing without the generator: systemd never sees a
     service (Debian 12's podman 4.3 ships none)."""
     hits: list[HostHit] = []

@@ -1,14 +1,14 @@
 """Rules about the service as its manager runs it now, not its files: a unit whose files are sound can
 still be failed, dying and restarting, or running an older version of its files (a file edited without a
-daemon-reload). They read ``facts.live`` (``doctor.facts.live_units``, asked at the edge); a unit not asked
+daemon-reload). They read ``facts.live`` (``doctor.host_state.live_units``, asked at the edge); a unit not asked
 about (``--path``, another user's, a manager that did not answer) gets none of them."""
 
 from __future__ import annotations
 
 import time
 
-from rigctl.doctor.facts import LiveUnit
-from rigctl.doctor.rules.base import Context, Hit
+from rigctl.doctor.host_state import LiveUnit
+from rigctl.doctor.rules.context import Hit, RuleContext
 from rigctl.host.managed import container_labels, service_labels
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.severity import Severity
@@ -25,7 +25,7 @@ def _ended(live: LiveUnit) -> str:
     return f", its engine ended with {said}{at}"
 
 
-def _why(ctx: Context, live: LiveUnit) -> str:
+def _why(ctx: RuleContext, live: LiveUnit) -> str:
     """Where to read why it died: rigctl's logs for its own units, else the manager's journal."""
     labels = container_labels(ctx.merged) if ctx.unit.kind == "container" else service_labels(ctx.merged)
     name = labels.get("rigctl.recipe") if ctx.managed else None
@@ -34,7 +34,7 @@ def _why(ctx: Context, live: LiveUnit) -> str:
     return f"`rigctl logs {name}`" if name else f"`{journal}`"
 
 
-def failed(ctx: Context) -> list[Hit]:
+def failed(ctx: RuleContext) -> list[Hit]:
     live = ctx.facts.live.get(ctx.unit.path)
     if live is None or live.state.active != "failed":
         return []
@@ -46,7 +46,7 @@ def failed(ctx: Context) -> list[Hit]:
     )]
 
 
-def restarting(ctx: Context) -> list[Hit]:
+def restarting(ctx: RuleContext) -> list[Hit]:
     live = ctx.facts.live.get(ctx.unit.path)
     if live is None:
         return []
@@ -70,7 +70,7 @@ def restarting(ctx: Context) -> list[Hit]:
     return []
 
 
-def needs_reload(ctx: Context) -> list[Hit]:
+def needs_reload(ctx: RuleContext) -> list[Hit]:
     live = ctx.facts.live.get(ctx.unit.path)
     if live is None or not live.state.need_daemon_reload:
         return []

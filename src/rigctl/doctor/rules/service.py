@@ -5,14 +5,14 @@ and a TP2 warmup takes minutes, longer than systemd's default start timeout."""
 from __future__ import annotations
 
 from rigctl.doctor.edits import Edit, Remove, SetKey
-from rigctl.doctor.rules.base import Context, Hit, entry_with, last_raw
+from rigctl.doctor.rules.context import Hit, RuleContext, entry_with, last_raw
 from rigctl.host.unitfile import format_seconds, parse_timespan
 from rigctl.severity import Severity
 
 WARMUP_FIX_S = 1800  # rigctl's default warmup budget (recipe service.warmup_budget_s)
 
 
-def restart(ctx: Context) -> list[Hit]:
+def restart(ctx: RuleContext) -> list[Hit]:
     entry = ctx.merged.last("Service", "Restart")
     value = entry.value if entry else None
     if value == "always":
@@ -41,7 +41,7 @@ def restart(ctx: Context) -> list[Hit]:
     )]
 
 
-def notify_timeout(ctx: Context) -> list[Hit]:
+def notify_timeout(ctx: RuleContext) -> list[Hit]:
     if not ctx.spec.notify_healthy:
         return []
     entry = ctx.merged.last("Service", "TimeoutStartSec") or ctx.merged.last("Service", "TimeoutSec")
@@ -66,7 +66,7 @@ def notify_timeout(ctx: Context) -> list[Hit]:
     )]
 
 
-def podman_restart(ctx: Context) -> list[Hit]:
+def podman_restart(ctx: RuleContext) -> list[Hit]:
     policy = ctx.spec.podman_restart
     if policy is None:
         return []

@@ -1,4 +1,4 @@
-"""rigctl's all_reduce probe (``rigctl preflight --deep``), run by ``rigctl.host.allreduce`` as
+"""rigctl's all_reduce probe (``rigctl preflight --deep``), run by ``rigctl.host.allreduce_launch`` as
 ``python3 -c THIS WORLD MIB ITERS``: in the recipe's image, or with a host Python that has torch.
 
 With three arguments it is the launcher: one ``python3 -c THIS WORLD MIB ITERS RANK`` per GPU (a program
@@ -11,7 +11,7 @@ Standard library and torch only: it runs in images rigctl knows nothing else abo
 """
 # ruff: noqa
 # mypy: ignore-errors
-SOURCE = None  # the launcher fills in this program's own text (``rigctl.host.allreduce.program``)
+SOURCE = None  # the launcher fills in this program's own text (``rigctl.host.allreduce_launch.program``)
 import json, os, subprocess, sys, tempfile, time
 world, mib, iters = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 TAG = "RIGCTL-ALLREDUCE "

@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from rigctl.doctor.rules.base import Context, Hit
+from rigctl.doctor.rules.context import Hit, RuleContext
 from rigctl.preflight.secrets import unit_secrets
 
 
-def in_clear(ctx: Context) -> list[Hit]:
+def in_clear(ctx: RuleContext) -> list[Hit]:
     """A variable or option named like a credential (*TOKEN, *KEY, *SECRET, *PASSWORD, --api-key, --hf-token,
     --token) holds a literal value in Environment=, Exec=, PodmanArgs= or ExecStart=; EnvironmentFile= and
     Secret= keep values out of the unit and are fine. The value is never shown."""

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rigctl.host.allreduce import RESULT_TAG, TIMEOUT_S, Launch, launch_gpus, nccl_env
+from rigctl.host.allreduce_launch import RESULT_TAG, TIMEOUT_S, Launch, launch_gpus, nccl_env
 from rigctl.preflight.finding import Severity, Verdict, fail
 from rigctl.preflight.links import PairLink, slowest
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Target:
+class FoundDeployment:
     """The deployment a command acts on. ``record`` is None when rigctl has no record of it (a recipe
     that is not deployed, or deployed by other means); ``recipe`` is None when no recipe of it loads any
     more (the record still names its unit, container and endpoint), and ``recipe_error`` says why."""
@@ -73,7 +73,7 @@ class Target:
 def find_target(
     name_or_path: str, choice: Scope | None, *, overlays: Sequence[str] = (), sets: Sequence[str] = (),
     must_exist: bool = True,
-) -> Target:
+) -> FoundDeployment:
     """The deployment ``name_or_path`` means, looked for in ``search_scopes(choice)``.
 
     Not deployed there: the recipe of that name or path, as a target without a record (what it would be
@@ -88,11 +88,11 @@ def find_target(
     searched = search_scopes(choice)
     if found is not None:
         record, scope = found
-        return Target(record.recipe, scope, record, recipe, error)
+        return FoundDeployment(record.recipe, scope, record, recipe, error)
     if recipe is not None:
-        return Target(recipe.name, searched[0], None, recipe)
+        return FoundDeployment(recipe.name, searched[0], None, recipe)
     if not must_exist:
-        return Target(name_or_path, searched[0], None, None, error)
+        return FoundDeployment(name_or_path, searched[0], None, None, error)
     if error is not None and not isinstance(error, RecipeNotFoundError):
         raise error  # a recipe file that is there but does not load: say why, not "not deployed"
     raise not_deployed(name_or_path, searched, recipe_too=True)

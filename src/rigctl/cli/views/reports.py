@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli import plaintable
-from rigctl.cli.views.base import Cell, View, columns, line, overhead, paragraph, table
+from rigctl.cli.views.draw import Cell, View, columns, line, overhead, paragraph, table
 from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
     from rigctl.host.facts import HostFacts
-    from rigctl.preflight.runner import PreflightReport
+    from rigctl.preflight.registry import PreflightReport
     from rigctl.verify.report import VerifyReport
 
 

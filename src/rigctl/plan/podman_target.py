@@ -20,7 +20,7 @@ from rigctl.render.units import Note
 from rigctl.util.text import clip
 
 if TYPE_CHECKING:
-    from rigctl.host.facts import Podman
+    from rigctl.host.facts import PodmanFacts
 
 # MAJOR.MINOR[.PATCH][-suffix], each number short: int() of thousands of digits is refused (or slow)
 _VERSION = re.compile(r"(?:podman version )?(\d{1,6})\.(\d{1,6})(?:\.\d{1,6})?(?:[-+~][\w.~+-]{0,64})?")
@@ -34,7 +34,7 @@ def parse_version(text: str) -> Version:
     return int(match.group(1)), int(match.group(2))
 
 
-def quadlet_counts(podman: Podman, scope: Scope) -> bool:
+def quadlet_counts(podman: PodmanFacts, scope: Scope) -> bool:
     """Whether the generator the facts found is the one ``scope``'s manager runs: a captured box's (or this
     host's) generator counts for the scope it was found for; one found for no scope in particular, for any."""
     return podman.quadlet_scope in (None, scope)
@@ -53,7 +53,7 @@ class PodmanTarget:
 
 
 def podman_target(
-    podman_version: str | None, quadlet_version: str | None, podman: Podman | None, *, where: str, scope: Scope,
+    podman_version: str | None, quadlet_version: str | None, podman: PodmanFacts | None, *, where: str, scope: Scope,
     elsewhere: tuple[Scope, str] | None = None,
 ) -> PodmanTarget:
     """--podman-version (and --quadlet-version) as given; else the podman that ``podman`` (an inventory's or

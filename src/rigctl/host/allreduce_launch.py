@@ -1,6 +1,6 @@
 """The all_reduce probe's launch (``rigctl preflight --deep``): where it runs and with what, built from the
 recipe and the chosen GPUs. Pure: the program's text is read from ``host/programs/allreduce.py`` and the
-command built here; ``rigctl.plan.deep`` runs it and ``rigctl.preflight.allreduce`` judges what came back.
+command built here; ``rigctl.plan.deep`` runs it and ``rigctl.preflight.allreduce_check`` judges what came back.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rigctl.recipe.model import Recipe
 TIMEOUT_S = 150.0  # NCCL init plus a few all_reduces takes seconds; a hang never ends
 OUTER_SLACK_S = 45.0  # the program kills its own ranks at TIMEOUT_S; this bounds the launcher itself
 RESULT_TAG = "RIGCTL-ALLREDUCE "
-_SELF = "SOURCE = None  # the launcher fills in this program's own text (``rigctl.host.allreduce.program``)\n"
+_SELF = "SOURCE = None  # the launcher fills in this program's own text (``rigctl.host.allreduce_launch.program``)\n"
 
 
 class _Gpu(Protocol):
@@ -25,7 +25,7 @@ class _Gpu(Protocol):
     def uuid(self) -> str: ...
 
 
-class Choice(Protocol):
+class GpuChoice(Protocol):
     """The GPUs the layout chose (``preflight.layout.Choice``), as far as a launch needs them."""
 
     @property
@@ -50,7 +50,7 @@ class Launch:
     env: dict[str, str]
 
 
-def podman_launch(recipe: Recipe, choice: Choice, *, mib: int = 256, iters: int = 20) -> Launch:
+def podman_launch(recipe: Recipe, choice: GpuChoice, *, mib: int = 256, iters: int = 20) -> Launch:
     """Inside the recipe's image, the chosen GPUs passed by CDI UUID, IPC as the unit will have it."""
     argv = ["podman", "run", "--rm", "--network=none", "--pull=never", "--entrypoint", "python3"]
     for gpu in choice.gpus:
@@ -70,7 +70,7 @@ def podman_launch(recipe: Recipe, choice: Choice, *, mib: int = 256, iters: int 
     return Launch("image", argv, {})
 
 
-def host_launch(recipe: Recipe, choice: Choice, python: str = "python3", *, mib: int = 256,
+def host_launch(recipe: Recipe, choice: GpuChoice, python: str = "python3", *, mib: int = 256,
               iters: int = 20) -> Launch:
     """With a host Python that has torch; the chosen GPUs by UUID, in PCI bus order like the unit."""
     env = {"CUDA_VISIBLE_DEVICES": ",".join(g.uuid for g in choice.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID",

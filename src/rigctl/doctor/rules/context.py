@@ -1,4 +1,4 @@
-"""What a rule sees and what it returns. A unit rule is a function ``(Context) -> list[Hit]``; a host
+"""What a rule sees and what it returns. A unit rule is a function ``(RuleContext) -> list[Hit]``; a host
 rule is a function ``(units, facts) -> list[HostHit]``. Neither carries its id or default severity:
 the registry entry (``rules.REGISTRY``) does, and the runner (``doctor.audit``) stamps them on."""
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rigctl.doctor.edits import Edit
-from rigctl.doctor.facts import DoctorFacts
+from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.serving import ServingSpec
 from rigctl.host.unitdirs import UnitFile
 from rigctl.host.unitfile import Entry, MergedUnit
@@ -16,7 +16,7 @@ from rigctl.severity import Severity
 
 
 @dataclass(frozen=True)
-class Context:
+class RuleContext:
     """One serving unit, read: its files, their merged keys, what it serves, the host facts."""
 
     unit: UnitFile
@@ -57,7 +57,7 @@ class UnitRule:
     id: str
     severity: Severity
     summary: str
-    check: Callable[[Context], list[Hit]]
+    check: Callable[[RuleContext], list[Hit]]
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class HostRule:
     id: str
     severity: Severity
     summary: str
-    check: Callable[[Sequence[Context], DoctorFacts], list[HostHit]]
+    check: Callable[[Sequence[RuleContext], DoctorFacts], list[HostHit]]
 
 
 def last_raw(merged: MergedUnit, section: str, key: str) -> Entry | None:
