@@ -137,7 +137,7 @@ END_TO_END = {  # where the log gives the GPU's total memory, gpu_memory_utiliza
 
 
 def table() -> None:
-    from tests.preflight.test_gpu_fit_vllm_logs import CASES, LOGS, parse, rigctl_tokens, shape_of
+    from tests.fixtures.vllm_logs import CASES, LOGS, parse, rigctl_tokens, shape_of
 
     from rigctl.preflight.gpu_fit import kv_per_sequence, overhead
 

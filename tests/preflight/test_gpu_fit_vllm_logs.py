@@ -18,74 +18,13 @@ the numbers compared) or a 'prose' one (the KV memory from the thread's words) i
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fixtures.vllm_logs import CASES, LOGS, TOLERANCE, parse, rigctl_tokens, shape_of
 
 from rigctl.host.facts import GIB
-from rigctl.preflight.gpu_fit import MemoryPlan, Overhead, Shape, kv_per_sequence, shape_from_config
-
-LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-startup-logs"
-CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "model-configs"
-CASES: list[dict[str, Any]] = json.loads((LOGS / "cases.json").read_text())["cases"]
-TOLERANCE = 0.10
-
-
-def _number(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
-def parse(log: str) -> dict[str, Any]:
-    """The figures a vLLM start-up log states, from its own lines (V1 and V0 spellings)."""
-    found: dict[str, Any] = {}
-    budgets = [float(x) for x in re.findall(r"Available KV cache memory: ([\d.]+) GiB", log)]
-    budgets += [float(x) for x in re.findall(r"kv_cache_size=([\d.]+)GiB", log)]
-    if budgets:
-        found["available_gib"] = budgets
-    if m := re.search(r"GPU KV cache size: ([\d,]+) tokens", log):
-        found["tokens"] = int(_number(m.group(1)))
-    if m := re.search(r"^#? ?GPU blocks: (\d+)", log, re.M):
-        found["blocks"] = int(m.group(1))
-    if m := re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log):
-        found["context"], found["concurrency"] = int(_number(m.group(1))), float(m.group(2))
-    if m := re.search(r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed", log):
-        found["needed_context"], found["needed_gib"] = int(m.group(1)), float(m.group(2))
-    return found
-
-
-def shape_of(case: dict[str, Any]) -> Shape:
-    if "config_inline" in case:
-        return shape_from_config(case["config_inline"], case["log"])
-    return shape_from_config(json.loads((CONFIGS / f"{case['config']}.json").read_text()), case["config"])
-
-
-def rigctl_tokens(case: dict[str, Any], found: dict[str, Any]) -> tuple[float, float]:
-    """(rigctl's ``max_full_context_sequences``, x context) when the plan's budget is the KV memory the log reports:
-    a ``Plan`` with that memory as its whole GPU, no weights and no overhead, so that its budget is exactly vLLM's
-    (the smallest over pipeline stages, which sets the pool)."""
-    shape = shape_of(case)
-    context = case["context"]
-    stages = case.get("stages") or [{"layers": None}]
-    budgets = found.get("available_gib") or [case["available_kv_gib"]]
-    seqs = []
-    for i, stage in enumerate(stages):
-        s = shape if stage["layers"] is None else dataclasses.replace(
-            shape, mla_layers=stage["layers"] if shape.mla_layers else 0,
-            full_layers=stage["layers"] if shape.full_layers else 0)
-        # with pipeline stages the log lists each rank's budget, last stage first (rank 3, 2, 1, 0)
-        budget = min(budgets) if len(stages) == 1 else sorted(budgets)[::-1][i * 2]
-        kv = kv_per_sequence(s, tp=case["tp"], kv_cache_dtype=case.get("kv_cache_dtype"))
-        plan = MemoryPlan(context, int(budget * GIB), 1.0, 0, "none: vLLM's KV memory is the budget", kv,
-                          Overhead(0, 0, 0, 0, 2048), s)
-        assert plan.budget == int(budget * GIB)
-        seqs.append(plan.figures()["max_full_context_sequences"])
-    best = min(seqs)
-    return best, best * context
-
+from rigctl.preflight.gpu_fit import kv_per_sequence
 
 POOL_CASES = [c for c in CASES if not c.get("needed_only")]
 
