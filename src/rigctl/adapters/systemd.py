@@ -126,21 +126,23 @@ class SystemctlCli:
     def _run(self, *args: str, timeout: float = 30.0) -> Completed:
         return run(["systemctl", *(["--user"] if self.scope is Scope.USER else []), *args], timeout=timeout)
 
-    def daemon_reload(self) -> None:
-        done = self._run("daemon-reload", timeout=120.0)
-        if not done.ok:
+    def _must(self, *args: str, timeout: float = 30.0, unless: tuple[str, ...] = ()) -> Completed:
+        """``systemctl ARGS`` that must succeed: a failure is a CommandError, except one whose stderr says one of
+        ``unless`` (a unit already gone, for the commands that remove it)."""
+        done = self._run(*args, timeout=timeout)
+        if not done.ok and not any(word in done.stderr for word in unless):
             raise CommandError(done.describe())
+        return done
+
+    def daemon_reload(self) -> None:
+        self._must("daemon-reload", timeout=120.0)
 
     def start(self, unit: str) -> None:
-        done = self._run("start", "--no-block", "--", unit)
-        if not done.ok:
-            raise CommandError(done.describe())
+        self._must("start", "--no-block", "--", unit)
 
     def stop(self, unit: str, *, wait: bool, timeout: float) -> None:
         args = ("stop", "--", unit) if wait else ("stop", "--no-block", "--", unit)
-        done = self._run(*args, timeout=timeout)
-        if not done.ok and "not loaded" not in done.stderr:
-            raise CommandError(done.describe())
+        self._must(*args, timeout=timeout, unless=("not loaded",))
 
     def reset_failed(self, unit: str) -> None:
         self._run("reset-failed", "--", unit)  # fails harmlessly when the unit is not failed
@@ -150,27 +152,19 @@ class SystemctlCli:
 
     def properties(self, unit: str, names: Sequence[str]) -> dict[str, str]:
         """``systemctl show -p NAME,...``: the live values the manager holds (what it runs, not the files)."""
-        done = self._run("show", "-p", ",".join(names), "--", unit, timeout=10.0)
-        if not done.ok:
-            raise CommandError(done.describe())
+        done = self._must("show", "-p", ",".join(names), "--", unit, timeout=10.0)
         return dict(line.split("=", 1) for line in done.stdout.split("\n") if "=" in line)
 
     def restart(self, unit: str) -> None:
         """``systemctl restart --no-block``: queued, not waited for (a warmup takes minutes)."""
-        done = self._run("restart", "--no-block", "--", unit)
-        if not done.ok:
-            raise CommandError(done.describe())
+        self._must("restart", "--no-block", "--", unit)
 
     def enable_now(self, unit: str) -> None:
         """Enable and start ``unit`` (the canary's timer: it comes back after a reboot)."""
-        done = self._run("enable", "--now", "--", unit)
-        if not done.ok:
-            raise CommandError(done.describe())
+        self._must("enable", "--now", "--", unit)
 
     def disable_now(self, unit: str) -> None:
-        done = self._run("disable", "--now", "--", unit)
-        if not done.ok and "not loaded" not in done.stderr and "does not exist" not in done.stderr:
-            raise CommandError(done.describe())
+        self._must("disable", "--now", "--", unit, unless=("not loaded", "does not exist"))
 
     def is_active(self, unit: str) -> str:
         """``systemctl is-active``: active, inactive, failed, activating, ... (its exit status says nothing more)."""
