@@ -1,7 +1,8 @@
 """What a unit serves, whatever wrote it: a quadlet ``.container``, a ``.service`` running
 ``podman run``/``docker run`` (``podman generate systemd --new`` writes those), or a ``.service``
 starting an engine on the bare host. Everything the rules need is normalized into one ServingSpec.
-(Whose unit it is, rigctl's label, is ``rigctl.host.managed``'s question: ``rigctl status`` asks it too.)
+(Whose unit it is, rigctl's label, is ``rigctl.host.unit``'s question, ``Unit.managed``: ``rigctl status``
+asks it too.)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rigctl.host.runargs import RunCommand, exec_words, parse_run, podman_args
-from rigctl.host.unitdirs import UnitKind
+from rigctl.host.unit import UnitKind
 from rigctl.host.unitfile import WHITESPACE, Entry, MergedUnit
 
 Runner = Literal["quadlet", "podman", "docker", "engine"]
