@@ -20,7 +20,9 @@ would turn into extra keys here while the real unit has none, and an edit would 
 real lines. Likewise whitespace is systemd's ``WHITESPACE`` (" \\t\\n\\r"), never Python's Unicode-aware
 ``str.strip()`` / ``str.isspace()`` / ``\\s``.
 
-Nothing here touches the filesystem: callers hand in text and get text back.
+Nothing here touches the filesystem: callers hand in text and get a ParsedFile back, which the edits
+take and give (their text spelt once, when asked: ``ParsedFile.text``). The unit a file belongs to, parsed
+once with its drop-ins, is ``rigctl.host.unit``'s.
 """
 
 from __future__ import annotations
