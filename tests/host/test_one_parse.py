@@ -4,10 +4,12 @@ row of `rigctl status`; and `--fix` edits the parsed lines, with the same bytes 
 reading it again after every edit did.
 
 Before, `doctor --path DIR --json` over two units with a drop-in each parsed every .container 7 times and
-every drop-in 6 times, `--fix` 14-16 and 10-13 times, and every status row its unit 4 times."""
+every drop-in 6 times, `--fix` 14-16 and 10-13 times, every status row its unit 3-4 times, and fleet doctor
+(a host without rigctl) 5 or more."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -98,6 +100,41 @@ def test_status_parses_each_file_once_per_row(tmp_path: Path, parses: Counter[st
         ("fixed.service", "http://127.0.0.1:18100"), ("sound.service", "http://127.0.0.1:18101")]
     assert set(parses) == set(tree)
     assert max(parses.values()) == 1, parses
+
+
+@pytest.mark.parametrize("fix", [False, True], ids=["doctor", "doctor --fix"])
+def test_fleet_doctor_parses_each_shipped_file_once(tmp_path: Path, parses: Counter[str], fix: bool) -> None:
+    """A host without rigctl: its files are shipped back (the real script, in a local `sh`) and audited
+    here; with --fix the patches are planned from the same parsed files (nothing is written there)."""
+    from rigctl.fleet.inventory import Host
+    from rigctl.fleet.remote import host_doctor
+
+    units = tmp_path / ".config" / "containers" / "systemd"
+    units.parent.mkdir(parents=True)
+    units_dir(tmp_path).rename(units)
+    result = host_doctor(Host(name="box", ssh="box", rigctl="rigctl-not-installed-here"), _LocalShell(tmp_path),
+                         timeout=60, fix=fix)
+    assert result.error is None, result.error
+    ours = [f["id"] for f in result.findings if str(f["unit"]).startswith(str(units))]
+    assert sorted(ours) == ["ipc-host-with-shm-size", "restart-not-always"]
+    assert (len(result.data["fix"]["patches"]) == 1) if fix else ("fix" not in result.data)
+    assert every_file(units) <= set(parses)  # and the system's own units, shipped too
+    assert max(parses.values()) == 1, parses
+
+
+class _LocalShell:
+    """The ssh Transport, running the script in `sh` here (as tests/security/test_remote_snapshot.py does)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def run(self, host: Any, command: str, *, timeout: float) -> Any:
+        from rigctl.util.proc import Completed
+
+        env = {"HOME": str(self.home), "PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(self.home / "run")}
+        done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=timeout, env=env, check=False)
+        return Completed(("sh",), done.returncode, done.stdout.decode(errors="replace"),
+                         done.stderr.decode(errors="replace"))
 
 
 class _NoProbe:
