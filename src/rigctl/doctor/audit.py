@@ -28,7 +28,7 @@ def read_units(units: Sequence[Unit], facts: DoctorFacts) -> tuple[list[RuleCont
     broken: list[UnitFinding] = []
     for unit in units:
         try:
-            spec = describe(unit.kind, unit.merged)
+            spec = describe(unit)
         except UnitParseError as exc:  # its readers disagree on it or refuse it: reported, never guessed
             broken.append(UnitFinding(
                 unit=unit.path, id="unit-unreadable", severity=Severity.FAIL, message=str(exc),

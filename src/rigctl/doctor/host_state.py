@@ -89,7 +89,7 @@ def unpinned_images(units: Sequence[Unit]) -> list[str]:
     images: list[str] = []
     for unit in units:
         try:
-            spec = describe(unit.kind, unit.merged)
+            spec = describe(unit)
         except UnitParseError:
             continue  # an unreadable unit is audit()'s finding; it has no image to pin
         if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \
