@@ -130,7 +130,7 @@ class ParsedFile:
     lines: tuple[str, ...]
     entries: tuple[Entry, ...]
     sections: tuple[tuple[str, int], ...]  # (name, header line index) in file order
-    cont: tuple[bool, ...] = ()
+    cont: tuple[bool, ...]
     source: str | None = None  # the text as read, while no edit has touched it
     broken: UnitParseError | None = None  # an edit left lines its reader refuses: the next edit raises it
 
@@ -153,8 +153,9 @@ def parse(path: str, text: str) -> ParsedFile:
     return ParsedFile(path, tuple(lines), tuple(reader.entries), tuple(reader.sections), tuple(reader.cont), text)
 
 
-def _reader(path: str) -> _Reader:
-    return _QuadletReader(path) if quadlet_reads(path) else _SystemdReader(path)
+def _reader(path: str, section: str | None = None) -> _Reader:
+    """The reader of this file (``quadlet_reads``), starting in ``section``."""
+    return _QuadletReader(path, section) if quadlet_reads(path) else _SystemdReader(path, section)
 
 
 class _Reader:
@@ -483,13 +484,13 @@ def splice(f: ParsedFile, start: int, stop: int, new: Sequence[str]) -> ParsedFi
     """``f`` with its lines ``start``..``stop`` (exclusive) replaced by ``new``: only ``new`` is read, from the
     section in effect there. Where that could read differently from reading the whole new text (the cut lies
     inside a continued line, the new lines leave one open, a header among them would take the lines below,
-    a byte-order mark comes to the first line) the whole text is read again instead."""
-    if f.broken:
-        raise f.broken
+    a byte-order mark comes to the first line) the whole text is read again instead. Lines a reader refuses
+    are kept, and so is the refusal (``broken``): the next edit raises it, as reading its text would."""
     lines = (*f.lines[:start], *new, *f.lines[stop:])
+    if f.broken:
+        return ParsedFile(f.path, lines, f.entries, f.sections, f.cont, broken=f.broken)
     end = len(lines) - 1
-    reader = _reader(f.path)
-    reader.section = _section_before(f, start)
+    reader = _reader(f.path, _section_before(f, start))
     clean = (start == 0 or not f.cont[start - 1]) and (stop == start or stop == len(f.lines) or not f.cont[stop - 1])
     if clean and start == 0 and not new and lines and isinstance(reader, _SystemdReader):
         clean = not lines[0].startswith(_BOM)
