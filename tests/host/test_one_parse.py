@@ -238,3 +238,43 @@ def test_a_fix_plan_has_the_bytes_of_its_edits_one_by_one(tmp_path: Path) -> Non
         current = current.with_texts(step.changed())
     expected = {p: t for p, t in current.texts().items() if t != unit.texts()[p]}
     assert {c.path: c.after for c in plan.changes} == expected
+
+
+PIECES = ["[Container]", "[Service]", "[Unit]", "[Install]", "", "# c", "; c", "  ", "Image=docker.io/x/y:1",
+          "PodmanArgs=--ipc=host --shm-size=8g", "PodmanArgs=--shm-size 1g \\", "  --label=a \\", "  --shm-size=2g",
+          "Restart=no", "Restart=on-failure", "TimeoutSec=5", "Environment=A=1 \\", "  B=2", "\\", "Exec=--model m \\",
+          "\ufeffRestart=no", "Restart=no\r", "ExecStart=/usr/bin/podman run --shm-size=1g x \\", "    # inner",
+          "WantedBy=default.target", "Key = v", "Volume=/a:/b \\"]
+
+
+def test_edited_lines_read_as_the_edited_text_would() -> None:
+    """Over many edit sequences on odd files (seeded, so the same every run): after every edit, the entries,
+    headers and open continuations kept in memory are those of parsing the edited text."""
+    import random
+
+    from rigctl.doctor.edits import apply_edit
+    from rigctl.host.unit import Unit
+
+    rng = random.Random(20260)
+    checked, wrong = 0, []
+    for _ in range(2000):
+        path = rng.choice(["u.container", "u.service", "u.container.d/1.conf"])
+        text = "\n".join(rng.choice(PIECES) for _ in range(rng.randint(0, 12))) + rng.choice(["", "\n"])
+        unit = Unit.of(path, text)
+        if not unit.main.readable:
+            continue
+        draft = unit.edits()
+        for make in rng.sample(_edits(), rng.randint(1, 6)):
+            try:
+                apply_edit(make(path), draft)
+            except unitfile.UnitParseError:
+                break
+            edited = draft.files[path]
+            if edited.broken:
+                break
+            again = unitfile.parse(path, edited.text)
+            checked += 1
+            if (edited.entries, edited.sections, edited.cont) != (again.entries, again.sections, again.cont):
+                wrong.append((text, make(path)))
+    assert checked > 3000  # edits that ran on readable files (about half the files are refused)
+    assert wrong == []
