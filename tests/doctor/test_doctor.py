@@ -18,7 +18,8 @@ from rigctl.doctor.checkup import doctor
 from rigctl.doctor.discover import path_roots
 from rigctl.doctor.fix import FileChange, plan_fixes, rewrite
 from rigctl.doctor.host_state import DoctorFacts, local_facts, snapshot_facts
-from rigctl.host.unitdirs import UnitFile, collect
+from rigctl.host.unit import Unit
+from rigctl.host.unitdirs import collect
 from rigctl.host.unitsnapshot import local_snapshot
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
 
@@ -26,7 +27,7 @@ UNITS = Path(__file__).parents[1] / "fleet" / "units"
 NO_HOST = DoctorFacts()
 
 
-def load(name: str) -> UnitFile:
+def load(name: str) -> Unit:
     roots = path_roots([str(UNITS)])
     units = collect(local_snapshot(roots).files, roots)
     return next(u for u in units if Path(u.path).name == name)
@@ -83,7 +84,7 @@ def test_story_restart_finding_explains_exit_zero() -> None:
 
 
 def test_missing_restart_in_quadlet_says_quadlet_writes_none() -> None:
-    unit = UnitFile("/etc/containers/systemd/x.container", "[Container]\nImage=a/b@sha256:" + "0" * 64 + "\n")
+    unit = Unit.of("/etc/containers/systemd/x.container", "[Container]\nImage=a/b@sha256:" + "0" * 64 + "\n")
     (finding,) = audit([unit], NO_HOST)
     assert finding.id == "restart-not-always"
     assert "quadlet writes none" in finding.message
@@ -103,23 +104,23 @@ def test_dropin_finding_points_at_the_dropin() -> None:
 
 def test_notify_healthy_with_long_timeout_passes() -> None:
     text = (UNITS / "notify-healthy.container").read_text().replace("Restart=always", "Restart=always\nTimeoutStartSec=45min")
-    assert audit([UnitFile("/u/n.container", text)], NO_HOST) == []
+    assert audit([Unit.of("/u/n.container", text)], NO_HOST) == []
     short = text.replace("45min", "5min")
-    assert {f.id for f in audit([UnitFile("/u/n.container", short)], NO_HOST)} == {"notify-healthy-short-timeout"}
+    assert {f.id for f in audit([Unit.of("/u/n.container", short)], NO_HOST)} == {"notify-healthy-short-timeout"}
 
 
 def test_env_file_downgrades_exposure_to_warning() -> None:
     text = (UNITS / "public.container").read_text().replace("[Container]", "[Container]\nEnvironmentFile=/etc/llm.env")
-    (finding,) = audit([UnitFile("/u/p.container", text)], NO_HOST)
+    (finding,) = audit([Unit.of("/u/p.container", text)], NO_HOST)
     assert (finding.id, finding.severity) == ("published-without-auth", "warn")
 
 
 def test_host_network_vllm_without_host_flag_is_exposed() -> None:
     text = "[Container]\nImage=docker.io/vllm/vllm-openai:v1@sha256:" + "1" * 64 + "\nNetwork=host\n"
     text += "Exec=--model /m\n[Service]\nRestart=always\n"
-    assert {f.id for f in audit([UnitFile("/u/h.container", text)], NO_HOST)} == {"published-without-auth"}
+    assert {f.id for f in audit([Unit.of("/u/h.container", text)], NO_HOST)} == {"published-without-auth"}
     loopback = text.replace("Exec=--model /m", "Exec=--model /m --host 127.0.0.1")
-    assert audit([UnitFile("/u/h.container", loopback)], NO_HOST) == []
+    assert audit([Unit.of("/u/h.container", loopback)], NO_HOST) == []
 
 
 # --- CDI against the driver --------------------------------------------------------------------------
@@ -372,7 +373,7 @@ def test_local_image_digest_pins_for_real(tmp_path: Path, need: Callable[[bool, 
         digests = local_image_digests([name])
         assert digests[name].startswith("sha256:")
         text = f"[Container]\nImage={name}\n[Service]\nRestart=always\n"
-        unit = UnitFile(str(tmp_path / "l.container"), text)
+        unit = Unit.of(str(tmp_path / "l.container"), text)
         facts = DoctorFacts(image_digests=digests)
         (plan,) = plan_fixes([unit], facts)
         pinned = plan.fixed_unit()

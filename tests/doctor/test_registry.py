@@ -9,7 +9,7 @@ from rigctl.doctor.audit import audit
 from rigctl.doctor.host_state import DoctorFacts, local_facts
 from rigctl.doctor.rules import HOST_RULES, REGISTRY, UNIT_RULES
 from rigctl.host.quadlet import find_quadlet
-from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unit import Unit
 from rigctl.places import Scope
 
 PIN = "docker.io/x/y@sha256:" + "0" * 64
@@ -26,9 +26,9 @@ def test_every_rule_has_one_entry_with_a_stable_id() -> None:
 
 
 def test_a_container_without_the_generator_of_its_manager() -> None:
-    system = UnitFile("/etc/containers/systemd/llm.container", GOOD, scope="system")
-    user = UnitFile("/root/.config/containers/systemd/llm.container", GOOD, scope="user")
-    given = UnitFile("/srv/units/llm.container", GOOD, scope="path")  # --path: not installed here, not judged
+    system = Unit.of("/etc/containers/systemd/llm.container", GOOD, scope="system")
+    user = Unit.of("/root/.config/containers/systemd/llm.container", GOOD, scope="user")
+    given = Unit.of("/srv/units/llm.container", GOOD, scope="path")  # --path: not installed here, not judged
     facts = DoctorFacts(quadlet={"system": None, "user": "/run/systemd/user-generators/podman-user-generator"})
     findings = audit([system, user, given], facts)
     assert [(f.id, f.unit, f.severity) for f in findings] == [("quadlet-missing", system.path, "fail")]
@@ -37,7 +37,7 @@ def test_a_container_without_the_generator_of_its_manager() -> None:
 
 
 def test_local_facts_look_for_the_generator_of_each_scope_in_use() -> None:
-    units = [UnitFile("/etc/containers/systemd/a.container", GOOD, scope="system"),
-             UnitFile("/srv/b.container", GOOD, scope="path")]
+    units = [Unit.of("/etc/containers/systemd/a.container", GOOD, scope="system"),
+             Unit.of("/srv/b.container", GOOD, scope="path")]
     facts = local_facts(units, driver_file="/nonexistent/version", cdi_dirs=[])
     assert dict(facts.quadlet) == {"system": find_quadlet(Scope.SYSTEM)}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import require_or_skip
 
-from rigctl.host.managed import MANAGED_LABEL, is_managed
+from rigctl.host.unit import MANAGED_LABEL, Unit
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -79,5 +79,5 @@ def test_the_rule_reads_the_label_the_container_gets(tmp_path: Path, case: str) 
     image = local_image()
     text = f"[Container]\nImage={image}\n{CASES[case]}"
     podman_says = container_label(image, generated_labels(tmp_path, case, text))
-    ours = is_managed(f"/etc/containers/systemd/{case}.container", text)
+    ours = Unit.of(f"/etc/containers/systemd/{case}.container", text).managed
     assert ours is ((podman_says or "").lower() == "true"), (case, podman_says)

@@ -25,7 +25,7 @@ from tests.fakes import FakeClock, FakePodman, FakeSystemd
 from rigctl.adapters.podman import ContainerInfo
 from rigctl.deploy.status import Managed, describe
 from rigctl.host.procfs import process_tree
-from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unit import Unit
 from rigctl.places import Scope
 
 CHILDREN_SCRIPT = "import subprocess,sys,time\n" \
@@ -140,7 +140,7 @@ def test_status_counts_the_memory_the_workers_hold(family: subprocess.Popen[str]
     unit.write_text("[Container]\nContainerName=svc\nImage=localhost/engine@sha256:" + "0" * 64
                     + "\nLabel=rigctl.managed=true\n")
     systemd = FakeSystemd(tmp_path, FakeClock())
-    loaded = UnitFile(str(unit), unit.read_text(), scope="user")  # as the loader hands it over
+    loaded = Unit.of(str(unit), unit.read_text(), scope="user")  # as the loader hands it over
     found = describe(Managed(Scope.USER, "svc.service", unit, None, loaded), systemd=systemd,
                      podman=FakePodman({"svc": info}), probe=_NoProbe(), gpu=gpu)
     assert found.gpu_memory_mib == 78_500

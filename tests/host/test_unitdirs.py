@@ -25,8 +25,8 @@ from tests.conftest import require_or_skip
 from tests.deploy import conftest as testbed  # its testbed_env, imported by name, would be collected
 
 from rigctl.doctor.discover import users_dirs
-from rigctl.host.managed import is_managed
-from rigctl.host.unitdirs import DropIn, Root, UnitFile, collect, default_roots, quadlet_roots, uid_dirs
+from rigctl.host.unit import SourceFile, Unit, generated_service
+from rigctl.host.unitdirs import Root, collect, default_roots, quadlet_roots, uid_dirs
 from rigctl.host.unitfile import dropin_dirs, shared_dropin_dir
 from rigctl.host.unitsnapshot import local_snapshot, login_roots
 
@@ -57,7 +57,7 @@ def quadlet_view(tmp_path: Path) -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
-def our_view(tmp_path: Path) -> dict[str, UnitFile]:
+def our_view(tmp_path: Path) -> dict[str, Unit]:
     roots = quadlet_roots(default_roots(str(tmp_path / "home"), str(tmp_path / "run"), os.getuid(),
                                         config=str(tmp_path / "config")))
     snap = local_snapshot([r for r in roots if r.path.startswith(str(tmp_path))])
@@ -86,7 +86,7 @@ def test_the_user_scope_is_read_as_quadlet_reads_it(tmp_path: Path) -> None:
     for service, unit in ours.items():
         assert f"SourcePath={unit.path}\n" in theirs[service]
         run_line = theirs[service].split("\nExecStart=", 1)[1].split("\n", 1)[0]
-        assert [f"{w}" for w in unit.merged().words("Container", "PublishPort")] == \
+        assert [f"{w}" for w in unit.merged.words("Container", "PublishPort")] == \
             re.findall(r"--publish (\S+)", run_line), service
     assert [Path(d.path).name for d in ours["web.service"].dropins] == [
         "10-own.conf", "20-runtime.conf", "30-subdir.conf", "40-first.conf", "50-same.conf", "70-shadow.conf",
@@ -116,10 +116,10 @@ def test_dropins_for_every_name_cut_after_a_dash_apply_as_quadlet_applies_them(t
     assert set(ours) == set(theirs) == {"rigctl-web-a.service", "other.service"}
     for service, unit in ours.items():
         run_line = theirs[service].split("\nExecStart=", 1)[1].split("\n", 1)[0]
-        assert list(unit.merged().words("Container", "PublishPort")) == re.findall(r"--publish (\S+)", run_line)
-    assert list(ours["rigctl-web-a.service"].merged().words("Container", "PublishPort")) == [
+        assert list(unit.merged.words("Container", "PublishPort")) == re.findall(r"--publish (\S+)", run_line)
+    assert list(ours["rigctl-web-a.service"].merged.words("Container", "PublishPort")) == [
         "1000:80", "505:80", "2020:80", "2222:80", "2525:80", "3030:80", "4141:80", "5151:80", "6060:80"]
-    assert list(ours["other.service"].merged().words("Container", "PublishPort")) == ["1001:80", "2525:80", "5050:80"]
+    assert list(ours["other.service"].merged.words("Container", "PublishPort")) == ["1001:80", "2525:80", "5050:80"]
 
 
 def test_systemd_takes_dropins_for_every_name_cut_after_a_dash_as_the_loader_does() -> None:
@@ -197,7 +197,7 @@ def test_systemd_cut_and_template_dropin_directories_are_systemds(tmp_path: Path
                                              "SYSTEMD_UNIT_PATH": str(tmp_path)}, check=False)
     theirs = {Path(p).parent.name for p in re.findall(r"DropIn Path: (\S+)", done.stdout + done.stderr)}
     assert theirs, done.stdout + done.stderr
-    assert set(dropin_dirs(str(tmp_path / name), "")) & set(candidates) == theirs
+    assert set(dropin_dirs(str(tmp_path / name), generated_service(SourceFile(str(tmp_path / name), "")))) & set(candidates) == theirs
 
 
 def test_a_dropin_in_another_root_takes_the_label_back_as_podman_gets_it(tmp_path: Path) -> None:
@@ -207,8 +207,8 @@ def test_a_dropin_in_another_root_takes_the_label_back_as_podman_gets_it(tmp_pat
     })
     assert "--label rigctl.managed=false" in quadlet_view(tmp_path)["web.service"]
     web = our_view(tmp_path)["web.service"]
-    assert not is_managed(web.path, web.text, web.dropins)
-    assert is_managed(web.path, web.text)  # the unit file alone says so
+    assert not web.managed
+    assert Unit.of(web.path, web.text).managed  # the unit file alone says so
 
 
 OWN = "[Container]\nImage=i\nLabel=rigctl.managed=true\n"
@@ -223,8 +223,8 @@ OWN = "[Container]\nImage=i\nLabel=rigctl.managed=true\n"
     (OWN, ["[Container]\nLabel=x=\r1\n"], False),  # its readers disagree on it: nobody's, as for doctor
 ])
 def test_the_managed_rule_reads_the_dropins(own: str, dropins: list[str], managed: bool) -> None:
-    given = [DropIn(f"/q/web.container.d/{i}.conf", text) for i, text in enumerate(dropins)]
-    assert is_managed("/q/web.container", own, given) is managed
+    given = tuple(SourceFile(f"/q/web.container.d/{i}.conf", text) for i, text in enumerate(dropins))
+    assert Unit.of("/q/web.container", own, given).managed is managed
 
 
 def test_a_system_unit_takes_no_dropin_from_the_users_directories(tmp_path: Path) -> None:
@@ -258,7 +258,7 @@ def test_the_logins_own_directories_and_the_shared_ones_are_one_generator_run(tm
 ])
 def test_only_a_units_own_dropin_directories_are_not_shared(path: str, own: list[str]) -> None:
     # doctor --fix rewrites a drop-in of a shared directory only where every unit it reaches is rigctl's
-    assert [d for d in dropin_dirs(path, "[Container]\n") if not shared_dropin_dir(d)] == own
+    assert [d for d in dropin_dirs(path, generated_service(SourceFile(path, "[Container]\n"))) if not shared_dropin_dir(d)] == own
 
 
 # --- /etc/containers/systemd/users: shared, but users/UID is that user's alone ----------------------------
@@ -429,7 +429,7 @@ def test_runtime_and_control_dropins_apply_as_the_manager_applies_them() -> None
         assert shown == [f"{runtime}/systemd/user.control/{name}.d/10-own.conf",
                          f"{runtime}/systemd/user/{name}.d/20-runtime.conf",
                          f"{config}/user.control/{name}.d/50-MemoryMax.conf"]
-        assert unit.merged().value("Service", "Restart") == "no"  # what `edit --runtime` set, seen
+        assert unit.merged.value("Service", "Restart") == "no"  # what `edit --runtime` set, seen
     finally:
         for path in files:
             path.unlink(missing_ok=True)
@@ -531,5 +531,5 @@ def test_another_users_dropins_are_chosen_as_their_generator_chooses_them(tmp_pa
     ours = {Path(u.path).stem + ".service": u for u in collect(tree, roots) if u.path.startswith(str(alice))}
     assert set(ours) == set(theirs) == {"web.service"}
     run_line = theirs["web.service"].split("\nExecStart=", 1)[1].split("\n", 1)[0]
-    assert list(ours["web.service"].merged().words("Container", "PublishPort")) == re.findall(
+    assert list(ours["web.service"].merged.words("Container", "PublishPort")) == re.findall(
         r"--publish (\S+)", run_line) == ["1000:80", "4040:80", "5151:80", "6060:80"]

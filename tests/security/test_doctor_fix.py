@@ -356,9 +356,9 @@ def test_image_value_never_reaches_podman_as_an_option(tmp_path: Path, image: st
 def test_unpinned_images_only_passes_image_references() -> None:
     def unit(image: str) -> str:
         return f"[Container]\nImage={image}\n"
-    from rigctl.host.unitdirs import UnitFile
+    from rigctl.host.unit import Unit
 
-    units = [UnitFile(f"/u/{i}.container", unit(img)) for i, img in
+    units = [Unit.of(f"/u/{i}.container", unit(img)) for i, img in
              enumerate(["--root=/x", "-q", "docker.io/lib/python:3.12", "quay.io/a/b", "a b", "ok\u2028x"])]
     assert unpinned_images(units) == ["docker.io/lib/python:3.12", "quay.io/a/b"]
 

@@ -26,7 +26,7 @@ from rigctl.doctor.audit import audit
 from rigctl.doctor.fix import plan_fixes
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.exitcodes import ExitCode
-from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unit import Unit
 from rigctl.host.unitfile import (
     MergedUnit,
     UnitParseError,
@@ -310,10 +310,10 @@ def test_edits_preserve_hostile_characters_and_add_no_line(char: str) -> None:
     before = text.split("\n")
     parsed = parse(path, text)
 
-    edited = set_key(text, path, "Service", "Restart", "always")
-    edited = remove_option(edited, path, "Container", ["PodmanArgs"], "--shm-size")
-    entry = next(e for e in parse(path, edited).entries if e.key == "Environment")
-    edited = replace_in_entry(edited, path, entry, "A=b", "A=c")
+    step = set_key(parsed, "Service", "Restart", "always")
+    step = remove_option(step, "Container", ["PodmanArgs"], "--shm-size")
+    entry = next(e for e in step.entries if e.key == "Environment")
+    edited = replace_in_entry(step, entry, "A=b", "A=c").text
 
     after = edited.split("\n")
     assert len(after) == len(before)
@@ -335,7 +335,7 @@ def test_doctor_fix_plan_keeps_hostile_values_on_their_line(char: str, tmp_path:
             f"[Container]\nImage=docker.io/library/busybox:1\nVolume=/srv/x{ch}--privileged --pid=host:/x:ro\n"
             "PodmanArgs=--ipc=host --shm-size=8g\nLabel=rigctl.managed=true\n"
             f"[Service]\nEnvironment=A=b{ch}Restart=always\nRestart=on-failure\nRestartSec=10\n")
-    unit = UnitFile(str(tmp_path / "x.container"), text)
+    unit = Unit.of(str(tmp_path / "x.container"), text)
     facts = DoctorFacts(image_digests={"docker.io/library/busybox:1": DIGEST})
     found = {f.id for f in audit([unit], facts)}
     # the character inside Environment= hides no Restart=always
@@ -428,6 +428,5 @@ def test_doctor_sees_the_keys_quadlet_generates(tmp_path: Path, need: Callable[[
     ],
 )
 def test_status_reads_the_managed_label_by_systemds_line_rule(text: str, managed: bool) -> None:
-    from rigctl.host.managed import is_managed  # the rule status.discover applies
-
-    assert is_managed("/etc/containers/systemd/rigctl-x.container", text) is managed
+    # the rule status.discover applies
+    assert Unit.of("/etc/containers/systemd/rigctl-x.container", text).managed is managed

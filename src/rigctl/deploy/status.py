@@ -3,8 +3,9 @@ carrying the ``rigctl.managed`` label) and from rigctl's deployment records.
 
 Units are found by the one loader (``rigctl.host.unitdirs``: each as quadlet sees it, from whichever of
 the scope's directories holds it, with every drop-in quadlet applies, whichever directory holds that),
-parsed by the one parser (``rigctl.host.unitfile``) and judged rigctl's by the one rule
-(``rigctl.host.managed``), so status and ``doctor`` agree on which units are rigctl's and on their keys."""
+each a ``rigctl.host.unit.Unit``: parsed once by the one parser, judged rigctl's by the one rule
+(``Unit.managed``) and its endpoint read by the one reading of a published port (``Unit.endpoint``), so
+status and ``doctor`` agree on which units are rigctl's and on their keys."""
 
 from __future__ import annotations
 
@@ -21,13 +22,11 @@ from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.errors import CommandError
-from rigctl.host.managed import is_managed
 from rigctl.host.procfs import process_tree
-from rigctl.host.unitdirs import UnitFile
-from rigctl.host.unitfile import MergedUnit, UnitParseError, parse
+from rigctl.host.unit import Unit
+from rigctl.host.unitfile import MergedUnit
 from rigctl.host.unitsnapshot import scope_units
 from rigctl.places import Dirs, Scope
-from rigctl.util.publish import endpoint_of
 
 
 @dataclass
@@ -39,10 +38,10 @@ class Managed:
     unit: str
     unit_file: Path | None
     record: records.DeploymentRecord | None
-    loaded: UnitFile | None = None
+    loaded: Unit | None = None
 
 
-def _quadlet_units(scopes: tuple[Scope, ...]) -> dict[tuple[Scope, str], UnitFile]:
+def _quadlet_units(scopes: tuple[Scope, ...]) -> dict[tuple[Scope, str], Unit]:
     """{(scope, service): unit} for every ``.container`` quadlet generates a service from. A unit file
     that is a link is left out: rigctl writes regular files, so a link is none of its services."""
     units, snap = scope_units([s.value for s in scopes])
@@ -50,11 +49,11 @@ def _quadlet_units(scopes: tuple[Scope, ...]) -> dict[tuple[Scope, str], UnitFil
             if u.kind == "container" and not snap.found[u.path].link}
 
 
-def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], UnitFile]) -> list[Managed]:
+def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], Unit]) -> list[Managed]:
     """The services of ``scope``: its units labelled rigctl's, and those rigctl's records name."""
     found: dict[str, Managed] = {}
     for (where, name), unit in units.items():
-        if where is scope and is_managed(unit.path, unit.text, unit.dropins):
+        if where is scope and unit.managed:
             found[name] = Managed(scope, name, Path(unit.path), None, unit)
     for record in records.all_records(records_dir):
         if record.scope is not scope:
@@ -75,33 +74,6 @@ def discover_all(choice: Scope | None) -> list[Managed]:
     scopes = records.search_scopes(choice)
     units = _quadlet_units(scopes)
     return [item for scope in scopes for item in discover(scope, Dirs.of(scope).state, units)]
-
-
-def unit_keys(item: Managed) -> MergedUnit:
-    """The keys of the unit quadlet reads for ``item``, its drop-ins applied; none when it was not read
-    or cannot be. A drop-in that cannot be parsed is left out."""
-    if item.loaded is None:
-        return MergedUnit(files=())
-    try:
-        main = parse(item.loaded.path, item.loaded.text)
-    except UnitParseError:
-        return MergedUnit(files=())
-    dropins = []
-    for dropin in item.loaded.dropins:
-        try:
-            dropins.append(parse(dropin.path, dropin.text))
-        except UnitParseError:
-            continue
-    return MergedUnit.of(main, dropins)
-
-
-def _endpoint(keys: MergedUnit) -> str | None:
-    """From the first ``PublishPort=`` that names a host port, as a client here reaches it (``util.publish``:
-    a port published on every address is reached over loopback, an IPv6 address bracketed)."""
-    for word in keys.words("Container", "PublishPort"):
-        if (url := endpoint_of(word)) is not None:
-            return url
-    return None
 
 
 @dataclass
@@ -248,11 +220,13 @@ def judge(unit: UnitState | None, health: str, *, record: records.DeploymentReco
 def describe(
     item: Managed, *, systemd: Systemd, podman: Podman, probe: Probe, gpu: GpuMemory
 ) -> ServiceStatus:
-    keys = unit_keys(item)
+    # the keys quadlet reads for it, its drop-ins applied (a file that cannot be read left out); none when
+    # it was not read
+    keys = item.loaded.readable_keys if item.loaded else MergedUnit(files=())
     record = item.record
     endpoint = record.endpoint if record else None
-    if endpoint is None:
-        endpoint = _endpoint(keys)
+    if endpoint is None and item.loaded:
+        endpoint = item.loaded.endpoint
     image = record.image if record else keys.value("Container", "Image")
     container = record.container if record else keys.value("Container", "ContainerName")
     model = record.served_name if record else None

@@ -17,20 +17,18 @@ from rigctl.doctor.rules import HOST_RULES, UNIT_RULES
 from rigctl.doctor.rules.context import Hit, RuleContext, UnitRule
 from rigctl.doctor.serving import describe
 from rigctl.doctor.unit_findings import UnitFinding
-from rigctl.host.managed import is_managed
-from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unit import Unit
 from rigctl.host.unitfile import UnitParseError
 from rigctl.severity import Severity
 
 
-def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[RuleContext], list[UnitFinding]]:
+def read_units(units: Sequence[Unit], facts: DoctorFacts) -> tuple[list[RuleContext], list[UnitFinding]]:
     """A RuleContext for every unit that serves something, and a finding for every unit that cannot be read."""
     contexts: list[RuleContext] = []
     broken: list[UnitFinding] = []
     for unit in units:
         try:
-            merged = unit.merged()
-            spec = describe(unit.kind, merged)
+            spec = describe(unit)
         except UnitParseError as exc:  # its readers disagree on it or refuse it: reported, never guessed
             broken.append(UnitFinding(
                 unit=unit.path, id="unit-unreadable", severity=Severity.FAIL, message=str(exc),
@@ -41,7 +39,7 @@ def read_units(units: Sequence[UnitFile], facts: DoctorFacts) -> tuple[list[Rule
             broken.append(_crash(unit.path, "parse", exc))
             continue
         if spec is not None:
-            contexts.append(RuleContext(unit, merged, spec, facts, is_managed(unit.path, unit.text, unit.dropins)))
+            contexts.append(RuleContext(unit, spec, facts))
     return contexts, broken
 
 
@@ -88,7 +86,7 @@ def _crash(unit: str, what: str, exc: BaseException) -> UnitFinding:
     )
 
 
-def serving_units(units: Sequence[UnitFile]) -> list[UnitFile]:
+def serving_units(units: Sequence[Unit]) -> list[Unit]:
     """The units doctor recognizes as serving something (every .container; .service files that run a
     container or a known engine), and those it cannot read: audit() reports them, they never vanish."""
     contexts, broken = read_units(units, DoctorFacts())
@@ -96,7 +94,7 @@ def serving_units(units: Sequence[UnitFile]) -> list[UnitFile]:
     return [u for u in units if u.path in keep]
 
 
-def audit(units: Sequence[UnitFile], facts: DoctorFacts) -> list[UnitFinding]:
+def audit(units: Sequence[Unit], facts: DoctorFacts) -> list[UnitFinding]:
     contexts, findings = read_units(units, facts)
     for ctx in contexts:
         findings.extend(finding for finding, _ in unit_findings(ctx))

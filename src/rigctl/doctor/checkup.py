@@ -17,8 +17,8 @@ from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
 from rigctl.doctor.host_state import DoctorFacts, live_units, local_facts, service_of
 from rigctl.doctor.unit_findings import UnitFinding
 from rigctl.errors import CommandError, InvalidInputError, UsageError
-from rigctl.host.managed import is_managed
-from rigctl.host.unitdirs import Root, UnitFile, collect
+from rigctl.host.unit import Unit
+from rigctl.host.unitdirs import Root, collect
 from rigctl.host.unitfile import parse_timespan, shared_dropin_dir
 from rigctl.host.unitsnapshot import Skipped, Snapshot, local_snapshot, login_roots
 from rigctl.places import Scope
@@ -143,7 +143,7 @@ def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: Doct
     return report
 
 
-def live_targets(units: Sequence[UnitFile], snap: Snapshot) -> dict[str, tuple[str, str]]:
+def live_targets(units: Sequence[Unit], snap: Snapshot) -> dict[str, tuple[str, str]]:
     """{unit file: (scope, service)} for the units a manager of this login runs: the system's, and the
     user manager's for this login's own directories (another user's units run under their manager)."""
     own = {r.path for r in login_roots()}
@@ -166,7 +166,7 @@ def _same(prop: str, live: str, want: str) -> bool:
     return a is not None and a == b
 
 
-def take_effect(report: DoctorReport, after: Mapping[str, UnitFile], host: DoctorFacts,
+def take_effect(report: DoctorReport, after: Mapping[str, Unit], host: DoctorFacts,
                 targets: Mapping[str, tuple[str, str]], systemd_for: SystemdFor, *, restart: bool) -> None:
     """After the files are written: reload the manager of each fixed unit's scope, read back what it now
     holds, restart (``restart``) what needs it, and audit the live state again. Every applied fix says
@@ -190,7 +190,7 @@ def take_effect(report: DoctorReport, after: Mapping[str, UnitFile], host: Docto
         report.remaining = audit(list(after.values()), replace(host, live={**host.live, **live}))
 
 
-def _read_back(applied: AppliedFix, fixed: UnitFile, targets: Mapping[str, tuple[str, str]],
+def _read_back(applied: AppliedFix, fixed: Unit, targets: Mapping[str, tuple[str, str]],
                managers: Mapping[str, Systemd], reload_error: Mapping[str, str], *, restart: bool) -> None:
     if applied.unit not in targets:
         applied.problem = ("no manager of this login runs this file (a --path file, or another user's): "
@@ -205,7 +205,7 @@ def _read_back(applied: AppliedFix, fixed: UnitFile, targets: Mapping[str, tuple
         applied.next_steps = [f"{systemctl} daemon-reload"]
         return
     applied.reloaded = True
-    merged = fixed.merged()
+    merged = fixed.merged
     applied.expected = {prop: value for key, prop in LIVE_KEYS.items()
                         if (value := merged.value("Service", key)) is not None}
     applied.needs_restart = any(f not in SERVICE_ONLY for f in applied.fixed)
@@ -240,7 +240,7 @@ def _read_back(applied: AppliedFix, fixed: UnitFile, targets: Mapping[str, tuple
             applied.next_steps = [f"{systemctl} restart {service}"]
 
 
-def _refusal(plan: FixPlan, snap: Snapshot, takers: Mapping[str, Sequence[UnitFile]]) -> str | None:
+def _refusal(plan: FixPlan, snap: Snapshot, takers: Mapping[str, Sequence[Unit]]) -> str | None:
     """Why a planned fix stays a patch: not rigctl's unit, or a file --fix may not write, or a drop-in
     that also applies to units that are not rigctl's (``takers``: drop-in path -> the units it applies to)."""
     if not plan.managed:
@@ -259,20 +259,20 @@ def _refusal(plan: FixPlan, snap: Snapshot, takers: Mapping[str, Sequence[UnitFi
         if (folder == "service.d" or folder.endswith(".service.d")) and shared_dropin_dir(folder):
             # systemd applies it to every service (whose name starts so), most of which doctor never reads
             return f"{change.path}: applies to services doctor does not read as well; --fix leaves it to you"
-        foreign = [u.path for u in takers.get(change.path, ()) if not is_managed(u.path, u.text, u.dropins)]
+        foreign = [u.path for u in takers.get(change.path, ()) if not u.managed]
         if foreign:
             return f"{change.path}: applies to {foreign[0]} as well, which is not rigctl's; --fix leaves it to you"
     return None
 
 
-def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFacts,
-                snap: Snapshot) -> dict[str, UnitFile]:
+def apply_fixes(report: DoctorReport, units: Sequence[Unit], host: DoctorFacts,
+                snap: Snapshot) -> dict[str, Unit]:
     """Rewrite every fixable managed unit, all of them or none; the others get a patch and a reason.
     Returns every unit as it now is on disk."""
     report.fix_requested = True
     chosen: list[FixPlan] = []
     planned: dict[str, tuple[str, str]] = {}  # path -> (unit, new text): a drop-in two units share
-    takers: dict[str, list[UnitFile]] = {}
+    takers: dict[str, list[Unit]] = {}
     for unit in units:
         for dropin in unit.dropins:
             takers.setdefault(dropin.path, []).append(unit)
@@ -287,7 +287,7 @@ def apply_fixes(report: DoctorReport, units: Sequence[UnitFile], host: DoctorFac
         else:
             chosen.append(plan)
             planned.update({c.path: (plan.unit.path, c.after) for c in plan.changes})
-    after: dict[str, UnitFile] = {u.path: u for u in units}
+    after: dict[str, Unit] = {u.path: u for u in units}
     unique = {c.path: c for plan in chosen for c in plan.changes}  # a shared drop-in is written once
     changes = list(unique.values())
     try:

@@ -1,16 +1,17 @@
 """The edits a rule proposes, as plain values: what ``--fix`` would change is data a reader (and a test)
-can look at, and ``apply_edit`` is the one place that changes text.
+can look at, and ``apply_edit`` is the one place that changes a unit.
 
-Every edit goes through ``rigctl.host.unitfile``, which splits at "\\n" only and never writes a line
-break a reader would not see.
+Every edit is applied to the parsed lines of the unit's files (``rigctl.host.unit.UnitEdits``, through
+``rigctl.host.unitfile``'s edits), which split at "\\n" only and never write a line break a reader would
+not see; the new texts are spelt once, when the plan is made.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from rigctl.host.unitfile import Entry, join_lines, one_line, parse, remove_entries, remove_option, set_key
+from rigctl.host.unit import UnitEdits
+from rigctl.host.unitfile import Entry, one_line, remove_entries, remove_option, replace_word, set_key
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,8 @@ class Remove:
 
 @dataclass(frozen=True)
 class ReplaceWord:
-    """Replace one whole word inside the assignment ``entry`` (found again by re-parsing its file, so
-    earlier edits do not shift it)."""
+    """Replace one whole word inside the assignment ``entry`` (found again among the edited lines of its
+    file by section, key and the word, so earlier edits do not shift it)."""
 
     entry: Entry
     old: str
@@ -50,31 +51,15 @@ class ReplaceWord:
 Edit = SetKey | Remove | ReplaceWord
 
 
-def apply_edit(edit: Edit, texts: dict[str, str]) -> None:
-    """Apply ``edit`` to ``texts`` ({path: text} of one unit's files), in place."""
+def apply_edit(edit: Edit, unit: UnitEdits) -> None:
+    """Apply ``edit`` to ``unit`` (the parsed files of one unit, as edited so far), in place."""
+    files = unit.files
     match edit:
         case SetKey(path, section, key, value, after):
-            texts[path] = set_key(texts[path], path, section, key, value, after=after)
+            files[path] = set_key(files[path], section, key, value, after=after)
         case Remove(section, key, option):
-            for path, text in list(texts.items()):
-                texts[path] = (remove_entries(text, path, section, key) if option is None
-                               else remove_option(text, path, section, [key], option))
-        case ReplaceWord():
-            _replace_word(edit, texts)
-
-
-def _replace_word(edit: ReplaceWord, texts: dict[str, str]) -> None:
-    entry, old = edit.entry, edit.old
-    # word edges are systemd's WHITESPACE, never \s (which also matches U+2028, U+3000 ...)
-    pattern = re.compile(r"(?<![^ \t\n\r=\"'])" + re.escape(old) + r"(?![^ \t\n\r\"'\\])")
-    text = texts[entry.file]
-    parsed = parse(entry.file, text)
-    for current in parsed.entries:
-        if current.section == entry.section and current.key == entry.key and old in current.value:
-            lines = list(parsed.lines)  # split at "\n" only, like every reader of the unit
-            raw = "\n".join(lines[current.first : current.last + 1])
-            key, eq, rest = raw.partition("=")
-            rest = pattern.sub(lambda _: edit.new, rest, count=1)  # taken literally, no \1 escapes
-            lines[current.first : current.last + 1] = (key + eq + rest).split("\n")
-            texts[entry.file] = join_lines(lines)
-            return
+            for path, f in list(files.items()):
+                files[path] = (remove_entries(f, section, key) if option is None
+                               else remove_option(f, section, [key], option))
+        case ReplaceWord(entry, old, new):
+            files[entry.file] = replace_word(files[entry.file], entry.section, entry.key, old, new)

@@ -1,8 +1,9 @@
 """``doctor --fix``: plan the edits of every fixable unit (pure), and write them (all or none).
 
-``plan_fixes`` applies the edits the rules proposed to the unit's texts and returns the new texts;
-nothing is written there. ``rewrite`` is the only writer: it finds each file again without following
-links, checks it is still what doctor read, keeps a backup and renames every new text in at once.
+``plan_fixes`` applies the edits the rules proposed to the parsed lines of the unit's files (read once,
+by the audit) and returns the new texts, spelt once; nothing is written there. ``rewrite`` is the only
+writer: it finds each file again without following links, checks it is still what doctor read, keeps a
+backup and renames every new text in at once.
 What ``--fix`` may touch at all (``fix_refusal``) is decided from where discovery found the file.
 """
 
@@ -18,7 +19,7 @@ from rigctl.deploy.install import sigint_deferred
 from rigctl.doctor.audit import read_units, unit_findings
 from rigctl.doctor.edits import apply_edit
 from rigctl.doctor.host_state import DoctorFacts
-from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unit import Unit
 from rigctl.host.unitfile import lines_with_ends
 from rigctl.host.unitsnapshot import Found, Snapshot
 from rigctl.util import safefs
@@ -43,7 +44,7 @@ class FileChange:
 
 @dataclass(frozen=True)
 class FixPlan:
-    unit: UnitFile
+    unit: Unit
     managed: bool
     fixed: tuple[str, ...]  # finding ids the changes address
     changes: tuple[FileChange, ...]
@@ -51,25 +52,27 @@ class FixPlan:
     def patch(self) -> str:
         return "".join(c.diff() for c in self.changes)
 
-    def fixed_unit(self) -> UnitFile:
+    def fixed_unit(self) -> Unit:
+        """The unit as the changes leave it: the changed files are read again (what --fix wrote, as its
+        readers will read it), the others keep what was parsed of them."""
         return self.unit.with_texts({c.path: c.after for c in self.changes})
 
 
-def plan_fixes(units: Sequence[UnitFile], facts: DoctorFacts) -> list[FixPlan]:
+def plan_fixes(units: Sequence[Unit], facts: DoctorFacts) -> list[FixPlan]:
     """For every unit with auto-fixable findings: the rewritten files. Nothing is written here."""
     contexts, _ = read_units(units, facts)
     plans: list[FixPlan] = []
     for ctx in contexts:
-        texts = ctx.unit.texts()
+        draft = ctx.unit.edits()
         fixed: list[str] = []
         for finding, edits in unit_findings(ctx):
             if not edits:
                 continue
             for edit in edits:
-                apply_edit(edit, texts)
+                apply_edit(edit, draft)
             fixed.append(finding.id)
         before = ctx.unit.texts()
-        changes = tuple(FileChange(p, before[p], texts[p]) for p in before if texts[p] != before[p])
+        changes = tuple(FileChange(p, before[p], after) for p, after in draft.changed().items())
         if changes:
             plans.append(FixPlan(ctx.unit, ctx.managed, tuple(fixed), changes))
     return plans

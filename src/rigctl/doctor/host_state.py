@@ -19,7 +19,7 @@ from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, pro
 from rigctl.host.facts import Cdi, CdiSpec
 from rigctl.host.probes import probe_cdi
 from rigctl.host.quadlet import find_quadlet
-from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unit import Unit
 from rigctl.host.unitfile import UnitParseError
 from rigctl.places import Scope
 from rigctl.util.proc import run
@@ -68,7 +68,7 @@ def snapshot_facts(driver_text: str, cdi_texts: Mapping[str, str]) -> DoctorFact
                        cdi=Cdi(dirs=list(CDI_DIRS), specs=specs))
 
 
-def local_facts(units: Sequence[UnitFile], *, driver_file: str = DRIVER_VERSION_FILE,
+def local_facts(units: Sequence[Unit], *, driver_file: str = DRIVER_VERSION_FILE,
                 cdi_dirs: Sequence[str] = CDI_DIRS) -> DoctorFacts:
     version, source = probe_driver(driver_file)
     scopes = sorted({u.scope for u in units if u.kind == "container" and u.scope != "path"})
@@ -83,13 +83,13 @@ def local_facts(units: Sequence[UnitFile], *, driver_file: str = DRIVER_VERSION_
 IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}")
 
 
-def unpinned_images(units: Sequence[UnitFile]) -> list[str]:
+def unpinned_images(units: Sequence[Unit]) -> list[str]:
     """Unpinned image references of podman-run units that look like image references: a value from a
     unit file reaches podman only when it cannot be read as an option."""
     images: list[str] = []
     for unit in units:
         try:
-            spec = describe(unit.kind, unit.merged())
+            spec = describe(unit)
         except UnitParseError:
             continue  # an unreadable unit is audit()'s finding; it has no image to pin
         if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \
@@ -113,13 +113,13 @@ def local_image_digests(images: Sequence[str]) -> dict[str, str]:
     return digests
 
 
-def service_of(unit: UnitFile) -> str | None:
+def service_of(unit: Unit) -> str | None:
     """The service systemd runs from ``unit``: quadlet's NAME.service for NAME.container (or its
     ServiceName=), a .service file's own name; None for a template, which runs under other names."""
     name = unit.path.rsplit("/", 1)[-1]
     if unit.kind == "container":
         try:
-            given = unit.merged().value("Container", "ServiceName")
+            given = unit.merged.value("Container", "ServiceName")
         except UnitParseError:
             given = None
         stem = given.removesuffix(".service") if given else name.removesuffix(".container")

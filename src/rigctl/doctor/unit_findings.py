@@ -1,5 +1,5 @@
 """What doctor says about a unit: a finding. What it reads, a unit file with its drop-ins, is
-``rigctl.host.unitdirs.UnitFile``, the type ``rigctl status`` loads too."""
+``rigctl.host.unit.Unit``, the type ``rigctl status`` loads too."""
 
 from __future__ import annotations
 

@@ -56,6 +56,7 @@ from rigctl.fleet.ssh import (
     unreachable,
 )
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
+from rigctl.host.unit import Unit
 from rigctl.host.unitdirs import SERVICE_HINT, USERS_DIR, Root, collect, default_roots, uid_dirs
 from rigctl.host.unitsnapshot import SKIP_DIRS, Skipped
 from rigctl.recipe.problems import format_validation_error
@@ -951,7 +952,7 @@ def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], std
     result.ok = bool(document["ok"]) and not any(f["severity"] == "fail" for f in judged)
 
 
-def _no_remote_fix(host: Host, units: Sequence[Any], facts: DoctorFacts) -> dict[str, Any]:
+def _no_remote_fix(host: Host, units: Sequence[Unit], facts: DoctorFacts) -> dict[str, Any]:
     """--fix on a host without rigctl: nothing is changed there; the patches rigctl would apply are
     proposed, made here from the files the snapshot shipped."""
     why = (f"rigctl is not installed on {host.name} ({_brief(_program(host))} not found): --fix rewrites units "

@@ -3,7 +3,7 @@
 share, so the two never disagree about a unit or its drop-ins.
 
 A snapshot is a mapping {absolute path: text}: read from this host (``unitsnapshot``) or shipped back
-from another one over ssh. ``collect`` turns a snapshot and the roots it was taken from into UnitFiles
+from another one over ssh. ``collect`` turns a snapshot and the roots it was taken from into Units
 the way quadlet 5.x and systemd see them (each checked against the real generator in tests/host):
 
 - the first root that holds a name wins; a root below another (/etc/containers/systemd/users below
@@ -24,12 +24,11 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Literal
 
-from rigctl.host.unitfile import MergedUnit, dropin_dirs, parse
+from rigctl.host.unit import SearchScope, SourceFile, Unit, generated_service
+from rigctl.host.unitfile import dropin_dirs
 from rigctl.invocation import default_below
 
 RootKind = Literal["quadlet", "systemd", "path"]
-SearchScope = Literal["system", "user", "path"]
-UnitKind = Literal["container", "service"]
 
 # A .service is only worth shipping/parsing when it mentions a container tool or a known engine.
 SERVICE_HINT = re.compile(
@@ -161,47 +160,6 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
     return roots
 
 
-# --- a unit as found -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DropIn:
-    """Kept apart from its unit's text: a finding names the file that holds its line, and a fix rewrites
-    that file."""
-
-    path: str
-    text: str
-
-
-@dataclass(frozen=True)
-class UnitFile:
-    """A unit file as found on a host, with the drop-ins that apply to it (in the order systemd
-    applies them)."""
-
-    path: str
-    text: str
-    dropins: tuple[DropIn, ...] = ()
-    scope: SearchScope = "path"
-
-    @property
-    def kind(self) -> UnitKind:
-        return "container" if self.path.endswith(".container") else "service"
-
-    def texts(self) -> dict[str, str]:
-        return {self.path: self.text, **{d.path: d.text for d in self.dropins}}
-
-    def with_texts(self, texts: Mapping[str, str]) -> UnitFile:
-        return UnitFile(
-            self.path,
-            texts.get(self.path, self.text),
-            tuple(DropIn(d.path, texts.get(d.path, d.text)) for d in self.dropins),
-            self.scope,
-        )
-
-    def merged(self) -> MergedUnit:
-        return MergedUnit.of(parse(self.path, self.text), [parse(d.path, d.text) for d in self.dropins])
-
-
 # --- which root a file belongs to ------------------------------------------------------------------------
 
 
@@ -284,8 +242,8 @@ def _dropin_order(index: ConfIndex, roots: Sequence[Root], all_roots: Sequence[R
     return [path for _, path in sorted(found)]
 
 
-def _dropins(tree: Mapping[str, str], index: ConfIndex, roots: Sequence[Root], all_roots: Sequence[Root],
-             dirnames: Sequence[str]) -> tuple[DropIn, ...]:
+def _dropins(files: dict[str, SourceFile], tree: Mapping[str, str], index: ConfIndex, roots: Sequence[Root],
+             all_roots: Sequence[Root], *, dirnames: Sequence[str]) -> tuple[SourceFile, ...]:
     """The drop-ins of a unit whose drop-in directories are ``dirnames`` (type-level first, as
     ``dropin_dirs`` names them): quadlet's, then systemd's; of each, the first file of every name, all
     applied in the order of their names."""
@@ -296,13 +254,15 @@ def _dropins(tree: Mapping[str, str], index: ConfIndex, roots: Sequence[Root], a
         for path in _dropin_order(index, roots, all_roots, group, by_root=not systemd):
             first.setdefault(PurePosixPath(path).name, path)
         chosen += [first[name] for name in sorted(first)]
-    return tuple(DropIn(path, tree[path]) for path in chosen)
+    return tuple(files.setdefault(path, SourceFile(path, tree[path])) for path in chosen)
 
 
-def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
+def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[Unit]:
     """The units of ``tree`` (a snapshot of ``roots``), each with the drop-ins that apply to it. Near
-    linear in the files: sorted once, drop-ins looked up by their directory's name (``conf_index``)."""
-    units: list[UnitFile] = []
+    linear in the files: sorted once, drop-ins looked up by their directory's name (``conf_index``). A
+    drop-in that applies to several units is one SourceFile for all of them, parsed once."""
+    units: list[Unit] = []
+    dropins: dict[str, SourceFile] = {}
     seen: set[tuple[str, str, str]] = set()  # (scope, whose units see each other, file name)
     paths = sorted(p for p in tree if p.endswith((".container", ".service")) or any(r.kind == "path" for r in roots))
     index = conf_index(tree)
@@ -324,8 +284,9 @@ def collect(tree: Mapping[str, str], roots: Sequence[Root]) -> list[UnitFile]:
                 continue
             seen.add(key)
             together = sorted((r for r in roots if _together(root, r)), key=lambda r: r.rank)
-            units.append(UnitFile(path, text, _dropins(tree, index, together, roots, dropin_dirs(path, text)),
-                                  root.scope))
+            main = SourceFile(path, text)
+            dirnames = dropin_dirs(path, generated_service(main))
+            units.append(Unit(main, _dropins(dropins, tree, index, together, roots, dirnames=dirnames), root.scope))
     return units
 
 

@@ -20,7 +20,9 @@ would turn into extra keys here while the real unit has none, and an edit would 
 real lines. Likewise whitespace is systemd's ``WHITESPACE`` (" \\t\\n\\r"), never Python's Unicode-aware
 ``str.strip()`` / ``str.isspace()`` / ``\\s``.
 
-Nothing here touches the filesystem: callers hand in text and get text back.
+Nothing here touches the filesystem: callers hand in text and get a ParsedFile back, which the edits
+take and give (their text spelt once, when asked: ``ParsedFile.text``). The unit a file belongs to, parsed
+once with its drop-ins, is ``rigctl.host.unit``'s.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 # systemd's WHITESPACE; quadlet splits words on the same four characters (WhitespaceSeparators)
@@ -118,10 +120,24 @@ class Entry:
 
 @dataclass(frozen=True)
 class ParsedFile:
+    """One file, read: its physical lines, assignments and section headers. The edits below take one and
+    give a new one, changing its lines and the entries read from them in place of reading the text again
+    (podman's UnitFile.Set/Unset keep their parsed lines the same way); ``text`` is spelt once, when asked.
+    ``cont[i]``: a logical line is still open after line ``i`` (were more lines to follow), so no edit
+    may cut in there without changing how the lines around it read."""
+
     path: str
     lines: tuple[str, ...]
     entries: tuple[Entry, ...]
     sections: tuple[tuple[str, int], ...]  # (name, header line index) in file order
+    cont: tuple[bool, ...]
+    source: str | None = None  # the text as read, while no edit has touched it
+    broken: UnitParseError | None = None  # an edit left lines its reader refuses: the next edit raises it
+
+    @property
+    def text(self) -> str:
+        """The file's text: as read, or (once edited) its lines, each ending with "\\n"."""
+        return self.source if self.source is not None else join_lines(self.lines)
 
 
 def parse(path: str, text: str) -> ParsedFile:
@@ -132,19 +148,29 @@ def parse(path: str, text: str) -> ParsedFile:
         lines = unit_lines(text)
     except UnitParseError as exc:
         raise UnitParseError(f"{path}: {exc}") from None
-    reader = _QuadletReader(path) if quadlet_reads(path) else _SystemdReader(path)
-    reader.read(lines)
-    return ParsedFile(path, tuple(lines), tuple(reader.entries), tuple(reader.sections))
+    reader = _reader(path)
+    reader.read(lines, 0, len(lines) - 1)
+    return ParsedFile(path, tuple(lines), tuple(reader.entries), tuple(reader.sections), tuple(reader.cont), text)
+
+
+def _reader(path: str, section: str | None = None) -> _Reader:
+    """The reader of this file (``quadlet_reads``), starting in ``section``."""
+    return _QuadletReader(path, section) if quadlet_reads(path) else _SystemdReader(path, section)
 
 
 class _Reader:
-    def __init__(self, path: str) -> None:
+    """Reads ``lines``, the file's lines from index ``offset`` on (the whole file, or the lines an edit wrote),
+    ``end`` being the index of the file's last line. ``read`` says whether a logical line is left open at the
+    end of ``lines`` before ``end`` (the lines after them would continue it)."""
+
+    def __init__(self, path: str, section: str | None = None) -> None:
         self.path = path
-        self.section: str | None = None
+        self.section = section
         self.entries: list[Entry] = []
         self.sections: list[tuple[str, int]] = []
+        self.cont: list[bool] = []
 
-    def read(self, lines: list[str]) -> None:
+    def read(self, lines: Sequence[str], offset: int, end: int) -> bool:
         raise NotImplementedError
 
     def refuse(self, index: int, why: str) -> UnitParseError:
@@ -157,26 +183,32 @@ class _SystemdReader(_Reader):
     becoming a space; anything else (a blank line too) ends the logical line; a continuation still open
     at the end of the file is parsed."""
 
-    def read(self, lines: list[str]) -> None:
+    def read(self, lines: Sequence[str], offset: int, end: int) -> bool:
         pending: list[str] = []
         first = last = 0
-        for i, physical in enumerate(lines):
+        cont = self.cont
+        for i, physical in enumerate(lines, offset):
             raw = physical.removesuffix("\r")  # "\r\n" ends the line (unit_lines let no other CR through)
             if i == 0:
                 raw = raw.removeprefix(_BOM)
             if raw.lstrip(WHITESPACE)[:1] in ("#", ";"):
+                cont.append(bool(pending))
                 continue
             if not pending:
                 first = i
             last = i
             if (len(raw) - len(raw.rstrip("\\"))) % 2:
                 pending.append(raw[:-1] + " ")
+                cont.append(True)
                 continue
             pending.append(raw)
+            cont.append(False)
             self.logical("".join(pending), first, last)
             pending = []
-        if pending:
+        if pending and offset + len(lines) - 1 == end:
             self.logical("".join(pending), first, last)
+            return False
+        return bool(pending)
 
     def logical(self, text: str, first: int, last: int) -> None:
         line = text.strip(WHITESPACE)
@@ -202,13 +234,14 @@ class _QuadletReader(_Reader):
     appended; a continuation still open at the end of the file is dropped. A line that is not a group,
     a key or a comment, a key before any group, or a bad group name makes quadlet refuse the file."""
 
-    def read(self, lines: list[str]) -> None:
+    def read(self, lines: Sequence[str], offset: int, end: int) -> bool:
         pending: list[str] = []
         first = 0
-        end = len(lines) - 1
-        for i, raw in enumerate(lines):
+        cont = self.cont
+        for i, raw in enumerate(lines, offset):
             line = raw.strip(GO_SPACE)
             if not line or line[0] in "#;":
+                cont.append(bool(pending))
                 continue
             if not pending:
                 first = i
@@ -216,10 +249,15 @@ class _QuadletReader(_Reader):
                 line = line[:-1]
                 if i != end:
                     pending.append(line)
+                    cont.append(True)
                     continue
+                cont.append(True)  # the last line is taken as it is, but a line added after it would continue it
+            else:
+                cont.append(False)
             pending.append(line)
             self.logical("".join(pending), first, i)
             pending = []
+        return bool(pending) and offset + len(lines) - 1 != end
 
     def logical(self, line: str, first: int, last: int) -> None:
         close = line.find("]")
@@ -247,16 +285,17 @@ def _is_control(ch: str) -> bool:
     return ch <= "\x1f" or "\x7f" <= ch <= "\x9f"
 
 
-def dropin_dirs(path: str, text: str) -> list[str]:
+def dropin_dirs(path: str, service: str) -> list[str]:
     """The names of the drop-in directories that apply to a unit, least specific first: quadlet's
     ``container.d``, ``PREFIX-.container.d`` for every prefix of the name cut after a dash, and
-    ``NAME.container.d``; then systemd's, the same way, for the service quadlet generates
-    (``ServiceName=`` or NAME.service). Cut names matter to rigctl: a drop-in in ``rigctl-.container.d``
-    applies to every unit rigctl installs (quadlet 5.4 and systemd both read them)."""
+    ``NAME.container.d``; then, for a ``.container``, systemd's the same way for ``service``, the service
+    quadlet generates from it (``rigctl.host.unit.generated_service``). Cut names matter to rigctl: a
+    drop-in in ``rigctl-.container.d`` applies to every unit rigctl installs (quadlet 5.4 and systemd both
+    read them)."""
     name = PurePosixPath(path).name
     if not name.endswith(".container"):
         return _levels(name)
-    return [*_levels(name), *_levels(service_name(path, text))]
+    return [*_levels(name), *_levels(service)]
 
 
 def shared_dropin_dir(name: str) -> bool:
@@ -278,19 +317,6 @@ def _levels(name: str) -> list[str]:
     pieces = prefix.split("-")
     cut = [f"{head}-.{suffix}.d" for i in range(1, len(pieces)) if (head := "-".join(pieces[:i]))]
     return [f"{suffix}.d", *cut, *([f"{prefix}@.{suffix}.d"] if at else []), f"{name}.d"]
-
-
-def service_name(path: str, text: str) -> str:
-    """The service quadlet generates from a ``.container``. An unreadable file keeps its default name:
-    the audit reports it, and its drop-ins are still gathered by name."""
-    try:
-        entries: tuple[Entry, ...] = parse(path, text).entries
-    except UnitParseError:
-        entries = ()
-    for entry in entries:
-        if entry.section == "Container" and entry.key == "ServiceName" and entry.value:
-            return entry.value if entry.value.endswith(".service") else entry.value + ".service"
-    return PurePosixPath(path).stem + ".service"
 
 
 @dataclass(frozen=True)
@@ -428,8 +454,11 @@ def format_seconds(seconds: float) -> str:
 
 
 # --- edits -------------------------------------------------------------------------------------------
-# Every edit splits with unit_lines and joins with join_lines, so lines it does not touch come back
-# byte for byte (U+2028 and friends included) and it never adds a line break a reader would not see.
+# An edit takes a ParsedFile and gives a new one: the lines it writes replace lines of the old one, and only
+# those are read (``splice``), the entries around them kept, moved by as many lines as were added or taken.
+# Lines it does not touch come back byte for byte (U+2028 and friends included), and it never adds a line
+# break a reader would not see. Each edit spells its lines as the edit of the text before it did, so the
+# text written is the same, byte for byte, as editing the text and reading it again at every step.
 
 _LINE_END = re.compile(r"[\n\r\x00]")
 
@@ -441,53 +470,93 @@ def one_line(line: str) -> str:
     return line
 
 
-def replace_entry(text: str, path: str, entry: Entry, new_line: str | None) -> str:
+def _section_before(f: ParsedFile, index: int) -> str | None:
+    """The section in effect for a line at ``index``: the last header above it."""
+    found = None
+    for name, idx in f.sections:
+        if idx >= index:
+            break
+        found = name
+    return found
+
+
+def splice(f: ParsedFile, start: int, stop: int, new: Sequence[str]) -> ParsedFile:
+    """``f`` with its lines ``start``..``stop`` (exclusive) replaced by ``new``: only ``new`` is read, from the
+    section in effect there. Where that could read differently from reading the whole new text (the cut lies
+    inside a continued line, the new lines leave one open, a header among them would take the lines below,
+    a byte-order mark comes to the first line) the whole text is read again instead. Lines a reader refuses
+    are kept, and so is the refusal (``broken``): the next edit raises it, as reading its text would."""
+    lines = (*f.lines[:start], *new, *f.lines[stop:])
+    if f.broken:
+        return ParsedFile(f.path, lines, f.entries, f.sections, f.cont, broken=f.broken)
+    end = len(lines) - 1
+    reader = _reader(f.path, _section_before(f, start))
+    clean = (start == 0 or not f.cont[start - 1]) and (stop == start or stop == len(f.lines) or not f.cont[stop - 1])
+    if clean and start == 0 and not new and lines and isinstance(reader, _SystemdReader):
+        clean = not lines[0].startswith(_BOM)
+    try:
+        if clean:
+            clean = not reader.read(new, start, end)
+        if clean and stop < len(f.lines) and reader.section != _section_before(f, stop) \
+                and not any(idx == stop for _, idx in f.sections):
+            clean = False
+    except UnitParseError as exc:
+        return ParsedFile(f.path, lines, f.entries, f.sections, f.cont, broken=exc)
+    if not clean:
+        try:
+            return replace(parse(f.path, join_lines(lines)), source=None)
+        except UnitParseError as exc:
+            return ParsedFile(f.path, lines, f.entries, f.sections, f.cont, broken=exc)
+    delta = len(new) - (stop - start)
+    entries = (*(e for e in f.entries if e.last < start), *reader.entries,
+               *(replace(e, first=e.first + delta, last=e.last + delta) for e in f.entries if e.first >= stop))
+    sections = (*((n, i) for n, i in f.sections if i < start), *reader.sections,
+                *((n, i + delta) for n, i in f.sections if i >= stop))
+    return ParsedFile(f.path, lines, entries, sections, (*f.cont[:start], *reader.cont, *f.cont[stop:]))
+
+
+def replace_entry(f: ParsedFile, entry: Entry, new_line: str | None) -> ParsedFile:
     """Replace the physical lines of ``entry`` with ``new_line`` (None deletes them)."""
-    lines = unit_lines(text)
-    lines[entry.first : entry.last + 1] = [] if new_line is None else [one_line(new_line)]
-    return join_lines(lines)
+    return splice(f, entry.first, entry.last + 1, [] if new_line is None else [one_line(new_line)])
 
 
-def set_key(text: str, path: str, section: str, key: str, value: str, *, after: str | None = None) -> str:
+def set_key(f: ParsedFile, section: str, key: str, value: str, *, after: str | None = None) -> ParsedFile:
     """Set a scalar key: rewrite its last assignment in this file, or add it right after the key
     ``after`` when present, else at the end of the section (creating the section before [Install]
     when the file has none)."""
     assignment = one_line(f"{key}={value}")
-    parsed = parse(path, text)
-    mine = [e for e in parsed.entries if e.section == section and e.key == key]
+    if f.broken:
+        raise f.broken
+    mine = [e for e in f.entries if e.section == section and e.key == key]
     if mine:
-        return replace_entry(text, path, mine[-1], assignment)
-    lines = list(parsed.lines)
-    anchor = [e for e in parsed.entries if e.section == section and e.key == after] if after else []
+        return replace_entry(f, mine[-1], assignment)
+    lines = f.lines
+    anchor = [e for e in f.entries if e.section == section and e.key == after] if after else []
     if anchor:
-        lines[anchor[-1].last + 1 : anchor[-1].last + 1] = [assignment]
-        return join_lines(lines)
-    headers = [(name, idx) for name, idx in parsed.sections if name == section]
+        return splice(f, anchor[-1].last + 1, anchor[-1].last + 1, [assignment])
+    headers = [(name, idx) for name, idx in f.sections if name == section]
     if headers:
         _, start = headers[-1]
-        later = [idx for _, idx in parsed.sections if idx > start]
+        later = [idx for _, idx in f.sections if idx > start]
         end = later[0] if later else len(lines)
         insert_at = end
         while insert_at - 1 > start and not lines[insert_at - 1].strip(WHITESPACE):
             insert_at -= 1  # keep the blank line that separates sections after the new key
-        lines[insert_at:insert_at] = [assignment]
-    else:
-        install = [idx for name, idx in parsed.sections if name == "Install"]
-        block = [one_line(f"[{section}]"), assignment, ""]
-        if install:
-            lines[install[0] : install[0]] = block
-        else:
-            if lines and lines[-1].strip(WHITESPACE):
-                lines.append("")
-            lines.extend(block[:-1])
-    return join_lines(lines)
+        return splice(f, insert_at, insert_at, [assignment])
+    install = [idx for name, idx in f.sections if name == "Install"]
+    block = [one_line(f"[{section}]"), assignment, ""]
+    if install:
+        return splice(f, install[0], install[0], block)
+    gap = [""] if lines and lines[-1].strip(WHITESPACE) else []
+    return splice(f, len(lines), len(lines), [*gap, *block[:-1]])
 
 
-def remove_entries(text: str, path: str, section: str, key: str) -> str:
-    parsed = parse(path, text)
-    for entry in reversed([e for e in parsed.entries if e.section == section and e.key == key]):
-        text = replace_entry(text, path, entry, None)
-    return text
+def remove_entries(f: ParsedFile, section: str, key: str) -> ParsedFile:
+    if f.broken:
+        raise f.broken
+    for entry in reversed([e for e in f.entries if e.section == section and e.key == key]):
+        f = replace_entry(f, entry, None)
+    return f
 
 
 # systemd's WHITESPACE, and a continuation (backslash, newline) between words of a raw command line
@@ -504,16 +573,16 @@ def option_pattern(option: str, takes_value: bool = True) -> re.Pattern[str]:
     return re.compile(r"(?<![^ \t\n\r=])" + re.escape(option) + value + r"(?![^ \t\n\r\\])")
 
 
-def remove_option(text: str, path: str, section: str, keys: Iterable[str], option: str) -> str:
+def remove_option(f: ParsedFile, section: str, keys: Iterable[str], option: str) -> ParsedFile:
     """Delete ``option`` (and its value) from every assignment of ``keys`` in this file. An assignment
     left with no value is dropped."""
     pattern = option_pattern(option)
     bare = option_pattern(option, takes_value=False)
-    parsed = parse(path, text)
+    if f.broken:
+        raise f.broken
     wanted = set(keys)
-    for entry in reversed([e for e in parsed.entries if e.section == section and e.key in wanted]):
-        lines = unit_lines(text)
-        raw = "\n".join(lines[entry.first : entry.last + 1])
+    for entry in reversed([e for e in f.entries if e.section == section and e.key in wanted]):
+        raw = "\n".join(f.lines[entry.first : entry.last + 1])
         new = pattern.sub("", raw)
         new = bare.sub("", new)
         if new == raw:
@@ -526,18 +595,30 @@ def remove_option(text: str, path: str, section: str, keys: Iterable[str], optio
         joined = re.sub(r"^([^=]*=)[ \t]+", r"\1", "\n".join(new_lines))
         _, _, v = joined.partition("=")
         if not v.strip(WHITESPACE):
-            text = replace_entry(text, path, entry, None)
+            f = replace_entry(f, entry, None)
         else:
-            lines[entry.first : entry.last + 1] = joined.split("\n")
-            text = join_lines(lines)
-    return text
+            f = splice(f, entry.first, entry.last + 1, joined.split("\n"))
+    return f
 
 
-def replace_in_entry(text: str, path: str, entry: Entry, old: str, new: str) -> str:
+def replace_in_entry(f: ParsedFile, entry: Entry, old: str, new: str) -> ParsedFile:
     """Replace the first occurrence of ``old`` inside the raw lines of ``entry``."""
-    lines = unit_lines(text)
-    raw = "\n".join(lines[entry.first : entry.last + 1])
+    raw = "\n".join(f.lines[entry.first : entry.last + 1])
     if old not in raw:
-        return text
-    lines[entry.first : entry.last + 1] = raw.replace(old, one_line(new), 1).split("\n")
-    return join_lines(lines)
+        return f
+    return splice(f, entry.first, entry.last + 1, raw.replace(old, one_line(new), 1).split("\n"))
+
+
+def replace_word(f: ParsedFile, section: str, key: str, old: str, new: str) -> ParsedFile:
+    """Replace the whole word ``old`` (its edges systemd's WHITESPACE or quotes, never \\s, which also
+    matches U+2028, U+3000 ...) with ``new`` in the first assignment of ``key`` whose value holds it."""
+    pattern = re.compile(r"(?<![^ \t\n\r=\"'])" + re.escape(old) + r"(?![^ \t\n\r\"'\\])")
+    if f.broken:
+        raise f.broken
+    for current in f.entries:
+        if current.section == section and current.key == key and old in current.value:
+            raw = "\n".join(f.lines[current.first : current.last + 1])
+            name, eq, rest = raw.partition("=")
+            rest = pattern.sub(lambda _: new, rest, count=1)  # taken literally, no \1 escapes
+            return splice(f, current.first, current.last + 1, (name + eq + rest).split("\n"))
+    return f

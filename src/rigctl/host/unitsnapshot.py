@@ -12,7 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rigctl.errors import InvalidInputError
-from rigctl.host.unitdirs import SERVICE_HINT, Root, UnitFile, collect, default_roots, numbered, quadlet_roots, searched
+from rigctl.host.unit import Unit
+from rigctl.host.unitdirs import SERVICE_HINT, Root, collect, default_roots, numbered, quadlet_roots, searched
 from rigctl.invocation import current
 from rigctl.util import safefs
 from rigctl.util.safefs import SafeDir
@@ -253,7 +254,7 @@ def login_roots(other_homes: Sequence[str] = (), other_uids: Mapping[int, str] |
                          data=str(me.data_home) if me.data_given else None, other_uids=other_uids)
 
 
-def scope_units(scopes: Collection[str]) -> tuple[list[UnitFile], Snapshot]:
+def scope_units(scopes: Collection[str]) -> tuple[list[Unit], Snapshot]:
     """The quadlet units of ``scopes`` on this host, each as the generator of its scope sees it: the
     first of the login's directories that holds a name, with every drop-in quadlet applies. Only the
     directories of ``scopes`` are read, but all are named to ``collect``: a deeper directory

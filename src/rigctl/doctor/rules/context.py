@@ -10,20 +10,29 @@ from dataclasses import dataclass
 from rigctl.doctor.edits import Edit
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.serving import ServingSpec
-from rigctl.host.unitdirs import UnitFile
+from rigctl.host.unit import Unit
 from rigctl.host.unitfile import Entry, MergedUnit
 from rigctl.severity import Severity
 
 
 @dataclass(frozen=True)
 class RuleContext:
-    """One serving unit, read: its files, their merged keys, what it serves, the host facts."""
+    """One serving unit, read (its files, parsed once, and what is derived from them: ``rigctl.host.unit``),
+    what it serves, the host facts."""
 
-    unit: UnitFile
-    merged: MergedUnit
+    unit: Unit
     spec: ServingSpec
     facts: DoctorFacts
-    managed: bool  # rigctl's own (``rigctl.host.managed``): --fix may rewrite it
+
+    @property
+    def merged(self) -> MergedUnit:
+        """Its keys, drop-ins applied."""
+        return self.unit.merged
+
+    @property
+    def managed(self) -> bool:
+        """rigctl's own (``Unit.managed``): --fix may rewrite it."""
+        return self.unit.managed
 
     @property
     def run_keys(self) -> tuple[str, str]:

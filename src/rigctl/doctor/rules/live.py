@@ -9,7 +9,6 @@ import time
 
 from rigctl.doctor.host_state import LiveUnit
 from rigctl.doctor.rules.context import Hit, RuleContext
-from rigctl.host.managed import container_labels, service_labels
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.severity import Severity
 
@@ -27,7 +26,7 @@ def _ended(live: LiveUnit) -> str:
 
 def _why(ctx: RuleContext, live: LiveUnit) -> str:
     """Where to read why it died: rigctl's logs for its own units, else the manager's journal."""
-    labels = container_labels(ctx.merged) if ctx.unit.kind == "container" else service_labels(ctx.merged)
+    labels = ctx.unit.labels
     name = labels.get("rigctl.recipe") if ctx.managed else None
     name = name if name and recipe_name_problem(name) is None else None  # pasted into a shell: a plain name only
     journal = f"journalctl{' --user' if live.scope == 'user' else ''} -u {live.service}"
