@@ -99,7 +99,11 @@ class Rig:
             data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
-        self.deployed.append(name)
+        if name not in self.deployed:
+            # a container of this name left by an earlier run that was killed (its unit gone, the container
+            # up) would be taken for this test's: "running" seen before this test's `up` has even started
+            self.podman("rm", "--force", "--ignore", "--", f"rigctl-{name}")
+            self.deployed.append(name)
         return path
 
     def run(self, *args: str, timeout: float = 180) -> tuple[int, dict[str, Any]]:
