@@ -70,9 +70,9 @@ def console(out: TextIO, width: int | None = None) -> Any:
     came out empty). FORCE_COLOR colours even there, as it asks; rich alone would leave it plain."""
     from rich.console import Console
 
-    forced = "standard" if os.environ.get("FORCE_COLOR") and _dumb() else "auto"
-    return Console(file=out, width=width or columns(out), height=25, color_system=forced, emoji=False,
-                   highlight=False, soft_wrap=False)
+    forced = bool(os.environ.get("FORCE_COLOR")) and _dumb()
+    return Console(file=out, width=width or columns(out), height=25, color_system="standard" if forced else "auto",
+                   emoji=False, highlight=False, soft_wrap=False)
 
 
 def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, title: str | None = None,
