@@ -1,15 +1,15 @@
 """Issue #15, the rest: output that pipes, the podman and the scope taken from the host, names that find their
 recipe, tables that follow COLUMNS without breaking a command, --quiet/--verbose, and a README that lists
 the commands and exit codes there are. Every case runs rigctl as an operator types it (a real process,
-text and --json), on the testbed where it needs one: podman 4.3, the quadlet 5.4 generator the testbed
-installs for the user manager (and points RIGCTL_QUADLET at), a `systemd --user` manager."""
+text and --json), on the testbed where it needs one, in the flavour found (``podman_flavour``): podman 4.3
+with the quadlet 5.4 generator the testbed installs for the user manager only (and points RIGCTL_QUADLET
+at), or podman 5.4 with the generators its package installs for both managers; a `systemd --user` manager."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import require_or_skip
+from tests.conftest import podman_flavour, require_or_skip
 
 from rigctl.exitcodes import ExitCode
 from rigctl.host.quadlet import find_quadlet
@@ -29,7 +29,10 @@ pytestmark = pytest.mark.timeout(180)
 REPO = Path(__file__).resolve().parents[2]
 H200 = REPO / "tests" / "fixtures" / "inventory" / "h200.json"  # a captured box without podman
 README = REPO / "README.md"
-USER_GENERATOR = Path("/run/systemd/user-generators/podman-user-generator")  # what .ci/testbed.sh installs
+USER_GENERATOR = Path("/run/systemd/user-generators/podman-user-generator")  # what .ci/testbed.sh installs (4.3)
+# where Debian 13's podman package installs quadlet for each manager (the podman 5.4 flavour)
+PACKAGED_GENERATORS = {Scope.SYSTEM: "/usr/lib/systemd/system-generators/podman-system-generator",
+                       Scope.USER: "/usr/lib/systemd/user-generators/podman-user-generator"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -53,11 +56,11 @@ def one_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return doc
 
 
-def need_testbed_podman() -> None:
-    version = shutil.which("podman") and subprocess.run(["podman", "--version"], capture_output=True, text=True,
-                                                        timeout=30, check=False).stdout
-    require_or_skip(bool(version) and "4.3" in str(version), f"the testbed's podman 4.3 (found {version!r})")
+def need_testbed_podman() -> str:
+    """The testbed's podman as rigctl names it, ``4.3`` or ``5.4`` (``podman_flavour``)."""
+    major, minor = podman_flavour()
     require_or_skip(os.environ.get("RIGCTL_QUADLET") is not None, "the testbed environment (. .testbed/env)")
+    return f"{major}.{minor}"
 
 
 def quadlet_generates(unit_text: str, tmp: Path, *, user: bool = False) -> str:
@@ -118,18 +121,23 @@ def test_render_out_prints_the_paths_written(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("scope", ["system", "user"])
 def test_render_here_is_the_unit_up_would_install(scope: str, tmp_path: Path) -> None:
-    need_testbed_podman()
+    podman = need_testbed_podman()
     flag = ["--user"] if scope == "user" else ["--system"]
     done = rigctl("render", "qwen3-8b-vllm", "--scope", scope)
     assert done.returncode == 0, done.stderr
-    assert "for podman 4.3\n# (quadlet 5.4)." in done.stdout  # the header says what it is rendered for
-    assert "ExecStartPre=-/bin/rm -f %t/%N.cid" in done.stdout  # 4.3 leaves the cid file behind
-    assert "Notify=healthy" not in done.stdout  # 4.3 rejects --sdnotify=healthy
-    assert f"({scope}), for podman 4.3 with quadlet 5.4 (this host's)" in done.stderr
+    assert f"for podman {podman}\n# (quadlet 5.4)." in done.stdout  # the header says what it is rendered for
+    if podman == "4.3":  # podman 4.3, driven by trixie's quadlet 5.4
+        assert "ExecStartPre=-/bin/rm -f %t/%N.cid" in done.stdout  # 4.3 leaves the cid file behind
+        assert "Notify=healthy" not in done.stdout  # 4.3 rejects --sdnotify=healthy
+        assert f"({scope}), for podman 4.3 with quadlet 5.4 (this host's)" in done.stderr
+    else:  # podman 5.4 and its own quadlet: one version to name
+        assert "%N.cid" not in done.stdout  # 5.x removes its cid file itself
+        assert re.search(r"^Notify=healthy$", done.stdout, re.M)
+        assert f"({scope}), for podman 5.4 (this host's)" in done.stderr
     doc = one_json(rigctl("render", "qwen3-8b-vllm", "--scope", scope, "--json"))
-    assert (doc["podman_version"], doc["quadlet_version"], doc["versions_from"]) == ("4.3", "5.4", "host")
+    assert (doc["podman_version"], doc["quadlet_version"], doc["versions_from"]) == (podman, "5.4", "host")
     plan = one_json(rigctl("up", "qwen3-8b-vllm", "--dry-run", *flag, "--json"))
-    assert (plan["podman_version"], plan["quadlet_version"]) == ("4.3", "5.4")
+    assert (plan["podman_version"], plan["quadlet_version"]) == (podman, "5.4")
     assert plan["files"][0]["text"] == done.stdout == doc["files"][0]["text"]  # identical, byte for byte
     quadlet_generates(done.stdout, tmp_path, user=scope == "user")
 
@@ -153,19 +161,26 @@ def test_render_without_podman_says_so_and_renders_for_the_default(tmp_path: Pat
 # --- 3. scope: preflight --user/--system, and the way out when only the user scope can run it -------------
 
 
-def without_system_generator() -> dict[str, str | None]:
-    """This testbed as a root without a system quadlet: RIGCTL_QUADLET (which serves both scopes) unset,
-    leaving the generator the testbed links for the user manager only."""
-    need_testbed_podman()
+def without_override() -> tuple[str, dict[str, str | None]]:
+    """The testbed's podman (``4.3`` or ``5.4``) and this testbed as root sees it without RIGCTL_QUADLET
+    (which serves both scopes): the generators systemd itself would run. On the 4.3 flavour that is a root
+    without a system quadlet, only the generator the testbed links for the user manager; on the 5.4
+    flavour, the generators podman's package installs for both managers."""
+    podman = need_testbed_podman()
     env: dict[str, str | None] = {"RIGCTL_QUADLET": None}
     saved = os.environ.pop("RIGCTL_QUADLET")
     try:
         system, user = find_quadlet(Scope.SYSTEM), find_quadlet(Scope.USER)
     finally:
         os.environ["RIGCTL_QUADLET"] = saved
-    require_or_skip(os.geteuid() == 0 and system is None and user == str(USER_GENERATOR),
-                    f"root, no system quadlet and the testbed's user one (found {system!r}, {user!r})")
-    return env
+    if podman == "4.3":
+        require_or_skip(os.geteuid() == 0 and system is None and user == str(USER_GENERATOR),
+                        f"root, no system quadlet and the testbed's user one (found {system!r}, {user!r})")
+    else:
+        packaged = (PACKAGED_GENERATORS[Scope.SYSTEM], PACKAGED_GENERATORS[Scope.USER])
+        require_or_skip(os.geteuid() == 0 and (system, user) == packaged,
+                        f"root and podman 5.4's packaged generators {packaged} (found {system!r}, {user!r})")
+    return podman, env
 
 
 def paragraphs_from(text: str, start: str, count: int) -> list[str]:
@@ -187,25 +202,43 @@ def paragraphs_from(text: str, start: str, count: int) -> list[str]:
 
 @pytest.mark.integration
 def test_preflight_checks_the_scope_it_is_given() -> None:
-    env = without_system_generator()
+    podman_version, env = without_override()
     system = one_json(rigctl("preflight", "qwen3-8b-vllm", "--system", "--json", env=env))
     user = one_json(rigctl("preflight", "qwen3-8b-vllm", "--user", "--json", env=env))
     default = one_json(rigctl("preflight", "qwen3-8b-vllm", "--json", env=env))  # root: system, as `up`
     assert (system["scope"], user["scope"], default["scope"]) == ("system", "user", "system")
     podman = {d["scope"]: next(f for f in d["findings"] if f["id"] == "podman") for d in (system, user)}
-    assert podman["system"]["severity"] == "fail" and "for the system manager" in podman["system"]["message"]
-    assert podman["user"]["severity"] == "warn" and str(USER_GENERATOR) in podman["user"]["message"]
-    assert "`rigctl preflight qwen3-8b-vllm --user`" in system["scope_hint"] and user["scope_hint"] is None
     text = rigctl("preflight", "qwen3-8b-vllm", env=env)
     assert text.returncode == 1
-    hint = text.stdout.split("\nhint: ", 1)[1]  # prose, wrapped to the width: compare its words
-    assert hint.split() == system["scope_hint"].split()
+    if podman_version == "4.3":  # only the user manager has a generator: the system scope fails, and says so
+        assert podman["system"]["severity"] == "fail" and "for the system manager" in podman["system"]["message"]
+        assert podman["user"]["severity"] == "warn" and str(USER_GENERATOR) in podman["user"]["message"]
+        assert "`rigctl preflight qwen3-8b-vllm --user`" in system["scope_hint"] and user["scope_hint"] is None
+        hint = text.stdout.split("\nhint: ", 1)[1]  # prose, wrapped to the width: compare its words
+        assert hint.split() == system["scope_hint"].split()
+    else:  # each manager has its packaged generator: either scope passes, and no other scope is suggested
+        assert podman["system"]["severity"] == podman["user"]["severity"] == "ok", podman
+        assert system["scope_hint"] is None and user["scope_hint"] is None and default["scope_hint"] is None
+        assert "\nhint: " not in text.stdout
+        manager = {d["scope"]: next(f for f in d["findings"] if f["id"] == "systemd")["message"]
+                   for d in (system, user)}
+        assert "system manager" in manager["system"] and "user manager" in manager["user"], manager
 
 
 @pytest.mark.integration
 def test_up_dry_run_names_the_scope_and_suggests_user() -> None:
-    env = without_system_generator()
+    podman, env = without_override()
     text = rigctl("up", "qwen3-8b-vllm", "--dry-run", env=env)
+    doc = one_json(rigctl("up", "qwen3-8b-vllm", "--dry-run", "--json", env=env))
+    user = one_json(rigctl("up", "qwen3-8b-vllm", "--dry-run", "--user", "--json", env=env))
+    assert user["render_error"] is None and user["quadlet_version"] == "5.4" and user["scope_hint"] is None
+    render = rigctl("render", "qwen3-8b-vllm", "--json", env=env)
+    if podman == "5.4":  # the system manager has its generator: the unit is planned for it, nothing suggested
+        assert "planned on this host for the system manager: podman 5.4 with quadlet 5.4\n" in text.stdout
+        assert "cannot render the unit" not in text.stdout and "\nhint: " not in text.stdout
+        assert (doc["render_error"], doc["scope_hint"], doc["quadlet_version"]) == (None, None, "5.4")
+        assert render.returncode == 0 and one_json(render)["files"][0]["text"] == doc["files"][0]["text"]
+        return
     assert "planned on this host for the system manager: podman 4.3\n" in text.stdout
     # prose, wrapped to the width: the refusal's paragraph, then the hint's, compared by their words
     refusal, after = paragraphs_from(text.stdout, "cannot render the unit: ", count=2)
@@ -213,12 +246,8 @@ def test_up_dry_run_names_the_scope_and_suggests_user() -> None:
     hint = (f"hint: the system manager has no quadlet generator here, the user manager has one "
             f"({USER_GENERATOR}): `rigctl up qwen3-8b-vllm --dry-run --user`")
     assert after.split() == hint.split()
-    doc = one_json(rigctl("up", "qwen3-8b-vllm", "--dry-run", "--json", env=env))
     assert "system manager" in doc["render_error"]
     assert doc["scope_hint"].split() == hint.removeprefix("hint: ").split()
-    user = one_json(rigctl("up", "qwen3-8b-vllm", "--dry-run", "--user", "--json", env=env))
-    assert user["render_error"] is None and user["quadlet_version"] == "5.4" and user["scope_hint"] is None
-    render = rigctl("render", "qwen3-8b-vllm", "--json", env=env)
     assert render.returncode == ExitCode.INVALID_INPUT
     error = one_json(render)["error"]
     assert "system manager" in error["message"] and "`rigctl render qwen3-8b-vllm --scope user`" in error["fix"]

@@ -1,6 +1,7 @@
 """The preflight report printed to a pipe or a file is a plain table (``cli.plaintable``) with what rich
 prints to a terminal: the title, one row per finding with its id, result, whole message and fix, the GPU
-line and the summary. A terminal (or FORCE_COLOR) still gets rich's coloured table."""
+line and the summary. A terminal (or FORCE_COLOR) still gets rich's coloured table; a dumb one (TERM=dumb)
+the plain table."""
 
 from __future__ import annotations
 
@@ -58,10 +59,15 @@ def test_piped_text_holds_every_finding_of_the_json(env: dict[str, str]) -> None
         assert cells == [value.replace(" ", "") for value in expected]
 
 
-def test_a_terminal_gets_richs_table(env: dict[str, str]) -> None:
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+COLOUR_TERM = "xterm-256color"  # the tests say what terminal it is: the TERM they inherit is no one's choice
+
+
+def on_a_terminal(env: dict[str, str], *argv: str) -> str:
+    """What rigctl ARGV shows on a terminal (a pty, of no size: the width is the default one)."""
     leader, follower = pty.openpty()
     try:
-        done = subprocess.run([sys.executable, "-m", "rigctl", *ARGV], stdout=follower, stderr=subprocess.PIPE,
+        done = subprocess.run([sys.executable, "-m", "rigctl", *argv], stdout=follower, stderr=subprocess.PIPE,
                               env=env, timeout=60, check=False)
         os.close(follower)
         chunks = []
@@ -75,14 +81,45 @@ def test_a_terminal_gets_richs_table(env: dict[str, str]) -> None:
             chunks.append(chunk)
     finally:
         os.close(leader)
-    shown = b"".join(chunks).decode()
-    assert done.returncode == 1
+    assert done.returncode == 1, done.stderr
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def header_cells(shown: str) -> list[str]:
+    line = next(line for line in ANSI.sub("", shown).splitlines() if line.startswith("┃"))
+    return [cell.strip() for cell in line.split("┃")[1:-1]]
+
+
+def test_a_terminal_gets_richs_table(env: dict[str, str]) -> None:
+    shown = on_a_terminal({**env, "TERM": COLOUR_TERM}, *ARGV)
     assert "┃" in shown and "\x1b[" in shown and "gpu-busy" in shown  # rich: box and colour
+    assert header_cells(shown)[:3] == ["check", "result", "message"]
 
 
 def test_force_color_gets_richs_table_in_a_pipe(env: dict[str, str]) -> None:
-    done = rigctl({**env, "FORCE_COLOR": "1"}, *ARGV)
+    done = rigctl({**env, "TERM": COLOUR_TERM, "FORCE_COLOR": "1"}, *ARGV)
     assert "┃" in done.stdout and re.search(r"\x1b\[[0-9;]*m", done.stdout)
+    assert header_cells(done.stdout)[:3] == ["check", "result", "message"]
+
+
+def test_a_dumb_terminal_gets_the_plain_table(env: dict[str, str]) -> None:
+    """TERM=dumb (Emacs' shell, a CI log page): rich draws no colour there, and drew its table 80 columns
+    wide whatever width it was given, the result column squeezed to nothing. The plain table instead,
+    exactly what a pipe gets."""
+    dumb = {**env, "TERM": "dumb"}
+    shown = on_a_terminal(dumb, *ARGV)
+    assert "\x1b" not in shown and "┃" not in shown
+    assert shown == rigctl(dumb, *ARGV).stdout
+
+
+def test_force_color_colours_a_dumb_terminal_at_the_full_width(env: dict[str, str]) -> None:
+    """FORCE_COLOR asks for colour: given on a dumb TERM too, it is rich's table, coloured, laid out at the
+    width a colour terminal gets, every column there."""
+    dumb = rigctl({**env, "TERM": "dumb", "FORCE_COLOR": "1"}, *ARGV).stdout
+    colour = rigctl({**env, "TERM": COLOUR_TERM, "FORCE_COLOR": "1"}, *ARGV).stdout
+    assert re.search(r"\x1b\[[0-9;]*m", dumb)
+    assert ANSI.sub("", dumb) == ANSI.sub("", colour)
+    assert header_cells(dumb)[:3] == ["check", "result", "message"]
 
 
 def test_narrow_columns_stay_whole_and_wide_ones_share_the_rest() -> None:

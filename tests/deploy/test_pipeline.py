@@ -143,13 +143,30 @@ def test_the_plan_takes_quadlet_from_the_facts_for_its_scope(tmp_path: Path) -> 
     assert (other.quadlet_path, other.quadlet_version) == (None, None)
 
 
+def systemds_generator(scope: Scope) -> Path | None:
+    """The podman generator the manager of ``scope`` runs: the first in systemd's own generator search path
+    (``systemd-path``): /run/systemd/user-generators where the 4.3 testbed links trixie's quadlet, or
+    /usr/lib/systemd/{system,user}-generators where Debian 13's podman package installs it."""
+    path = shutil.which("systemd-path")
+    if path is None:
+        return None
+    done = subprocess.run([path, f"systemd-search-{scope.value}-generator"], capture_output=True, text=True,
+                          timeout=30, check=True)
+    found = (Path(d) / f"podman-{scope.value}-generator" for d in done.stdout.strip().split(":") if d)
+    return next((g for g in found if os.access(g, os.X_OK)), None)
+
+
 def test_quadlet_is_found_in_the_generator_dirs_or_by_the_override(
     need: Callable[[bool, str], None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
-    generator = Path("/run/systemd/user-generators/podman-user-generator")
-    need(os.access(generator, os.X_OK), "no user quadlet generator (.ci/testbed.sh up)")
+    generator = systemds_generator(Scope.USER)
+    need(generator is not None, "no user quadlet generator in systemd's search path (.ci/testbed.sh up)")
+    assert generator is not None
     monkeypatch.delenv(QUADLET_ENV, raising=False)
     assert find_quadlet(Scope.USER) == str(generator)  # where systemd runs it from
+    system = systemds_generator(Scope.SYSTEM)  # the 4.3 testbed has none; Debian 13's package installs one
+    if system is not None:
+        assert find_quadlet(Scope.SYSTEM) == str(system)
     found = probe_podman(sockets=[], scope=Scope.USER)
     assert found.quadlet == str(generator) and found.quadlet_scope is Scope.USER
     assert found.quadlet_version is not None and found.quadlet_version.count(".") >= 1

@@ -133,7 +133,8 @@ def test_died_in_warmup_is_stopped_with_its_last_words(tmp_path: Path, status: i
     box = Box(tmp_path, script=Script([(0.0, RUNNING), (2.0, exited(status))]), ready_after=None)
     res = box.up(make_recipe(tmp_path))
     assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.DEPLOY_FAILED, False)
-    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}", f"stop {UNIT}"]
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}", f"stop {UNIT}",
+                                 f"reset-failed {UNIT}"]  # stopped to the end: no failed state the stop made
     assert res.wait is not None and res.wait.status is WaitStatus.DIED and res.wait.exit_status == status
     assert res.message.startswith(f"died: the engine exited with status {status} during warmup")
     assert ("exit 0 is still a crash" in res.message) is (status == 0)
@@ -155,7 +156,7 @@ def test_stalled_is_stopped(tmp_path: Path) -> None:
     box = Box(tmp_path, ready_after=None)
     res = box.up(make_recipe(tmp_path, stall_budget_s=5))
     assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.DEPLOY_FAILED, False)
-    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}", f"stop {UNIT}"]
+    assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}", f"stop {UNIT}", f"reset-failed {UNIT}"]
     assert res.wait is not None and res.wait.status is WaitStatus.STALLED
     assert res.message == "stalled: no output for 5 s (stall budget 5 s)"
 

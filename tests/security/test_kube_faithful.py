@@ -304,6 +304,18 @@ def _podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def _played_container(said: str) -> str:
+    """The one container `podman kube play` started, by the ID it prints under "Container:". Its name is
+    podman's convention, which changed: a Deployment's pod is NAME-pod-0 on podman 4.3, NAME-pod on 5.x, and
+    the container POD-CONTAINER in both."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    assert "Container:" in lines, said
+    ids = lines[lines.index("Container:") + 1:]
+    ids = ids[:next((i for i, line in enumerate(ids) if line.endswith(":")), len(ids))]
+    assert len(ids) == 1 and re.fullmatch(r"[0-9a-f]{64}", ids[0]), said
+    return ids[0]
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_podman_kube_play_hands_the_container_every_value(tmp_path: Path, need: Any) -> None:
@@ -336,10 +348,10 @@ def test_podman_kube_play_hands_the_container_every_value(tmp_path: Path, need: 
     manifest = tmp_path / rendered.yaml_file.name
     manifest.write_text(rendered.yaml_file.text)
     process = engine_process(recipe)
-    container = f"{recipe.container_name}-pod-0-engine"
     try:
         played = _podman("kube", "play", str(manifest))
         assert played.returncode == 0, played.stderr
+        container = _played_container(played.stdout)
         waited = _podman("wait", container, timeout=90)
         assert waited.returncode == 0 and waited.stdout.strip() == "0", waited.stdout + waited.stderr
         logs = _podman("logs", container, timeout=30)

@@ -447,8 +447,12 @@ def _failed_warmup(
     if wait.unit is not None:
         result.restarts = wait.unit.restarts
     if wait.status is not WaitStatus.STOPPED and not options.keep_failed:
-        # A deterministic warmup crash under Restart=always would loop on the GPUs forever.
-        adapters.systemd.stop(result.unit, wait=False, timeout=30)
+        # A deterministic warmup crash under Restart=always would loop on the GPUs forever. Stopped to the
+        # end, then its failed state reset: a stop that lands on a restarted container still starting fails
+        # the unit itself (podman run exits 143 or 137), and `status` would then say "failed" or "down"
+        # for the same crash depending on that timing; the crash is in the record either way.
+        adapters.systemd.stop(result.unit, wait=True, timeout=recipe.service.stop_timeout_s + 60)
+        adapters.systemd.reset_failed(result.unit)
         result.stopped_after_failure = True
     result.message = f"{wait.status}: {wait.detail}"
     record = records.load_record(dirs.state, recipe.name)

@@ -1,9 +1,10 @@
 """What every view shares: the style of each severity, the one table, and a line in colour or not.
 
 Colour is for a terminal (or ``FORCE_COLOR``): there rich draws; anywhere else the same content is plain
-text, without loading rich (its start-up would cost about as much as the rest of a command). Either way a
-table is as wide as ``columns`` says: COLUMNS when it is set (in a file or a pipe too), else the terminal's
-width, else ``plaintable.WIDTH``.
+text, without loading rich (its start-up would cost about as much as the rest of a command). A terminal
+whose TERM says it is ``dumb`` (or ``unknown``: Emacs' shell, some CI log pages) gets the plain text too:
+rich would draw it no colour. Either way a table is as wide as ``columns`` says: COLUMNS when it is set (in
+a file or a pipe too), else the terminal's width, else ``plaintable.WIDTH``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,16 @@ Styled = tuple[str, str | Severity | None]
 Cell = str | Styled
 
 
+DUMB_TERMS = {"dumb", "unknown"}  # what rich takes for a terminal that shows no colour
+
+
+def _dumb() -> bool:
+    return os.environ.get("TERM", "").lower() in DUMB_TERMS
+
+
 def in_colour(out: TextIO) -> bool:
-    return out.isatty() or bool(os.environ.get("FORCE_COLOR"))
+    """FORCE_COLOR, or a terminal that shows colour."""
+    return bool(os.environ.get("FORCE_COLOR")) or (out.isatty() and not _dumb())
 
 
 def _text(cell: Cell) -> Any:
@@ -56,9 +65,14 @@ def columns(out: TextIO) -> int:
 
 
 def console(out: TextIO, width: int | None = None) -> Any:
+    """rich's console on ``out``, ``width`` (default ``columns``) wide. The height is given too: with a width
+    alone rich takes a dumb TERM's size, 80 columns, and squeezed a table laid out wider (its result column
+    came out empty). FORCE_COLOR colours even there, as it asks; rich alone would leave it plain."""
     from rich.console import Console
 
-    return Console(file=out, width=width, emoji=False, highlight=False, soft_wrap=False)
+    forced = bool(os.environ.get("FORCE_COLOR")) and _dumb()
+    return Console(file=out, width=width or columns(out), height=25, color_system="standard" if forced else "auto",
+                   emoji=False, highlight=False, soft_wrap=False)
 
 
 def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, title: str | None = None,
