@@ -379,7 +379,7 @@ def test_namespace_on_every_object(target: str) -> None:
                            verify_image=PINNED if target == "kube" else None)
     assert {d["metadata"]["namespace"] for d in rendered.manifests} == {"llm-serving"}
     assert rendered.namespace == "llm-serving"
-    assert next(r for r in rendered.lint if r.rule == "namespace").detail.endswith("llm-serving")
+    assert next(r for r in rendered.lint if r.id == "namespace").message.endswith("llm-serving")
     plain = render_kube(load("glm53-flash").recipe)
     assert all("namespace" not in d["metadata"] for d in plain.manifests)
     assert any(n.kind == "assumed" and "--namespace" in n.message for n in plain.notes)

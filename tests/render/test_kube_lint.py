@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
+from rigctl.findings import Finding
 from rigctl.recipe.catalog import bundled_recipes_dir
 from rigctl.recipe.load import load
 from rigctl.render.kube import lint_expectations, render_kube
@@ -17,11 +19,11 @@ from rigctl.render.kubelint import (
     RULES,
     KubeLintError,
     LintExpectations,
-    LintResult,
     lint,
     require_clean,
     resource_name_problem,
 )
+from rigctl.severity import Severity
 
 BUNDLED = sorted(p.stem for p in bundled_recipes_dir().glob("*.yaml"))
 PINNED = "ghcr.io/example/rigctl@sha256:" + "cd" * 32
@@ -43,16 +45,16 @@ def _engine(docs: Docs) -> dict[str, Any]:
     return container
 
 
-def _result(docs: Docs, expect: LintExpectations, rule: str) -> LintResult:
-    return next(r for r in lint(docs, expect) if r.rule == rule)
+def _result(docs: Docs, expect: LintExpectations, rule: str) -> Finding:
+    return next(r for r in lint(docs, expect) if r.id == rule)
 
 
 @pytest.mark.parametrize("target", ["kube", "podman-kube"])
 @pytest.mark.parametrize("name", BUNDLED)
 def test_every_rule_passes_on_what_rigctl_renders(name: str, target: str) -> None:
     rendered = render_kube(load(name).recipe, target=target, verify_image=PINNED if target == "kube" else None)
-    assert [r.rule for r in rendered.lint] == list(RULES)
-    assert all(r.ok for r in rendered.lint), rendered.lint
+    assert [r.id for r in rendered.lint] == list(RULES)
+    assert not any(r.fails for r in rendered.lint), rendered.lint
 
 
 def _fewer_gpus(docs: Docs) -> None:
@@ -203,10 +205,10 @@ BREAKS: list[tuple[str, Callable[[Docs], None]]] = [
 @pytest.mark.parametrize(("rule", "breaks"), BREAKS, ids=[f"{r}-{f.__name__.strip('_')}" for r, f in BREAKS])
 def test_each_rule_fails_on_a_manifest_broken_for_it(rule: str, breaks: Callable[[Docs], None]) -> None:
     docs, expect = _glm()
-    assert _result(docs, expect, rule).ok  # the real render passes ...
+    assert _result(docs, expect, rule).severity is Severity.OK  # the real render passes ...
     breaks(docs)
     result = _result(docs, expect, rule)
-    assert not result.ok, result  # ... the broken one does not
+    assert result.fails, result  # ... the broken one does not
     with pytest.raises(KubeLintError, match=f"lint rule {rule} failed"):
         require_clean(lint(docs, expect))
 
@@ -221,21 +223,21 @@ def test_the_schema_alone_lets_a_cdi_name_and_a_short_probe_through() -> None:
 
 def test_podman_kube_counts_cdi_devices_and_refuses_all() -> None:
     docs, expect = _glm("podman-kube", gpu_ids=["GPU-a", "GPU-b"])
-    assert _result(docs, expect, "gpu-count").ok and _result(docs, expect, "resource-names").ok
+    assert _result(docs, expect, "gpu-count").severity is Severity.OK and _result(docs, expect, "resource-names").severity is Severity.OK
     del _engine(docs)["resources"]["limits"]["nvidia.com/gpu=GPU-b"]
-    assert not _result(docs, expect, "gpu-count").ok
+    assert _result(docs, expect, "gpu-count").fails
     _engine(docs)["resources"]["limits"] = {"nvidia.com/gpu=all": 1}
-    assert "name each GPU" in _result(docs, expect, "gpu-count").detail
-    assert _result(docs, expect, "resource-names").ok  # a CDI name is a valid key for podman ...
+    assert "name each GPU" in _result(docs, expect, "gpu-count").message
+    assert _result(docs, expect, "resource-names").severity is Severity.OK  # a CDI name is a valid key for podman ...
     kube_expect = LintExpectations(world=2, warmup_budget_s=3600)
-    assert not _result(docs, kube_expect, "resource-names").ok  # ... and not for Kubernetes
+    assert _result(docs, kube_expect, "resource-names").fails  # ... and not for Kubernetes
 
 
 def test_gpu_count_not_compared_where_no_gpus_can_pass() -> None:
     docs, _ = _glm("podman-kube", podman_version=(5, 3))
     expect = LintExpectations(world=2, warmup_budget_s=3600, cdi_names=True, gpus_passed=False)
-    assert _result(docs, expect, "gpu-count").ok
-    assert not _result(docs, LintExpectations(world=2, warmup_budget_s=3600, cdi_names=True), "gpu-count").ok
+    assert _result(docs, expect, "gpu-count").severity is Severity.OK
+    assert _result(docs, LintExpectations(world=2, warmup_budget_s=3600, cdi_names=True), "gpu-count").fails
 
 
 @pytest.mark.parametrize(("name", "cdi", "ok"), [
@@ -261,15 +263,15 @@ def test_podman_kube_needs_no_requests_nor_toleration() -> None:
     """One box has no scheduler: the podman-kube manifests carry neither, and pass."""
     docs, expect = _glm("podman-kube", gpu_ids=["GPU-a", "GPU-b"])
     assert "requests" not in _engine(docs)["resources"] and "tolerations" not in docs[0]["spec"]["template"]["spec"]
-    assert _result(docs, expect, "requests").ok and _result(docs, expect, "gpu-toleration").ok
-    assert not _result(docs, LintExpectations(world=2, warmup_budget_s=3600), "requests").ok  # a cluster's would not
+    assert _result(docs, expect, "requests").severity is Severity.OK and _result(docs, expect, "gpu-toleration").severity is Severity.OK
+    assert _result(docs, LintExpectations(world=2, warmup_budget_s=3600), "requests").fails  # a cluster's would not
 
 
 def test_an_invalid_namespace_fails() -> None:
     docs, _ = _glm()
     for doc in docs:
         doc["metadata"]["namespace"] = "Not_A_Label"
-    assert "DNS-1123" in _result(docs, LintExpectations(world=2, warmup_budget_s=3600), "namespace").detail
+    assert "DNS-1123" in _result(docs, LintExpectations(world=2, warmup_budget_s=3600), "namespace").message
 
 
 def test_the_lint_reads_the_yaml_it_is_given() -> None:
@@ -279,19 +281,35 @@ def test_the_lint_reads_the_yaml_it_is_given() -> None:
     text = rendered.yaml_file.text
     assert '- "0.90"\n' in text
     results = lint(rendered.manifests, expect, text.replace('- "0.90"\n', "- 0.90\n"))
-    result = next(r for r in results if r.rule == "yaml-faithful")
-    assert not result.ok and "0.90" in result.detail
+    result = next(r for r in results if r.id == "yaml-faithful")
+    assert result.fails and "0.90" in result.message
 
 
 def test_lint_rules_are_a_registry_that_refuses_a_second_id_and_a_wrong_report() -> None:
     from rigctl.render import kubelint
 
     with pytest.raises(ValueError, match="registered twice"):
-        kubelint._rule("gpu-count")(lambda given: kubelint.LintResult("gpu-count", True, ""))
-    kubelint._rule("test-misreported")(lambda given: kubelint.LintResult("shm", True, ""))
+        kubelint._rule("gpu-count")(lambda given: kubelint._passed("gpu-count", ""))
+    kubelint._rule("test-misreported")(lambda given: kubelint._passed("shm", ""))
     try:
         with pytest.raises(ValueError, match="reported as shm"):
             kubelint._REGISTRY["test-misreported"](kubelint.LintInput([], kubelint.LintExpectations(world=1, warmup_budget_s=60)))
     finally:
         del kubelint._REGISTRY["test-misreported"]
     assert tuple(kubelint._REGISTRY) == kubelint.RULES
+
+
+def test_lint_results_are_findings_in_render_json() -> None:
+    """Lint speaks the one result shape (a Finding: id, severity, message), and `render --json` gives each
+    rule's finding under those keys as well as the rule/ok/detail it has always had."""
+    from typer.testing import CliRunner
+
+    from rigctl.cli.app import app
+
+    done = CliRunner().invoke(app, ["render", "qwen3-8b-vllm", "--target", "kube", "--json"])
+    assert done.exit_code == 0, done.stdout
+    lint_rows = json.loads(done.stdout)["lint"]
+    assert [row["id"] for row in lint_rows] == list(RULES)
+    for row in lint_rows:
+        assert Finding.model_validate({k: row[k] for k in ("id", "severity", "message", "fix", "figures")})
+        assert (row["rule"], row["ok"], row["detail"]) == (row["id"], row["severity"] == "ok", row["message"])

@@ -39,6 +39,7 @@ from rigctl.render.kubelint import (
     yaml_readers,
 )
 from rigctl.render.units import engine_process
+from rigctl.severity import Severity
 
 NUMERIC = [
     "1e6", "0o17", "+0o7", "1E+3", "0e0", "0x1F", "1_000", ".inf", "-.NaN", ".NAN", "+.Inf", "1:20", "190:20:30",
@@ -223,16 +224,16 @@ def test_expansion_rule_fails_on_an_unescaped_dollar() -> None:
     process = engine_process(recipe)
     expect = LintExpectations(world=1, warmup_budget_s=recipe.service.warmup_budget_s, memory_bytes=1,
                               engine_command=(), engine_args=tuple(process.args), engine_env=tuple(process.env))
-    assert next(r for r in rendered.lint if r.rule == "expansion").ok
+    assert next(r for r in rendered.lint if r.id == "expansion").severity is Severity.OK
     documents = json.loads(json.dumps(rendered.manifests))
     container = _engine(documents)
     container["args"] = list(process.args)  # as written before: $ not doubled
-    result = next(r for r in lint(documents, expect) if r.rule == "expansion")
-    assert not result.ok and "$(HOME)" in result.detail
+    result = next(r for r in lint(documents, expect) if r.id == "expansion")
+    assert result.fails and "$(HOME)" in result.message
     container["args"] = [dollars(a) for a in process.args]
     container["env"] = [{"name": n, "value": v} for n, v in process.env]  # env unescaped
-    result = next(r for r in lint(documents, expect) if r.rule == "expansion")
-    assert not result.ok and result.detail.startswith("env V")
+    result = next(r for r in lint(documents, expect) if r.id == "expansion")
+    assert result.fails and result.message.startswith("env V")
 
 
 # --- Kubernetes' expansion, as the Go code does it --------------------------------------------------------

@@ -19,6 +19,7 @@ from rigctl.podman_versions import DEFAULT_PODMAN, fmt
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
 from rigctl.render.units import Note, RenderedFile, RenderedUnits, render_units, write_files
+from rigctl.util.jsonable import jsonable
 
 if TYPE_CHECKING:  # facts and the kube renderer load only for the targets that need them
     from rigctl.host.facts import HostFacts, PodmanFacts
@@ -151,7 +152,9 @@ class KubeResult:
             payload["service"] = r.service_name
         payload["files"] = self.files
         payload["manifests"] = r.manifests
-        payload["lint"] = [{"rule": x.rule, "ok": x.ok, "detail": x.detail} for x in r.lint]
+        # each lint rule's finding, in the one finding shape (id, severity, message), and under the keys
+        # render --json has always had (rule, ok, detail)
+        payload["lint"] = [{**jsonable(x), "rule": x.id, "ok": not x.fails, "detail": x.message} for x in r.lint]
         payload["notes"] = [{"kind": n.kind, "message": n.message} for n in self.notes]
         if self.placement is not None and self.placement.choice is not None:
             payload["gpus"] = [g.model_dump(mode="json") for g in self.placement.choice.gpus]

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 
 from rigctl.errors import UsageError
+from rigctl.findings import Finding
 from rigctl.places import Scope
 from rigctl.podman_versions import DEFAULT_PODMAN, PODMAN_FLOOR, QUADLET_FIRST, Version, fmt
 from rigctl.recipe.model import SpecDraft
@@ -52,7 +53,6 @@ from rigctl.render.kubelint import (
     GPU_RESOURCE,
     SHM_PATH,
     LintExpectations,
-    LintResult,
     lint,
     memory_bytes,
     plain_is_string,
@@ -144,7 +144,7 @@ class RenderedKube:
     manifests: list[dict[str, Any]]
     files: list[RenderedFile]  # the manifests' YAML first, then the .kube unit (podman-kube)
     notes: list[Note] = field(default_factory=list)
-    lint: list[LintResult] = field(default_factory=list)
+    lint: list[Finding] = field(default_factory=list)  # one per lint rule (kubelint.RULES)
     namespace: str | None = None  # --namespace: every object's
 
     @property

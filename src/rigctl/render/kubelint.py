@@ -28,7 +28,9 @@ import yaml
 
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
+from rigctl.findings import Finding
 from rigctl.recipe.model import IMAGE_RE
+from rigctl.severity import Severity
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_PATH = "/dev/shm"
@@ -84,11 +86,12 @@ class LintExpectations:
     engine_env: tuple[tuple[str, str], ...] | None = None
 
 
-@dataclass(frozen=True)
-class LintResult:
-    rule: str
-    ok: bool
-    detail: str
+def _passed(rule: str, message: str) -> Finding:
+    return Finding(id=rule, severity=Severity.OK, message=message)
+
+
+def _failed(rule: str, message: str) -> Finding:
+    return Finding(id=rule, severity=Severity.FAIL, message=message)
 
 
 @dataclass(frozen=True)
@@ -103,18 +106,18 @@ class LintInput:
 
 # The lint rules, in the order they run and are reported: a new rule is a function decorated @_rule(ID)
 # below; RULES lists their ids (tests and `explain` read it).
-_REGISTRY: dict[str, Callable[[LintInput], LintResult]] = {}
+_REGISTRY: dict[str, Callable[[LintInput], Finding]] = {}
 
 
-def _rule(rule_id: str) -> Callable[[Callable[[LintInput], LintResult]], Callable[[LintInput], LintResult]]:
-    def add(check: Callable[[LintInput], LintResult]) -> Callable[[LintInput], LintResult]:
+def _rule(rule_id: str) -> Callable[[Callable[[LintInput], Finding]], Callable[[LintInput], Finding]]:
+    def add(check: Callable[[LintInput], Finding]) -> Callable[[LintInput], Finding]:
         if rule_id in _REGISTRY:
             raise ValueError(f"lint rule {rule_id} is registered twice")
 
-        def checked(given: LintInput) -> LintResult:
+        def checked(given: LintInput) -> Finding:
             result = check(given)
-            if result.rule != rule_id:  # a rule reports under its own id, nobody else's
-                raise ValueError(f"lint rule {rule_id} reported as {result.rule}")
+            if result.id != rule_id:  # a rule reports under its own id, nobody else's
+                raise ValueError(f"lint rule {rule_id} reported as {result.id}")
             return result
 
         _REGISTRY[rule_id] = checked
@@ -130,18 +133,18 @@ class KubeLintError(RigctlError):
     code = "lint-failed"
 
 
-def lint(documents: Sequence[Mapping[str, Any]], expect: LintExpectations, text: str | None = None) -> list[LintResult]:
+def lint(documents: Sequence[Mapping[str, Any]], expect: LintExpectations, text: str | None = None) -> list[Finding]:
     """One result per rule, in RULES order. ``text``: the YAML printed for ``documents`` (yaml-faithful
     checks it reads back as them)."""
     given = LintInput(documents, expect, text)
     return [check(given) for check in _REGISTRY.values()]
 
 
-def require_clean(results: Sequence[LintResult]) -> None:
-    failed = [r for r in results if not r.ok]
+def require_clean(results: Sequence[Finding]) -> None:
+    failed = [r for r in results if r.fails]
     if failed:
         raise KubeLintError(
-            "\n".join(f"lint rule {r.rule} failed: {r.detail}" for r in failed),
+            "\n".join(f"lint rule {r.id} failed: {r.message}" for r in failed),
             fix="change what the rule names (an option you gave, or the recipe); a failure in what rigctl derives "
                 "itself is a defect: report it with the recipe",
         )
@@ -220,23 +223,23 @@ def _gpus_requested(container: Mapping[str, Any], cdi_names: bool) -> tuple[int,
 
 
 @_rule("gpu-count")
-def _gpu_count(given: LintInput) -> LintResult:
+def _gpu_count(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     if not expect.gpus_passed:
-        return LintResult("gpu-count", True, "not compared: this target passes no GPUs")
+        return _passed("gpu-count", "not compared: this target passes no GPUs")
     total = 0
     for deployment in _deployments(documents):
         for container in _containers(_pod_spec(deployment)):
             count, problem = _gpus_requested(container, expect.cdi_names)
             if problem is not None:
-                return LintResult("gpu-count", False, problem)
+                return _failed("gpu-count", problem)
             total += count
     if total != expect.world:
-        return LintResult("gpu-count", False, (
+        return _failed("gpu-count", (
             f"the Deployment asks for {total} GPU(s) but the engine shards over tensor x pipeline x data "
             f"parallel = {expect.world}"
         ))
-    return LintResult("gpu-count", True, f"{total} GPU(s) = tensor x pipeline x data parallel")
+    return _passed("gpu-count", f"{total} GPU(s) = tensor x pipeline x data parallel")
 
 
 def _memory_shm(spec: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
@@ -262,27 +265,27 @@ def _unbounded_shm(spec: Mapping[str, Any], container: Mapping[str, Any]) -> boo
 
 
 @_rule("shm")
-def _shm(given: LintInput) -> LintResult:
+def _shm(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     for deployment in _deployments(documents):
         spec = _pod_spec(deployment)
         for container in _containers(spec):
             if _unbounded_shm(spec, container):
-                return LintResult("shm", False, (
+                return _failed("shm", (
                     f"container {container.get('name', '?')}: the memory-backed emptyDir at {SHM_PATH} has no "
                     "sizeLimit (a quantity): it can fill the node's memory"
                 ))
     if expect.world <= 1:
-        return LintResult("shm", True, "one GPU or none: the default /dev/shm will do")
+        return _passed("shm", "one GPU or none: the default /dev/shm will do")
     for deployment in _deployments(documents):
         spec = _pod_spec(deployment)
         for container in _containers(spec):
             if not _memory_shm(spec, container):
-                return LintResult("shm", False, (
+                return _failed("shm", (
                     f"container {container.get('name', '?')} shards over {expect.world} GPUs but has no "
                     f"memory-backed emptyDir at {SHM_PATH}: NCCL falls over on the container's default 64 MiB"
                 ))
-    return LintResult("shm", True, f"{SHM_PATH} is a memory-backed emptyDir with a sizeLimit")
+    return _passed("shm", f"{SHM_PATH} is a memory-backed emptyDir with a sizeLimit")
 
 
 def _probe_seconds(probe: Mapping[str, Any]) -> int:
@@ -294,51 +297,51 @@ def _probe_seconds(probe: Mapping[str, Any]) -> int:
 
 
 @_rule("probe-budget")
-def _probe_budget(given: LintInput) -> LintResult:
+def _probe_budget(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     budget = expect.warmup_budget_s
     deployments = _deployments(documents)
     if not deployments:
-        return LintResult("probe-budget", False, "no Deployment to check")
+        return _failed("probe-budget", "no Deployment to check")
     for deployment in deployments:
         deadline = _whole(_mapping(deployment.get("spec")).get("progressDeadlineSeconds", 600)) or 0
         if deadline <= budget:
-            return LintResult("probe-budget", False, (
+            return _failed("probe-budget", (
                 f"progressDeadlineSeconds {deadline} is not above the warmup budget {budget} s: the rollout "
                 "would be reported failed while the model is still loading"
             ))
         for container in _containers(_pod_spec(deployment)):
             probe = container.get("startupProbe")
             if not isinstance(probe, Mapping):
-                return LintResult("probe-budget", False, (
+                return _failed("probe-budget", (
                     f"container {container.get('name', '?')} has no startupProbe: its liveness probe would "
                     "kill it during warmup"
                 ))
             seconds = _probe_seconds(probe)
             if seconds < budget:
-                return LintResult("probe-budget", False, (
+                return _failed("probe-budget", (
                     f"container {container.get('name', '?')}: the startupProbe gives up after {seconds} s "
                     f"(initialDelaySeconds + periodSeconds x failureThreshold), before the warmup budget of "
                     f"{budget} s: the container is killed while the model loads"
                 ))
-    return LintResult("probe-budget", True, f"startup probe and progress deadline cover the {budget} s warmup")
+    return _passed("probe-budget", f"startup probe and progress deadline cover the {budget} s warmup")
 
 
 @_rule("image-pinned")
-def _image_pinned(given: LintInput) -> LintResult:
+def _image_pinned(given: LintInput) -> Finding:
     documents = given.documents
     seen = 0
     for where, container in _all_containers(documents):
         image = container.get("image")
         if not isinstance(image, str) or not IMAGE_RE.fullmatch(image):
-            return LintResult("image-pinned", False, (
+            return _failed("image-pinned", (
                 f"{where}: image {image!r} is not pinned by digest (NAME[:TAG]@sha256:<64 hex>): a tag can "
                 "move under a running deployment"
             ))
         seen += 1
     if not seen:
-        return LintResult("image-pinned", False, "no container found")
-    return LintResult("image-pinned", True, f"{seen} image(s) pinned by digest")
+        return _failed("image-pinned", "no container found")
+    return _passed("image-pinned", f"{seen} image(s) pinned by digest")
 
 
 def resource_name_problem(name: str, *, cdi_names: bool = False) -> str | None:
@@ -359,14 +362,14 @@ def resource_name_problem(name: str, *, cdi_names: bool = False) -> str | None:
 
 
 @_rule("resource-names")
-def _resource_names(given: LintInput) -> LintResult:
+def _resource_names(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     for where, container in _all_containers(documents):
         for key, _value in _resource_keys(container):
             problem = resource_name_problem(key, cdi_names=expect.cdi_names)
             if problem is not None:
-                return LintResult("resource-names", False, f"{where}: {problem}")
-    return LintResult("resource-names", True, "every resource name is valid for the target")
+                return _failed("resource-names", f"{where}: {problem}")
+    return _passed("resource-names", "every resource name is valid for the target")
 
 
 # --- what readers make of the text -------------------------------------------------------------------
@@ -470,15 +473,15 @@ def yaml_problem(text: str, documents: Sequence[Any]) -> str | None:
 
 
 @_rule("yaml-faithful")
-def _yaml_faithful(given: LintInput) -> LintResult:
+def _yaml_faithful(given: LintInput) -> Finding:
     documents, text = given.documents, given.text
     if text is None:
-        return LintResult("yaml-faithful", True, "not checked: no YAML text given")
+        return _passed("yaml-faithful", "not checked: no YAML text given")
     problem = yaml_problem(text, documents)
     if problem is not None:
-        return LintResult("yaml-faithful", False, problem)
+        return _failed("yaml-faithful", problem)
     readers = ", ".join(name for name, _ in yaml_readers())
-    return LintResult("yaml-faithful", True, f"every value reads back unchanged ({readers}); plain strings are "
+    return _passed("yaml-faithful", f"every value reads back unchanged ({readers}); plain strings are "
                                              "strings to every YAML reader")
 
 
@@ -540,14 +543,14 @@ def _engine_container(documents: Sequence[Mapping[str, Any]]) -> Mapping[str, An
 
 
 @_rule("expansion")
-def _expansion(given: LintInput) -> LintResult:
+def _expansion(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     wanted = (expect.engine_command, expect.engine_args, expect.engine_env)
     if all(w is None for w in wanted):
-        return LintResult("expansion", True, "not compared: no engine values given")
+        return _passed("expansion", "not compared: no engine values given")
     container = _engine_container(documents)
     if container is None:
-        return LintResult("expansion", False, "no engine container found")
+        return _failed("expansion", "no engine container found")
 
     def decoded(field: str, value: str, want: str) -> str | None:
         if field in expect.expanded:
@@ -559,23 +562,23 @@ def _expansion(given: LintInput) -> LintResult:
             continue
         got = [str(v) for v in _list(container.get(field))]
         if len(got) != len(want_list):
-            return LintResult("expansion", False, f"{field}: {len(got)} words, not {len(want_list)}")
+            return _failed("expansion", f"{field}: {len(got)} words, not {len(want_list)}")
         for index, (value, want) in enumerate(zip(got, want_list, strict=True)):
             problem = decoded(field, value, want)
             if problem:
-                return LintResult("expansion", False, f"{field}[{index}]: {problem}")
+                return _failed("expansion", f"{field}[{index}]: {problem}")
     if expect.engine_env is not None:
         got_env = [(str(e.get("name")), str(e.get("value"))) for e in map(_mapping, _list(container.get("env")))
                    if "value" in e]
         if [n for n, _ in got_env] != [n for n, _ in expect.engine_env]:
-            return LintResult("expansion", False, f"env names {[n for n, _ in got_env]}, not "
+            return _failed("expansion", f"env names {[n for n, _ in got_env]}, not "
                                                   f"{[n for n, _ in expect.engine_env]}")
         for (name, value), (_, want) in zip(got_env, expect.engine_env, strict=True):
             problem = decoded("env", value, want)
             if problem:
-                return LintResult("expansion", False, f"env {name}: {problem}")
+                return _failed("expansion", f"env {name}: {problem}")
     where = ", ".join(expect.expanded) or "nothing"
-    return LintResult("expansion", True, f"the engine gets the recipe's command, args and env ($(NAME) and $$ "
+    return _passed("expansion", f"the engine gets the recipe's command, args and env ($(NAME) and $$ "
                                          f"expanded in: {where})")
 
 
@@ -593,26 +596,26 @@ def memory_bytes(quantity: object) -> int | None:
 
 
 @_rule("requests")
-def _requests(given: LintInput) -> LintResult:
+def _requests(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     if not expect.cluster:
-        return LintResult("requests", True, "not required: podman kube play places nothing")
+        return _passed("requests", "not required: podman kube play places nothing")
     engine = _engine_container(documents)
     for where, container in _all_containers(documents):
         requests = _mapping(_mapping(container.get("resources")).get("requests"))
         cpu, memory = requests.get("cpu"), memory_bytes(requests.get("memory"))
         if not (isinstance(cpu, str) and _CPU.fullmatch(cpu)) and _whole(cpu) is None:
-            return LintResult("requests", False, f"{where}: no cpu request: the scheduler would place it on a "
+            return _failed("requests", f"{where}: no cpu request: the scheduler would place it on a "
                                                  "full node")
         if memory is None:
-            return LintResult("requests", False, f"{where}: no memory request: the scheduler would place it "
+            return _failed("requests", f"{where}: no memory request: the scheduler would place it "
                                                  "where its load does not fit")
         if container is engine and memory < expect.memory_bytes:
-            return LintResult("requests", False, (
+            return _failed("requests", (
                 f"{where}: the memory request ({requests.get('memory')}) is below the {expect.memory_bytes} bytes "
                 "the engine loads"
             ))
-    return LintResult("requests", True, "every container requests cpu and memory; the engine at least what it loads")
+    return _passed("requests", "every container requests cpu and memory; the engine at least what it loads")
 
 
 def _security_problem(context: Mapping[str, Any]) -> str | None:
@@ -631,13 +634,13 @@ def _security_problem(context: Mapping[str, Any]) -> str | None:
 
 
 @_rule("security-context")
-def _security_context(given: LintInput) -> LintResult:
+def _security_context(given: LintInput) -> Finding:
     documents = given.documents
     for where, container in _all_containers(documents):
         problem = _security_problem(_mapping(container.get("securityContext")))
         if problem is not None:
-            return LintResult("security-context", False, f"{where}: securityContext: {problem}")
-    return LintResult("security-context", True, "no container escalates privileges or keeps a capability")
+            return _failed("security-context", f"{where}: securityContext: {problem}")
+    return _passed("security-context", "no container escalates privileges or keeps a capability")
 
 
 def _tolerates_gpu_taint(toleration: Mapping[str, Any]) -> bool:
@@ -649,39 +652,39 @@ def _tolerates_gpu_taint(toleration: Mapping[str, Any]) -> bool:
 
 
 @_rule("gpu-toleration")
-def _gpu_toleration(given: LintInput) -> LintResult:
+def _gpu_toleration(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     if not expect.cluster or expect.world == 0:
-        return LintResult("gpu-toleration", True, "not needed: no GPU node to schedule onto")
+        return _passed("gpu-toleration", "not needed: no GPU node to schedule onto")
     for deployment in _deployments(documents):
         tolerations = map(_mapping, _list(_pod_spec(deployment).get("tolerations")))
         if not any(_tolerates_gpu_taint(t) for t in tolerations):
-            return LintResult("gpu-toleration", False, (
+            return _failed("gpu-toleration", (
                 f"the pod does not tolerate the {GPU_RESOURCE}:NoSchedule taint GPU nodes usually carry "
                 f"(key {GPU_RESOURCE}, operator Exists): it would never be scheduled there"
             ))
-    return LintResult("gpu-toleration", True, f"the pod tolerates {GPU_RESOURCE}:NoSchedule")
+    return _passed("gpu-toleration", f"the pod tolerates {GPU_RESOURCE}:NoSchedule")
 
 
 @_rule("namespace")
-def _namespace(given: LintInput) -> LintResult:
+def _namespace(given: LintInput) -> Finding:
     documents, expect = given.documents, given.expect
     found = {f"{d.get('kind', '?')}/{_mapping(d.get('metadata')).get('name', '?')}":
              _mapping(d.get("metadata")).get("namespace") for d in documents if isinstance(d, Mapping)}
     if len(set(found.values())) > 1:
-        return LintResult("namespace", False, f"the objects are in different namespaces ({found}): the Service and "
+        return _failed("namespace", f"the objects are in different namespaces ({found}): the Service and "
                                               "the Job reach the engine only within one")
     bad = [ns for ns in found.values() if ns is not None and not (
         isinstance(ns, str) and len(ns) <= 63 and DNS_LABEL_1123.fullmatch(ns))]
     if bad:
-        return LintResult("namespace", False, f"namespace {bad[0]!r} is not a DNS-1123 label (lowercase letters, "
+        return _failed("namespace", f"namespace {bad[0]!r} is not a DNS-1123 label (lowercase letters, "
                                               "digits and '-', at most 63)")
     if expect.namespace is not None:
         wrong = [w for w, ns in found.items() if ns != expect.namespace]
         if wrong:
-            return LintResult("namespace", False, f"{', '.join(wrong)}: not in namespace {expect.namespace}")
-        return LintResult("namespace", True, f"every object is in namespace {expect.namespace}")
-    return LintResult("namespace", True, "every object is in the same namespace")
+            return _failed("namespace", f"{', '.join(wrong)}: not in namespace {expect.namespace}")
+        return _passed("namespace", f"every object is in namespace {expect.namespace}")
+    return _passed("namespace", "every object is in the same namespace")
 
 
 RULES = tuple(_REGISTRY)  # every rule above, in the order they run
