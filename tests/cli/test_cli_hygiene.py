@@ -250,7 +250,7 @@ def test_up_dry_run_names_the_scope_and_suggests_user() -> None:
     assert doc["scope_hint"].split() == hint.removeprefix("hint: ").split()
     assert render.returncode == ExitCode.INVALID_INPUT
     error = one_json(render)["error"]
-    assert "system manager" in error["message"] and "`rigctl render qwen3-8b-vllm --scope user`" in error["fix"]
+    assert "system manager" in error["message"] and "`rigctl render qwen3-8b-vllm --user`" in error["fix"]
 
 
 # --- 4. validate NAME, and a file whose name: is not its file name ---------------------------------------

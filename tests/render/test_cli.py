@@ -57,3 +57,20 @@ def test_render_refusal_is_an_error_without_traceback() -> None:
 def test_render_bad_version_and_scope() -> None:
     assert runner.invoke(app, ["render", "glm53-flash", "--podman-version", "five"]).exit_code == 3
     assert runner.invoke(app, ["render", "glm53-flash", "--scope", "global"]).exit_code == 2
+
+
+def test_render_spells_the_scope_as_every_command_does() -> None:
+    """--user / --system on render as on up, preflight and the rest (--scope, the old spelling, still works and
+    means the same); both at once is a usage error, and --system renders as any user (it only prints)."""
+    base = ["render", "glm53-flash", "--json", "--gpus", "GPU-a,GPU-b", "--podman-version", "5.4"]
+
+    def unit(*flags: str) -> str:
+        done = runner.invoke(app, [*base, *flags])
+        assert done.exit_code == 0, done.output
+        return str(json.loads(done.output)["files"][0]["text"])
+
+    assert unit("--user") == unit("--scope", "user") and "WantedBy=default.target" in unit("--user")
+    assert unit("--system") == unit("--scope", "system") and "WantedBy=multi-user.target" in unit("--system")
+    for clash in (["--user", "--system"], ["--user", "--scope", "system"], ["--system", "--scope", "user"]):
+        done = runner.invoke(app, [*base, *clash])
+        assert done.exit_code == 2 and "exclude each other" in done.output, (clash, done.output)

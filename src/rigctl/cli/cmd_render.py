@@ -17,7 +17,8 @@ def render_cmd(
     recipe: opt.RecipeArg,
     *,
     out: opt.OutDirOpt = None, podman_version: opt.PodmanVersionOpt = None, inventory: opt.InventoryOpt = None,
-    quadlet_version: opt.QuadletVersionOpt = None, gpus: opt.GpusOpt = None, scope: opt.ScopeOpt = None,
+    quadlet_version: opt.QuadletVersionOpt = None, gpus: opt.GpusOpt = None, user: opt.UserOpt = False,
+    system: opt.SystemOpt = False, scope: opt.ScopeOpt = None,
     target: opt.TargetOpt = "quadlet", model_pvc: opt.ModelPvcOpt = None, verify_job: opt.VerifyJobOpt = None,
     node_product: opt.NodeProductOpt = None, namespace: opt.NamespaceOpt = None, sets: opt.SetOpt = None,
     overlays: opt.OverlayOpt = None, as_json: opt.JsonOpt = False,
@@ -34,17 +35,15 @@ def render_cmd(
 
         if target not in opt.RENDER_TARGETS:
             raise UsageError(f"--target {target!r}: expected one of {', '.join(opt.RENDER_TARGETS)}")
-        if scope not in (None, "system", "user"):
-            raise UsageError(f"--scope {scope!r}: expected system or user")
-        manager = Scope(scope) if scope else default_scope()
+        manager = _manager(user, system, scope)
         kube_only = [o for o, v in (("--model-pvc", model_pvc), ("--verify-job", verify_job),
                                     ("--node-product", node_product), ("--namespace", namespace)) if v]
         if target == "quadlet" and kube_only:
             raise UsageError(f"{', '.join(kube_only)}: for --target kube (or podman-kube), not quadlet units")
         box_only = [o for o, v in (("--gpus", gpus), ("--inventory", inventory), ("--podman-version", podman_version),
                                    ("--quadlet-version", quadlet_version)) if v]
-        if target == "kube" and (box_only or scope == "user"):
-            raise UsageError(f"{', '.join(box_only) or '--scope'}: Kubernetes' device plugin and scheduler choose "
+        if target == "kube" and (box_only or user or scope == "user"):
+            raise UsageError(f"{', '.join(box_only) or '--user'}: Kubernetes' device plugin and scheduler choose "
                              "the box and its GPUs; these options are for quadlet and podman-kube")
         selection = split_list(gpus, option="--gpus") if gpus is not None else None
         loaded = load_recipe(recipe, overlays, sets)
@@ -64,3 +63,15 @@ def render_cmd(
         return Outcome("render", True, units, view=views.quadlet(units, written=out is not None))
 
     finish("render", as_json, produce)
+
+
+def _manager(user: bool, system: bool, scope: str | None) -> Scope:
+    """The manager to render for: --user or --system as every command spells it (--scope, the old spelling,
+    still accepted); neither, the default scope, as `up`. Rendering for the system manager needs no root: it
+    only prints."""
+    if scope not in (None, "system", "user"):
+        raise UsageError(f"--scope {scope!r}: expected system or user")
+    chosen = {flag for flag, given in (("user", user), ("system", system)) if given} | ({scope} if scope else set())
+    if len(chosen) > 1:
+        raise UsageError("--user and --system exclude each other")
+    return Scope(chosen.pop()) if chosen else default_scope()

@@ -66,7 +66,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "render": (
         ("render glm53-flash > rigctl-glm53-flash.container", "the unit `up` would install here, alone"),
-        ("render glm53-flash --podman-version 5.4 --scope user", "for another podman and the user manager"),
+        ("render glm53-flash --podman-version 5.4 --user", "for another podman and the user manager"),
         ("render glm53-flash --out units/", "into a directory"),
         ("render glm53-flash --target kube", "Kubernetes manifests"),
     ),

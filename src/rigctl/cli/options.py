@@ -126,9 +126,8 @@ QuadletVersionOpt = Annotated[
     ),
 ]
 ScopeOpt = Annotated[
-    str | None, typer.Option("--scope", metavar="system|user",
-                             help="Install for the system or the user manager (default: system as root, else "
-                                  "user, as `up`).")
+    str | None, typer.Option("--scope", metavar="system|user", hidden=True,
+                             help="The old spelling of --system / --user (render only).")
 ]
 TargetOpt = Annotated[
     str,

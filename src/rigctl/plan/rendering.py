@@ -123,7 +123,7 @@ def render_quadlet(recipe: Recipe, placement: Placement, target: PodmanTarget, *
             raise
         other, generator = target.elsewhere  # e.g. root on a box whose only manager is a user one
         raise RenderError(err.message, fix=f"the {other} manager has one ({generator}): `rigctl render "
-                                           f"{recipe.name} --scope {other}`; otherwise {err.fix}") from None
+                                           f"{recipe.name} --{other}`; otherwise {err.fix}") from None
     written = {p.name: p for p in write_files(rendered.files, out)} if out is not None else {}
     warnings = _placement_warnings(placement) + ([target.note] if target.note else [])
     return QuadletResult(rendered, placement, _entries(rendered.files, written, rendered.scope), warnings,
