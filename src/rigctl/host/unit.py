@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Literal, TypeVar
 
 from rigctl.host.runargs import exec_words, parse_run, podman_args
 from rigctl.host.unitfile import MergedUnit, ParsedFile, UnitParseError, parse
@@ -31,6 +31,14 @@ from rigctl.util.publish import endpoint_of
 SearchScope = Literal["system", "user", "path"]
 UnitKind = Literal["container", "service"]
 MANAGED_LABEL = "rigctl.managed"
+_T = TypeVar("_T")
+
+
+def _or_raise(read: _T | UnitParseError) -> _T:
+    """A reading kept with its failure: the value, or the UnitParseError raised again."""
+    if isinstance(read, UnitParseError):
+        raise read
+    return read
 
 
 @dataclass(frozen=True)
@@ -53,10 +61,7 @@ class SourceFile:
     @property
     def parsed(self) -> ParsedFile:
         """Raises UnitParseError for a file its readers disagree on or its reader refuses."""
-        read = self._read
-        if isinstance(read, UnitParseError):
-            raise read
-        return read
+        return _or_raise(self._read)
 
     @property
     def readable(self) -> bool:
@@ -149,10 +154,7 @@ class Unit:
     def merged(self) -> MergedUnit:
         """Every assignment of the unit, its drop-ins applied. Raises UnitParseError when one of its files
         cannot be read without guessing."""
-        merged = self._merged
-        if isinstance(merged, UnitParseError):
-            raise merged
-        return merged
+        return _or_raise(self._merged)
 
     @cached_property
     def readable_keys(self) -> MergedUnit:
