@@ -139,6 +139,13 @@ class ParsedFile:
         """The file's text: as read, or (once edited) its lines, each ending with "\\n"."""
         return self.source if self.source is not None else join_lines(self.lines)
 
+    def readable(self) -> ParsedFile:
+        """This file, when its reader accepts it; else the refusal an earlier edit left (``broken``), raised
+        as reading its text would raise it. Every edit that looks at entries asks first."""
+        if self.broken:
+            raise self.broken
+        return self
+
 
 def parse(path: str, text: str) -> ParsedFile:
     """Every section header and assignment of one file, read the way its real reader reads it.
@@ -525,8 +532,7 @@ def set_key(f: ParsedFile, section: str, key: str, value: str, *, after: str | N
     ``after`` when present, else at the end of the section (creating the section before [Install]
     when the file has none)."""
     assignment = one_line(f"{key}={value}")
-    if f.broken:
-        raise f.broken
+    f = f.readable()
     mine = [e for e in f.entries if e.section == section and e.key == key]
     if mine:
         return replace_entry(f, mine[-1], assignment)
@@ -552,8 +558,7 @@ def set_key(f: ParsedFile, section: str, key: str, value: str, *, after: str | N
 
 
 def remove_entries(f: ParsedFile, section: str, key: str) -> ParsedFile:
-    if f.broken:
-        raise f.broken
+    f = f.readable()
     for entry in reversed([e for e in f.entries if e.section == section and e.key == key]):
         f = replace_entry(f, entry, None)
     return f
@@ -578,8 +583,7 @@ def remove_option(f: ParsedFile, section: str, keys: Iterable[str], option: str)
     left with no value is dropped."""
     pattern = option_pattern(option)
     bare = option_pattern(option, takes_value=False)
-    if f.broken:
-        raise f.broken
+    f = f.readable()
     wanted = set(keys)
     for entry in reversed([e for e in f.entries if e.section == section and e.key in wanted]):
         raw = "\n".join(f.lines[entry.first : entry.last + 1])
@@ -613,8 +617,7 @@ def replace_word(f: ParsedFile, section: str, key: str, old: str, new: str) -> P
     """Replace the whole word ``old`` (its edges systemd's WHITESPACE or quotes, never \\s, which also
     matches U+2028, U+3000 ...) with ``new`` in the first assignment of ``key`` whose value holds it."""
     pattern = re.compile(r"(?<![^ \t\n\r=\"'])" + re.escape(old) + r"(?![^ \t\n\r\"'\\])")
-    if f.broken:
-        raise f.broken
+    f = f.readable()
     for current in f.entries:
         if current.section == section and current.key == key and old in current.value:
             raw = "\n".join(f.lines[current.first : current.last + 1])
