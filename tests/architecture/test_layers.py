@@ -93,6 +93,20 @@ def test_render_and_preflight_run_no_program(path: Path) -> None:
         f"{path.relative_to(SRC)} prints: the core returns values, the views print them"
 
 
+RENDER_READS = ("rigctl.render", "rigctl.recipe", "rigctl.podman_versions", "rigctl.places", "rigctl.util",
+                "rigctl.errors", "rigctl.exitcodes", "rigctl.findings", "rigctl.severity")
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "render").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_render_takes_values_only(path: Path) -> None:
+    """The renderer's inputs are the recipe and the target's versions: no facts of a box (host), no judging of
+    them (preflight: its warnings are said by preflight, or by the render command), no plan."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    wrong = [f"line {line}: {module}" for line, module in runtime_imports(tree) if module.startswith("rigctl")
+             and not any(module == m or module.startswith(m + ".") for m in RENDER_READS)]
+    assert not wrong, f"{path.relative_to(SRC)} reads beyond recipe and target: {wrong}"
+
+
 def test_the_purity_rule_sees_a_program() -> None:
     code = "import subprocess\nfrom rigctl.util.proc import run\nif TYPE_CHECKING:\n    from rigctl.util.proc import Completed\n"
     assert [m for _, m in runtime_imports(ast.parse(code))] == ["subprocess", "rigctl.util.proc"]

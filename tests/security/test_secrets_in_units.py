@@ -20,7 +20,9 @@ from rigctl.deploy.install import install_files
 from rigctl.doctor.rules import UNIT_RULES
 from rigctl.host.unitfile import MergedUnit, parse
 from rigctl.places import Scope
-from rigctl.plan.podman_target import parse_version
+from rigctl.plan.placement import place_gpus
+from rigctl.plan.podman_target import parse_version, podman_target
+from rigctl.plan.rendering import render_quadlet
 from rigctl.preflight.registry import CHECKS, run_preflight
 from rigctl.preflight.secrets import option_secrets, secret_name, unit_secrets
 from rigctl.recipe.load import load
@@ -102,15 +104,30 @@ def test_preflight_is_quiet_for_secrets_kept_in_podman_secrets(tmp_path: Path) -
     assert run_preflight(recipe, healthy_facts(recipe, "no-nvml")).finding("secret-in-unit").severity == "ok"
 
 
-def test_render_notes_the_warning_and_masks_the_value(tmp_path: Path) -> None:
+def test_render_warns_and_masks_the_value(tmp_path: Path) -> None:
     recipe = _recipe(tmp_path, container={"env": {"HF_TOKEN": TOKEN}})
-    rendered = render_units(recipe, podman_version=parse_version("5.4.2"))
-    (note,) = [n for n in rendered.notes if "HF_TOKEN" in n.message]
+    placement = place_gpus(recipe, None, None)
+    result = render_quadlet(recipe, placement, podman_target("5.4.2", None, None, where="test", scope=Scope.USER),
+                            scope=Scope.USER, out=None)
+    (note,) = [n for n in result.warnings if "HF_TOKEN" in n.message]
     assert note.kind == "warning" and TOKEN not in note.message and "container.secrets" in note.message
+    # the renderer turns values into files: the warning is the render command's, preflight's in `up`
+    assert not [n for n in result.rendered.notes if "HF_TOKEN" in n.message]
     path = small_recipe_file(tmp_path, "sec", port=18999, container={"env": {"HF_TOKEN": TOKEN}})
-    done = cli("render", str(path), "--podman-version", "5.4.2")
-    assert done.returncode == 0, done.stderr
-    assert "HF_TOKEN=***" in done.stderr and TOKEN not in done.stderr
+    for quiet in ([], ["--quiet"]):  # a warning about the unit on stdout: shown with --quiet too
+        done = cli(*quiet, "render", str(path), "--podman-version", "5.4.2")
+        assert done.returncode == 0, done.stderr
+        assert "HF_TOKEN=***" in done.stderr and TOKEN not in done.stderr  # stdout: the unit itself
+
+
+def test_the_dry_run_says_it_once(tmp_path: Path) -> None:
+    path = small_recipe_file(tmp_path, "sec", port=18999, container={"env": {"HF_TOKEN": TOKEN}})
+    done = cli("up", str(path), "--dry-run", "--user")
+    said = done.stdout + done.stderr  # the unit it would install is shown too, the value in it
+    assert "dry run" in said and said.count("HF_TOKEN=***") == 1, said
+    doc = json.loads(cli("up", str(path), "--dry-run", "--user", "--json").stdout)
+    assert [f["id"] for f in doc["findings"] if "HF_TOKEN" in f["message"]] == ["secret-in-unit"]
+    assert not [n for n in doc["render_notes"] if "HF_TOKEN" in n["message"]]
 
 
 # --- install: a unit with a secret is 0600 --------------------------------------------------------------

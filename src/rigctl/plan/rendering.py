@@ -88,6 +88,15 @@ def _placement_warnings(placement: Placement | None) -> list[Note]:
     return [Note("warning", placement.warning)] if placement is not None and placement.warning else []
 
 
+def _secret_warnings(recipe: Recipe) -> list[Note]:
+    """Preflight's secret-in-unit, for `render`, which runs no preflight: a credential the unit would hold in
+    clear (`up` and its dry run say it once, as preflight's finding)."""
+    from rigctl.preflight.secrets import FIX, clear_message, recipe_secrets  # noqa: PLC0415
+
+    exposed = recipe_secrets(recipe)
+    return [Note("warning", f"{clear_message(exposed)}; {FIX}")] if exposed else []
+
+
 @dataclass
 class QuadletResult:
     rendered: RenderedUnits
@@ -125,7 +134,7 @@ def render_quadlet(recipe: Recipe, placement: Placement, target: PodmanTarget, *
         raise RenderError(err.message, fix=f"the {other} manager has one ({generator}): `rigctl render "
                                            f"{recipe.name} --{other}`; otherwise {err.fix}") from None
     written = {p.name: p for p in write_files(rendered.files, out)} if out is not None else {}
-    warnings = _placement_warnings(placement) + ([target.note] if target.note else [])
+    warnings = [*_placement_warnings(placement), *([target.note] if target.note else []), *_secret_warnings(recipe)]
     return QuadletResult(rendered, placement, _entries(rendered.files, written, rendered.scope), warnings,
                          versions_from=target.source)
 

@@ -268,12 +268,6 @@ def render_units(
 
     process = engine_process(recipe)
     notes.extend(Note("info", n) for n in process.notes)
-    from rigctl.preflight.secrets import FIX as SECRET_FIX  # noqa: PLC0415 - see _environment
-    from rigctl.preflight.secrets import clear_message, recipe_secrets  # noqa: PLC0415
-
-    exposed = recipe_secrets(recipe)  # preflight's secret-in-unit says the same before `up`
-    if exposed:
-        notes.append(Note("warning", f"{clear_message(exposed)}; {SECRET_FIX}"))
     devices = gpu_devices(recipe, gpu_ids, notes)
     container = recipe.container
     podman_args: list[list[str]] = [[f"--ipc={container.ipc}"]]
