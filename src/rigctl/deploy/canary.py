@@ -28,7 +28,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -230,35 +230,38 @@ def move(
 
 
 @dataclass
-class RunResult:
-    deployment: str
+class CanaryVerdict:
+    """What the checks said: passed, each check's status, the first that failed and why, the latencies."""
+
     ok: bool
-    at: float
-    duration_s: float
     checks: list[dict[str, str]]
     failed_check: str | None = None
     reason: str | None = None
     ttft_ms: float | None = None
     itl_ms: float | None = None
+
+
+@dataclass(kw_only=True)
+class RunResult(CanaryVerdict):
+    """One run: its verdict, when and how long, the streak it is part of, what the canary did about it."""
+
+    deployment: str
+    at: float
+    duration_s: float
     consecutive_failures: int = 0
     action: str | None = None  # restarted | restart-skipped (why in ``action_detail``)
     action_detail: str | None = None
     journal: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, verdict: CanaryVerdict, *, deployment: str, at: float, duration_s: float) -> RunResult:
+        return cls(**{f.name: getattr(verdict, f.name) for f in fields(CanaryVerdict)}, deployment=deployment,
+                   at=at, duration_s=duration_s)
+
     def entry(self) -> dict[str, Any]:
         return {"at": round(self.at, 3), "ok": self.ok, "duration_s": round(self.duration_s, 3),
                 "checks": self.checks, "failed_check": self.failed_check, "reason": self.reason,
                 "ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "action": self.action}
-
-
-@dataclass(frozen=True)
-class CanaryVerdict:
-    ok: bool
-    checks: list[dict[str, str]]
-    failed_check: str | None = None
-    reason: str | None = None
-    ttft_ms: float | None = None
-    itl_ms: float | None = None
 
 
 Prober = Callable[[float], CanaryVerdict]  # the checks, given the seconds a request may take
@@ -373,8 +376,7 @@ def run_once(
                                 f"{deployment} --every SPAN ...` writes them again")
     else:
         verdict = bounded(probe, config.timeout_s)
-    result = RunResult(deployment, verdict.ok, start, time.monotonic() - mono, verdict.checks, verdict.failed_check,
-                       verdict.reason, verdict.ttft_ms, verdict.itl_ms)
+    result = RunResult.of(verdict, deployment=deployment, at=start, duration_s=time.monotonic() - mono)
     state.counts["runs"] += 1
     if verdict.ok:
         state.consecutive_failures = 0

@@ -47,7 +47,7 @@ def _finding(ctx: RuleContext, rule: UnitRule, hit: Hit) -> UnitFinding:
     return UnitFinding(
         unit=ctx.unit.path, id=rule.id, severity=hit.severity or rule.severity, message=hit.message,
         fix=hit.fix, where=hit.entry.file if hit.entry else None, line=hit.entry.first + 1 if hit.entry else None,
-        managed=ctx.managed, autofix=bool(hit.edits),
+        managed=ctx.unit.managed, autofix=bool(hit.edits),
     )
 
 

@@ -74,7 +74,7 @@ def plan_fixes(units: Sequence[Unit], facts: DoctorFacts) -> list[FixPlan]:
         before = ctx.unit.texts()
         changes = tuple(FileChange(p, before[p], after) for p, after in draft.changed().items())
         if changes:
-            plans.append(FixPlan(ctx.unit, ctx.managed, tuple(fixed), changes))
+            plans.append(FixPlan(ctx.unit, ctx.unit.managed, tuple(fixed), changes))
     return plans
 
 

@@ -16,8 +16,8 @@ def ipc_shm(ctx: RuleContext) -> list[Hit]:
     if spec.ipc != "host" or not spec.shm_size:
         return []
     section, key = ctx.run_keys
-    entry = ctx.merged.last("Container", "ShmSize") if "ShmSize=" in spec.shm_sources else None
-    entry = entry or entry_with(ctx.merged, section, key, "--shm-size")
+    entry = ctx.unit.merged.last("Container", "ShmSize") if "ShmSize=" in spec.shm_sources else None
+    entry = entry or entry_with(ctx.unit.merged, section, key, "--shm-size")
     sources = " and ".join(spec.shm_sources)
     return [Hit(
         f"--ipc=host together with an explicit shm size ({sources} {spec.shm_size}): podman refuses to "

@@ -17,22 +17,12 @@ from rigctl.severity import Severity
 
 @dataclass(frozen=True)
 class RuleContext:
-    """One serving unit, read (its files, parsed once, and what is derived from them: ``rigctl.host.unit``),
-    what it serves, the host facts."""
+    """One serving unit, read (its files, parsed once, and what is derived from them: ``rigctl.host.unit``;
+    a rule reads its keys, drop-ins applied, as ``ctx.unit.merged``), what it serves, the host facts."""
 
     unit: Unit
     spec: ServingSpec
     facts: DoctorFacts
-
-    @property
-    def merged(self) -> MergedUnit:
-        """Its keys, drop-ins applied."""
-        return self.unit.merged
-
-    @property
-    def managed(self) -> bool:
-        """rigctl's own (``Unit.managed``): --fix may rewrite it."""
-        return self.unit.managed
 
     @property
     def run_keys(self) -> tuple[str, str]:

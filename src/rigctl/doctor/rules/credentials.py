@@ -12,10 +12,10 @@ def in_clear(ctx: RuleContext) -> list[Hit]:
     """A variable or option named like a credential (*TOKEN, *KEY, *SECRET, *PASSWORD, --api-key, --hf-token,
     --token) holds a literal value in Environment=, Exec=, PodmanArgs= or ExecStart=; EnvironmentFile= and
     Secret= keep values out of the unit and are fine. The value is never shown."""
-    found = unit_secrets(ctx.merged)
+    found = unit_secrets(ctx.unit.merged)
     if not found:
         return []
-    if ctx.managed:
+    if ctx.unit.managed:
         fix = ("keep it in a podman secret: `podman secret create NAME FILE`, then in the recipe "
                "container.secrets: [{name: NAME, env: VARIABLE}] instead of the value, and `rigctl up` again")
     elif ctx.unit.kind == "container":

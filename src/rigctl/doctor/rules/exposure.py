@@ -59,8 +59,8 @@ def published(ctx: RuleContext) -> list[Hit]:
             continue
         exposed.append(f"port {publish} is published on {ip or 'every address'}")
         local = spell_publish("127.0.0.1", host_port, container_port, suffix)
-        entry = entry_with(ctx.merged, "Container", "PublishPort", publish) or entry_with(
-            ctx.merged, *ctx.run_keys, publish
+        entry = entry_with(ctx.unit.merged, "Container", "PublishPort", publish) or entry_with(
+            ctx.unit.merged, *ctx.run_keys, publish
         )
         if entry is not None:
             edits.append(ReplaceWord(entry, publish, local))
@@ -91,7 +91,7 @@ def published(ctx: RuleContext) -> list[Hit]:
             "publish on loopback (PublishPort=127.0.0.1:PORT:PORT, or -p 127.0.0.1:PORT:PORT) behind an "
             "authenticating proxy, or give the engine a key (vLLM: Secret=NAME,type=env,target=VLLM_API_KEY)"
         )
-    first = entry_with(ctx.merged, "Container", "PublishPort", "") if spec.runner == "quadlet" else None
+    first = entry_with(ctx.unit.merged, "Container", "PublishPort", "") if spec.runner == "quadlet" else None
     return [Hit(
         f"{'; '.join(exposed)}, and no authentication is configured (no --api-key, no *_API_KEY "
         f"environment or secret){note}: anyone on the network can use the model",

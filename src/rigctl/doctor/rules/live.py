@@ -27,7 +27,7 @@ def _ended(live: LiveUnit) -> str:
 def _why(ctx: RuleContext, live: LiveUnit) -> str:
     """Where to read why it died: rigctl's logs for its own units, else the manager's journal."""
     labels = ctx.unit.labels
-    name = labels.get("rigctl.recipe") if ctx.managed else None
+    name = labels.get("rigctl.recipe") if ctx.unit.managed else None
     name = name if name and recipe_name_problem(name) is None else None  # pasted into a shell: a plain name only
     journal = f"journalctl{' --user' if live.scope == 'user' else ''} -u {live.service}"
     return f"`rigctl logs {name}`" if name else f"`{journal}`"

@@ -13,7 +13,7 @@ WARMUP_FIX_S = 1800  # rigctl's default warmup budget (recipe service.warmup_bud
 
 
 def restart(ctx: RuleContext) -> list[Hit]:
-    entry = ctx.merged.last("Service", "Restart")
+    entry = ctx.unit.merged.last("Service", "Restart")
     value = entry.value if entry else None
     if value == "always":
         return []
@@ -28,10 +28,10 @@ def restart(ctx: RuleContext) -> list[Hit]:
             head = "no Restart= in [Service]: systemd's default is Restart=no"
     else:
         head = f"Restart={value} is weaker than Restart=always"
-    target = last_raw(ctx.merged, "Service", "Restart")
+    target = last_raw(ctx.unit.merged, "Service", "Restart")
     path = target.file if target else ctx.unit.path
     edits: list[Edit] = [SetKey(path, "Service", "Restart", "always")]
-    if ctx.merged.last("Service", "RestartSec") is None:
+    if ctx.unit.merged.last("Service", "RestartSec") is None:
         edits.append(SetKey(path, "Service", "RestartSec", "10", after="Restart"))
     return [Hit(
         f"{head}; {why}",
@@ -44,7 +44,7 @@ def restart(ctx: RuleContext) -> list[Hit]:
 def notify_timeout(ctx: RuleContext) -> list[Hit]:
     if not ctx.spec.notify_healthy:
         return []
-    entry = ctx.merged.last("Service", "TimeoutStartSec") or ctx.merged.last("Service", "TimeoutSec")
+    entry = ctx.unit.merged.last("Service", "TimeoutStartSec") or ctx.unit.merged.last("Service", "TimeoutSec")
     seconds = parse_timespan(entry.value) if entry else None
     if seconds is None:
         seconds = ctx.facts.default_timeout_start_s
@@ -54,14 +54,14 @@ def notify_timeout(ctx: RuleContext) -> list[Hit]:
     if seconds >= ctx.facts.min_warmup_s:
         return []
     what = "Notify=healthy" if ctx.unit.kind == "container" else "--sdnotify=healthy"
-    target = last_raw(ctx.merged, "Service", "TimeoutStartSec")
+    target = last_raw(ctx.unit.merged, "Service", "TimeoutStartSec")
     path = target.file if target else ctx.unit.path
     return [Hit(
         f"{what} makes systemd wait for the first passing health check, and {told}: a warmup longer "
         f"than that is killed and retried forever (containers/podman#27290); large models take minutes "
         f"to load and warm up",
         f"set TimeoutStartSec={WARMUP_FIX_S} (or the model's measured warmup plus margin) in [Service]",
-        entry=entry or ctx.merged.last("Container", "Notify") or ctx.spec.run_entry,
+        entry=entry or ctx.unit.merged.last("Container", "Notify") or ctx.spec.run_entry,
         edits=(SetKey(path, "Service", "TimeoutStartSec", str(WARMUP_FIX_S)),),
     )]
 
@@ -71,7 +71,7 @@ def podman_restart(ctx: RuleContext) -> list[Hit]:
     if policy is None:
         return []
     section, key = ctx.run_keys
-    entry = entry_with(ctx.merged, section, key, "--restart")
+    entry = entry_with(ctx.unit.merged, section, key, "--restart")
     if ctx.unit.kind == "container" or ctx.spec.removes_container:
         message = (
             f"podman's own --restart={policy} conflicts with the --rm "
