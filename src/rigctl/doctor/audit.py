@@ -15,7 +15,6 @@ from rigctl.doctor.edits import Edit
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules import HOST_RULES, UNIT_RULES
 from rigctl.doctor.rules.context import Hit, RuleContext, UnitRule
-from rigctl.doctor.serving import describe
 from rigctl.doctor.unit_findings import UnitFinding
 from rigctl.host.unit import Unit
 from rigctl.host.unitfile import UnitParseError
@@ -28,7 +27,7 @@ def read_units(units: Sequence[Unit], facts: DoctorFacts) -> tuple[list[RuleCont
     broken: list[UnitFinding] = []
     for unit in units:
         try:
-            spec = describe(unit)
+            spec = unit.serving
         except UnitParseError as exc:  # its readers disagree on it or refuse it: reported, never guessed
             broken.append(UnitFinding(
                 unit=unit.path, id="unit-unreadable", severity=Severity.FAIL, message=str(exc),

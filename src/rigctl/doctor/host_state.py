@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rigctl.adapters.systemd import Systemd, UnitState
-from rigctl.doctor.serving import describe
 from rigctl.errors import CommandError
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
 from rigctl.host.facts import Cdi, CdiSpec
@@ -89,7 +88,7 @@ def unpinned_images(units: Sequence[Unit]) -> list[str]:
     images: list[str] = []
     for unit in units:
         try:
-            spec = describe(unit)
+            spec = unit.serving
         except UnitParseError:
             continue  # an unreadable unit is audit()'s finding; it has no image to pin
         if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \

@@ -25,11 +25,11 @@ from pathlib import PurePosixPath
 from typing import Literal, TypeVar
 
 from rigctl.host.runargs import exec_words, parse_run, podman_args
+from rigctl.host.serving import ServingSpec, UnitKind, describe
 from rigctl.host.unitfile import MergedUnit, ParsedFile, UnitParseError, parse
 from rigctl.util.publish import endpoint_of
 
 SearchScope = Literal["system", "user", "path"]
-UnitKind = Literal["container", "service"]
 MANAGED_LABEL = "rigctl.managed"
 _T = TypeVar("_T")
 
@@ -171,6 +171,12 @@ class Unit:
     def labels(self) -> dict[str, str]:
         """The labels its container gets, drop-ins applied. Raises UnitParseError like ``merged``."""
         return self._labels_of(self.merged)
+
+    @cached_property
+    def serving(self) -> ServingSpec | None:
+        """What it serves (``host.serving``: image, engine, ports, options); None: a .service that runs no
+        container and no known engine. Raises UnitParseError, as ``merged`` does."""
+        return describe(self.merged, self.kind)
 
     @cached_property
     def managed(self) -> bool:

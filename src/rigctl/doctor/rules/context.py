@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rigctl.doctor.edits import Edit
 from rigctl.doctor.host_state import DoctorFacts
-from rigctl.doctor.serving import ServingSpec
+from rigctl.host.serving import ServingSpec
 from rigctl.host.unit import Unit
 from rigctl.host.unitfile import Entry, MergedUnit
 from rigctl.severity import Severity

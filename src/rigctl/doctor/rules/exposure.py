@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from rigctl.doctor.edits import Edit, ReplaceWord
 from rigctl.doctor.rules.context import Hit, RuleContext, entry_with
-from rigctl.doctor.serving import (
+from rigctl.host.serving import (
     ENGINE_AUTH_BY_DEFAULT,
     ENGINE_BINDS_ALL_BY_DEFAULT,
     ENGINE_HOST_OPTIONS,

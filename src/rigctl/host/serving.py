@@ -1,8 +1,7 @@
 """What a unit serves, whatever wrote it: a quadlet ``.container``, a ``.service`` running
 ``podman run``/``docker run`` (``podman generate systemd --new`` writes those), or a ``.service``
-starting an engine on the bare host. Everything the rules need is normalized into one ServingSpec.
-(Whose unit it is, rigctl's label, is ``rigctl.host.unit``'s question, ``Unit.managed``: ``rigctl status``
-asks it too.)
+starting an engine on the bare host, normalized into one ServingSpec: what doctor's rules read. A Unit
+works it out once (``Unit.serving``), as it does whose unit it is (``Unit.managed``) and where it listens.
 """
 
 from __future__ import annotations
@@ -10,11 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
-from weakref import WeakKeyDictionary
 
 from rigctl.host.runargs import RunCommand, exec_words, parse_run, podman_args
-from rigctl.host.unit import Unit
 from rigctl.host.unitfile import WHITESPACE, Entry, MergedUnit
+
+UnitKind = Literal["container", "service"]  # a quadlet .container, or any .service
 
 Runner = Literal["quadlet", "podman", "docker", "engine"]
 
@@ -129,19 +128,10 @@ def _from_run(run: RunCommand, extra_env: set[str]) -> _RunFields:
     )
 
 
-# what each Unit serves, worked out once: doctor asks for it at every pass over the units (which serve, the
-# image digests, the audit, --fix's plan, the audit after it), and a Unit never changes
-_DESCRIBED: WeakKeyDictionary[Unit, ServingSpec | None] = WeakKeyDictionary()
-
-
-def describe(unit: Unit) -> ServingSpec | None:
-    """The ServingSpec of a unit, or None for a .service that runs no container and no known engine.
-    Raises UnitParseError for a unit that cannot be read (``Unit.merged``)."""
-    if unit in _DESCRIBED:
-        return _DESCRIBED[unit]
-    spec = _describe_container(unit.merged) if unit.kind == "container" else _describe_service(unit.merged)
-    _DESCRIBED[unit] = spec
-    return spec
+def describe(unit: MergedUnit, kind: UnitKind) -> ServingSpec | None:
+    """The ServingSpec of a unit's keys (drop-ins applied), or None for a .service that runs no container and no
+    known engine."""
+    return _describe_container(unit) if kind == "container" else _describe_service(unit)
 
 
 def _describe_container(unit: MergedUnit) -> ServingSpec:
