@@ -205,7 +205,8 @@ def test_inventory_of_this_host(env: dict[str, str], tmp_path: Path, listening: 
     (mine,) = [p for p in paths if p["path"] == str(probed)]
     check_items(mine["files"], {"name", "size", "mtime_ns"}, "inventory.paths[].files")
     check_keys(doc["podman"], {"installed", "version", "api_socket", "api_ok", "quadlet", "quadlet_version",
-                               "quadlet_scope", "images_via", "images", "error"}, "inventory.podman")
+                               "quadlet_scope", "quadlet_elsewhere",  # the other manager's generator
+                               "images_via", "images", "error"}, "inventory.podman")
     check_keys(doc["cdi"], {"dirs", "specs", "driver_library", "driver_installed_ns"}, "inventory.cdi")
     check_keys(doc["systemd"], {"system_manager", "user_manager", "user", "uid", "linger", "error"},
                "inventory.systemd")

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rigctl.host.facts import HostFacts, PodmanFacts
+from rigctl.host.facts import HostFacts, PodmanFacts, SystemdFacts
+from rigctl.places import Scope
 from rigctl.plan.plan import make_plan
 from rigctl.recipe.model import Recipe
 
@@ -126,3 +127,23 @@ def test_up_dry_run_replays_the_real_two_h200_inventory() -> None:
     assert uuids == {"GPU-e479aa74-b61a-2630-c11e-553d40ea9ef3", "GPU-1cd41d90-91d4-f85d-9d83-503fb1fdc24f"}
     for uuid in uuids:
         assert f"AddDevice=nvidia.com/gpu={uuid}" in doc["files"][0]["text"]
+
+
+def test_the_other_scope_is_judged_from_the_facts_gathered(glm: Recipe, facts_for: Callable[..., HostFacts]) -> None:
+    """The `--user` hint of a failed system-scope plan comes from the facts gathered once (the other manager's
+    generator, the managers that answer), not from asking this host again."""
+    none_here = PodmanFacts(installed=True, version="5.4.2", quadlet_scope="system",
+                            quadlet_elsewhere="/usr/lib/systemd/user-generators/podman-user-generator")
+    facts = facts_for(glm, "pro6000-matched", podman=none_here)
+    plan = make_plan(glm, facts, scope=Scope.SYSTEM)
+    assert plan.report.other_scope is not None and "user manager has one" in plan.report.other_scope
+    assert "podman-user-generator" in plan.report.other_scope
+    assert make_plan(glm, facts, scope=Scope.USER).report.other_scope is None  # a user cannot take the system's
+    found = none_here.model_copy(update={"quadlet": "/usr/libexec/podman/quadlet"})
+    assert make_plan(glm, facts_for(glm, "pro6000-matched", podman=found), scope=Scope.SYSTEM).report.other_scope is None
+    no_system = facts_for(glm, "pro6000-matched", systemd=SystemdFacts(system_manager=False, user_manager=True))
+    assert make_plan(glm, no_system, scope=Scope.SYSTEM).report.other_scope == (
+        "no systemd system manager runs here, a user manager does")
+    captured_for_user = none_here.model_copy(update={"quadlet_scope": "user"})  # says nothing of the system's
+    assert make_plan(glm, facts_for(glm, "pro6000-matched", podman=captured_for_user),
+                     scope=Scope.SYSTEM).report.other_scope is None

@@ -75,7 +75,8 @@ def up_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             display.close()
             adapters.probe.close()
         payload = result.to_dict()
-        payload["scope_hint"] = hint = None if result.ok else scope_hint(scope, None, f"rigctl up {recipe}")
+        hint = None if result.ok else scope_hint(result.other_scope, None, f"rigctl up {recipe}")
+        payload["scope_hint"] = hint
         return Outcome("up", result.ok, payload, view=views.up(result, hint=hint), exit_code=result.exit_code)
 
     finish("up", as_json, produce)
@@ -85,7 +86,7 @@ def _dry_run(plan: Plan, inventory: str | None, again: str) -> Outcome:
     """The plan `up` would carry out (preflight, GPU choice, the rendered unit), on this host's facts or a
     captured inventory's; with what to type instead when the other scope could run it here."""
     payload = plan.to_dict()
-    payload["scope_hint"] = hint = None if plan.ok else scope_hint(plan.scope, inventory, again)
+    payload["scope_hint"] = hint = None if plan.ok else scope_hint(plan.report.other_scope, inventory, again)
     return Outcome("up", plan.ok, payload, view=views.plan(plan, inventory, hint=hint),
                    quiet_view=views.plan_result(plan, hint=hint))
 

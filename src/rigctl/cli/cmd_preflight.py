@@ -68,7 +68,7 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
         }
         if report.checksums is not None:
             payload["checksums"] = report.checksums
-        hint = None if report.ok else scope_hint(scope, inventory, f"rigctl preflight {recipe}")
+        hint = None if report.ok else scope_hint(report.other_scope, inventory, f"rigctl preflight {recipe}")
         payload["scope_hint"] = hint
         return Outcome("preflight", report.ok, payload, view=views.preflight(report, r.name, hint=hint),
                        quiet_view=views.preflight_result(report))

@@ -16,7 +16,6 @@ from rigctl.cli.commands import ROOT_SUMMARY
 from rigctl.cli.output import Outcome, emit, emit_error, recipe_override, set_verbosity
 from rigctl.errors import RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.host.quadlet import generator_elsewhere
 from rigctl.invocation import confine_children, current
 from rigctl.places import Scope, resolve_scope
 from rigctl.util.text import printable
@@ -74,24 +73,14 @@ def hosts_path(own: str | None) -> str | None:
     return own if own is not None else ROOT.hosts
 
 
-def scope_hint(scope: Scope, inventory: str | None, again: str) -> str | None:
-    """What to type instead when the system scope cannot run a quadlet here and the user scope can: the
-    system manager has no quadlet generator, or is not running, while the user's has one and runs (root
-    in a container with a `systemd --user` manager). ``again``: the command as typed, to which --user is
-    added. None for a captured --inventory (this host's managers say nothing about that box), for the
-    user scope (a plain user cannot take the system's), or when there is nothing to say."""
-    if inventory is not None or scope != "system":
+def scope_hint(other_scope: str | None, inventory: str | None, again: str) -> str | None:
+    """What to type instead when the system scope cannot run a quadlet here and the user scope can
+    (``other_scope``: why, as preflight found it in the facts). ``again``: the command as typed, to which
+    --user is added. None for a captured --inventory (its facts were gathered for the scope asked, on that
+    box), or when there is nothing to say."""
+    if inventory is not None or other_scope is None:
         return None
-    from rigctl.host.probes import probe_systemd  # noqa: PLC0415 - loads the facts models (pydantic); a failure's hint
-
-    moved = generator_elsewhere(scope)
-    if moved is not None:
-        return (f"the system manager has no quadlet generator here, the user manager has one ({moved[1]}): "
-                f"`{again} --user`")
-    managers = probe_systemd()
-    if not managers.system_manager and managers.user_manager:
-        return f"no systemd system manager runs here, a user manager does: `{again} --user`"
-    return None
+    return f"{other_scope}: `{again} --user`"
 
 
 def usage_error(message: str, given: str, known: Iterable[str], then: str) -> UsageError:

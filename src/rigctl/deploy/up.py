@@ -93,6 +93,7 @@ class UpResult:
     max_model_len_warning: str | None = None
     restarts: int = 0
     stopped_after_failure: bool = False
+    other_scope: str | None = None  # the plan's: why the other manager could run it here (the CLI's hint)
 
     @classmethod
     def begin(cls, recipe: Recipe, scope: Scope, dirs: Dirs) -> UpResult:
@@ -190,6 +191,7 @@ def _up(
     recipe = plan.recipe
     result = UpResult.begin(recipe, plan.scope, dirs)
     result.preflight = list(plan.report.findings)
+    result.other_scope = plan.report.other_scope
     result.gpu_ids = list(plan.gpu_ids)
     if not plan.report.ok:
         result.action = "refused"

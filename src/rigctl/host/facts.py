@@ -310,9 +310,18 @@ class PodmanFacts(_Fact):
                                      "quadlet_scope, if one is installed")
     quadlet_version: Name | None = Field(default=None, description="what that binary's -version says")
     quadlet_scope: Scope | None = Field(default=None, description="the service manager it was looked up for")
+    quadlet_elsewhere: LongName | None = Field(default=None, description="where quadlet_scope's manager has no "
+                                               "generator: the other manager's, which could run the unit")
     images_via: Literal["api", "cli", "none"] = "none"
     images: list[PodmanImage] = Field(default_factory=empty_list)
     error: Text | None = None
+
+    def generator_elsewhere(self, scope: Scope) -> tuple[Scope, str] | None:
+        """The other manager and its quadlet generator, when ``scope``'s has none (these facts were gathered
+        for it) and the other's has one: root on a box whose only manager is a `systemd --user` one."""
+        if self.quadlet is not None or self.quadlet_elsewhere is None or self.quadlet_scope not in (None, scope):
+            return None
+        return Scope.USER if scope == Scope.SYSTEM else Scope.SYSTEM, self.quadlet_elsewhere
 
 
 class CdiSpec(_Fact):

@@ -37,7 +37,7 @@ from rigctl.host.facts import (
     Shm,
     SystemdFacts,
 )
-from rigctl.host.quadlet import QuadletAsked, ask_version
+from rigctl.host.quadlet import QuadletAsked, ask_version, other_generator
 from rigctl.invocation import current
 from rigctl.places import Scope, default_scope
 from rigctl.util.proc import CANCELLED, Started, run
@@ -155,7 +155,8 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
         asked.cancel()  # reaped, not left behind
         raise
     return found.model_copy(update={"quadlet": asked.path, "quadlet_version": _quadlet_version(asked.version),
-                                    "quadlet_scope": scope})
+                                    "quadlet_scope": scope,
+                                    "quadlet_elsewhere": other_generator(scope) if asked.path is None else None})
 
 
 def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: EarlyPodman | None) -> PodmanFacts:

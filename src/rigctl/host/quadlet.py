@@ -37,15 +37,11 @@ def find_quadlet(scope: Scope) -> str | None:
     return next((c for c in quadlet_candidates(scope) if os.access(c, os.X_OK)), None)
 
 
-def generator_elsewhere(scope: Scope) -> tuple[Scope, str] | None:
-    """The other scope and its quadlet generator, when ``scope``'s manager has none and the other's has
-    one: root on a box whose only manager is a `systemd --user` one (a container, a CI runner) is told
-    to use that scope instead of being told that there is no generator at all."""
-    if find_quadlet(scope) is not None:
-        return None
-    other = Scope.USER if scope == Scope.SYSTEM else Scope.SYSTEM
-    found = find_quadlet(other)
-    return None if found is None else (other, found)
+def other_generator(scope: Scope) -> str | None:
+    """The other manager's quadlet generator: asked where ``scope``'s has none, so that root on a box whose
+    only manager is a `systemd --user` one (a container, a CI runner) is told to use that scope instead of
+    being told that there is no generator at all."""
+    return find_quadlet(Scope.USER if scope == Scope.SYSTEM else Scope.SYSTEM)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,6 @@ class PodmanTarget:
 
 def podman_target(
     podman_version: str | None, quadlet_version: str | None, podman: PodmanFacts | None, *, where: str, scope: Scope,
-    elsewhere: tuple[Scope, str] | None = None,
 ) -> PodmanTarget:
     """--podman-version (and --quadlet-version) as given; else the podman that ``podman`` (an inventory's or
     this host's facts) found, with the generator found for ``scope``; else the default, said in a note."""
@@ -71,4 +70,5 @@ def podman_target(
         return PodmanTarget(None, quadlet, source, Note("info", (
             f"podman not found on {where}: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}; --podman-version "
             "X.Y renders for another")))
-    return PodmanTarget(found, quadlet, source, elsewhere=elsewhere if podman.quadlet is None else None)
+    elsewhere = podman.generator_elsewhere(scope) if source == "host" else None  # a capture's box: not here
+    return PodmanTarget(found, quadlet, source, elsewhere=elsewhere)

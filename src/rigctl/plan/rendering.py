@@ -35,7 +35,6 @@ def placement_for(
     podman to render for (given, else the inventory's, else this host's). No layout fits: an error."""
     facts: HostFacts | None = None
     podman: PodmanFacts | None = None
-    elsewhere = None
     if inventory:  # render for that box: its podman, and the GPUs the layout picks there (by UUID)
         from rigctl.host.gather import load_inventory  # noqa: PLC0415 - facts load only when a box is named
 
@@ -44,16 +43,14 @@ def placement_for(
     else:
         if podman_version is None:  # the podman and the generator `up` would install for here
             from rigctl.host.probes import probe_podman  # noqa: PLC0415
-            from rigctl.host.quadlet import generator_elsewhere  # noqa: PLC0415
 
-            podman, elsewhere = probe_podman(scope=scope), generator_elsewhere(scope)
+            podman = probe_podman(scope=scope)
         if recipe.gpus.count:  # this host: the GPUs `up` would choose here, when NVML answers
             from rigctl.host.facts import HostFacts  # noqa: PLC0415
             from rigctl.host.nvml import probe_gpus  # noqa: PLC0415 - only GPU facts: the rest is not render's
 
             facts = HostFacts(gpu=probe_gpus())
-    target = podman_target(podman_version, quadlet_version, podman, where=inventory or "this host", scope=scope,
-                           elsewhere=elsewhere)
+    target = podman_target(podman_version, quadlet_version, podman, where=inventory or "this host", scope=scope)
     placement = place_gpus(recipe, facts, list(gpus) if gpus else None)
     if not placement.ok:
         where = inventory or "this host"

@@ -66,6 +66,7 @@ class PreflightReport:
     choice: Choice
     checksums: dict[str, str] | None = None
     forced: list[str] = field(default_factory=list)
+    other_scope: str | None = None  # why the other manager could run it here (``host_checks.other_scope``)
 
     @property
     def ok(self) -> bool:
@@ -142,4 +143,5 @@ def run_preflight(
     for check_id, verdict in deep_results.items():
         findings.append(_apply_force(Finding(id=check_id, severity=verdict.severity, message=verdict.message,
                                              fix=verdict.fix, figures=verdict.figures), None, forced))
-    return PreflightReport(findings=findings, choice=choice, checksums=sums, forced=sorted(forced))
+    return PreflightReport(findings=findings, choice=choice, checksums=sums, forced=sorted(forced),
+                           other_scope=h.other_scope(facts, scope))
