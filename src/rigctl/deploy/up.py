@@ -161,8 +161,8 @@ def plan_and_up(
             on_stage("preflight")
         plan = plan_here(recipe, scope, force=force, gpus=gpus, early=early)
         with around(plan) if around is not None and plan.ok else contextlib.nullcontext():
-            return up(plan, recipe_source=recipe_source, adapters=adapters, dirs=dirs, options=options,
-                      on_progress=on_progress, on_stage=on_stage, lock_dir=lock_dir)
+            return _up(plan, recipe_source=recipe_source, adapters=adapters, dirs=dirs, options=options,
+                       on_progress=on_progress, on_stage=on_stage)  # ``up`` without a second take of the held lock
 
 
 def up(

@@ -316,10 +316,15 @@ class PodmanFacts(_Fact):
     images: list[PodmanImage] = Field(default_factory=empty_list)
     error: Text | None = None
 
+    def generator_for(self, scope: Scope) -> bool:
+        """Whether the generator facts are ``scope``'s manager's: a captured box's (or this host's) generator
+        counts for the scope it was found for; one found for no scope in particular, for any."""
+        return self.quadlet_scope in (None, scope)
+
     def generator_elsewhere(self, scope: Scope) -> tuple[Scope, str] | None:
         """The other manager and its quadlet generator, when ``scope``'s has none (these facts were gathered
         for it) and the other's has one: root on a box whose only manager is a `systemd --user` one."""
-        if self.quadlet is not None or self.quadlet_elsewhere is None or self.quadlet_scope not in (None, scope):
+        if self.quadlet is not None or self.quadlet_elsewhere is None or not self.generator_for(scope):
             return None
         return Scope.USER if scope == Scope.SYSTEM else Scope.SYSTEM, self.quadlet_elsewhere
 

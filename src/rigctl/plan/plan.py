@@ -20,7 +20,7 @@ from typing import Any
 from rigctl.errors import RigctlError
 from rigctl.host.facts import HostFacts
 from rigctl.places import Scope, install_dir
-from rigctl.plan.podman_target import podman_target, quadlet_counts
+from rigctl.plan.podman_target import podman_target
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, fmt
 from rigctl.preflight.layout import unit_gpu_ids
 from rigctl.preflight.registry import PreflightReport, run_preflight
@@ -115,9 +115,7 @@ def make_plan(
     if target.podman is None:
         notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
     plan = Plan(recipe, scope, report, target.podman or DEFAULT_PODMAN, notes=notes)
-    plan.quadlet_version = target.quadlet
-    if quadlet_counts(facts.podman, scope):
-        plan.quadlet_path = facts.podman.quadlet
+    plan.quadlet_version, plan.quadlet_path = target.quadlet, target.quadlet_path
     plan.gpu_ids = unit_gpu_ids(recipe, report.choice)  # as `render` pins them
     plan.placeholders = recipe.gpus.count > 0 and not report.choice.ok
     if plan.placeholders:

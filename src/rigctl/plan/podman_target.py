@@ -3,8 +3,8 @@
 
 Given on the command line (``--podman-version``, ``--quadlet-version``), a version is taken as given (and
 must be one). Otherwise it is what the facts found: this host's podman, or a captured inventory's; and a
-quadlet generator found there counts only for the manager scope it was found for (``quadlet_counts``). No
-podman found: the default, said in a note.
+quadlet generator found there counts only for the manager scope it was found for
+(``PodmanFacts.generator_for``). No podman found: the default, said in a note.
 """
 
 from __future__ import annotations
@@ -34,12 +34,6 @@ def parse_version(text: str) -> Version:
     return int(match.group(1)), int(match.group(2))
 
 
-def quadlet_counts(podman: PodmanFacts, scope: Scope) -> bool:
-    """Whether the generator the facts found is the one ``scope``'s manager runs: a captured box's (or this
-    host's) generator counts for the scope it was found for; one found for no scope in particular, for any."""
-    return podman.quadlet_scope in (None, scope)
-
-
 @dataclass(frozen=True)
 class PodmanTarget:
     """The podman a unit is rendered for and the quadlet generator that reads it, by the rule `up` plans
@@ -50,6 +44,7 @@ class PodmanTarget:
     source: Literal["option", "inventory", "host", "default"]
     note: Note | None = None  # said when the default stands in for a podman that was not found
     elsewhere: tuple[Scope, str] | None = None  # this host: the other scope's generator, where this one has none
+    quadlet_path: str | None = None  # the generator binary the facts found for the scope: asked when it rejects a unit
 
 
 def podman_target(
@@ -63,12 +58,14 @@ def podman_target(
     if podman is None:
         return PodmanTarget(None, quadlet, "default")
     source: Literal["inventory", "host"] = "host" if where == "this host" else "inventory"
-    if quadlet is None and quadlet_counts(podman, scope):
+    counts = podman.generator_for(scope)
+    path = podman.quadlet if counts else None
+    if quadlet is None and counts:
         quadlet = find_version(podman.quadlet_version)
     found = find_version(podman.version) if podman.installed else None
     if found is None:
         return PodmanTarget(None, quadlet, source, Note("info", (
             f"podman not found on {where}: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}; --podman-version "
-            "X.Y renders for another")))
+            "X.Y renders for another")), quadlet_path=path)
     elsewhere = podman.generator_elsewhere(scope) if source == "host" else None  # a capture's box: not here
-    return PodmanTarget(found, quadlet, source, elsewhere=elsewhere)
+    return PodmanTarget(found, quadlet, source, elsewhere=elsewhere, quadlet_path=path)
