@@ -48,6 +48,7 @@ SERVICE_KEYS = frozenset({
     "canary", "last_boot",  # #24: the canary's summary and the last recorded boot (None when there is none)
     "verdict", "verdict_detail", "last_exit",  # #25: the unit judged, and how its engine last ended
     "gpu_memory",  # #22: per GPU, the memory the plan gives the engine beside what it holds (None: no NVML)
+    "restart_policy_from",  # #20: the manager, or the unit file when the manager did not answer
 })
 LAST_EXIT_KEYS = frozenset({"said", "status", "how", "at", "phase", "source"})
 HEALTH_WORDS = frozenset({"ready", "down", "unknown", "starting", "restarting"})  # or "unhealthy (<why>)"

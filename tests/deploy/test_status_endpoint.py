@@ -70,7 +70,9 @@ def test_a_unit_whose_manager_does_not_answer_is_not_ok(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     (row,) = [r for r in doc["services"] if r["unit"] == "rigctl-unasked.service"]
     assert (doc["ok"], row["verdict"], doc["failing"]) == (False, "unknown", ["rigctl-unasked.service"])
+    # the policy the file asks for, said as the file's: the manager that runs it did not answer
+    assert (row["restart_policy"], row["restart_policy_from"], row["restarts"]) == ("always", "unit file", None)
     text = status()
     assert text.returncode == 7, text.stderr
-    assert "rigctl-unasked.service (user)  UNKNOWN" in text.stdout and "restarts ? (" in text.stdout, text.stdout
+    assert "rigctl-unasked.service (user)  UNKNOWN" in text.stdout and "restarts ? (Restart=always in the unit file)" in text.stdout, text.stdout
     assert "None" not in text.stdout, text.stdout

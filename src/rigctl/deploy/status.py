@@ -105,6 +105,9 @@ class ServiceStatus:
     # per GPU of the deployment: what the gpu-fit plan gives the engine and what its processes hold now
     # (preflight.gpu_fit.GpuMemoryUse.to_dict()); None where it cannot be said (no NVML, no GPUs, no recipe)
     gpu_memory: list[dict[str, Any]] | None = None
+    # who said restart_policy: the manager (what it runs), or, when it did not answer, the unit file (what it
+    # would run once loaded); "" where neither did
+    restart_policy_from: str = "manager"
 
     @property
     def failing(self) -> bool:
@@ -241,7 +244,9 @@ def describe(
             uptime = round(max(0.0, time.monotonic() - unit.active_since_mono_us / 1e6), 1)
     except CommandError:
         unit = None
-        active, sub, restarts, policy, exit_status, uptime = "unknown", "manager unreachable", None, "", None, None
+        active, sub, restarts, exit_status, uptime = "unknown", "manager unreachable", None, None, None
+        policy = keys.value("Service", "Restart") or ""  # a quadlet passes [Service] on as it is
+    said_by = "manager" if unit is not None else ("unit file" if policy else "")
 
     info = podman.container(container) if container else None
     digest = info.image_digest if info and info.image_digest else None
@@ -274,7 +279,7 @@ def describe(
         last_failure=record.last_failure if record else None, canary=canary, last_boot=last_boot,
         verdict=verdict, verdict_detail=verdict_detail,
         last_exit=exit_.to_dict() if exit_ is not None else None,
-        gpu_memory=memory_plan(record, pids, gpu),
+        gpu_memory=memory_plan(record, pids, gpu), restart_policy_from=said_by,
     )
 
 

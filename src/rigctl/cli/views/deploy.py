@@ -175,7 +175,8 @@ def status(services: Sequence[ServiceStatus]) -> View:
             if s.verdict_detail and s.verdict_detail != s.verdict:
                 out.write(f"  {printable(s.verdict_detail, LINE_LIMIT)}\n")
             restarts = "?" if s.restarts is None else s.restarts  # None: the manager did not say
-            out.write(f"  restarts {restarts} (Restart={policy or '?'})  up {uptime}  GPU memory {gpu_mem}\n")
+            said = " in the unit file" if s.restart_policy_from == "unit file" else ""  # the manager did not say
+            out.write(f"  restarts {restarts} (Restart={policy or '?'}{said})  up {uptime}  GPU memory {gpu_mem}\n")
             for use in s.gpu_memory or []:
                 out.write(f"  GPU {use['gpu']}: {_gib(use.get('used_bytes'))} used of "
                           f"{_gib(use.get('planned_bytes'))} planned\n")
