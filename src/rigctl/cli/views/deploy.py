@@ -40,8 +40,10 @@ def plan(planned: Plan, inventory: str | None, *, hint: str | None = None) -> Vi
             prose(out, printable(reason, LINE_LIMIT), first="  layout: ")
         if planned.rendered is not None:
             for f in planned.rendered.files:
-                out.write(f"\n# {'would install' if planned.ok else 'would be installed once preflight passes'}: "
-                          f"{planned.unit_dir}/{f.name}  (unit {planned.rendered.service_name})\n{f.text}")
+                out.write("\n")  # the path is one word: a comment line that wraps only between words
+                prose(out, f"{'would install' if planned.ok else 'would be installed once preflight passes'}: "
+                           f"{planned.unit_dir}/{f.name} (unit {planned.rendered.service_name})", first="# ", rest="#   ")
+                out.write(f.text)
             for note in planned.rendered.notes:
                 prose(out, printable(note.message, LINE_LIMIT), first=f"# render note ({note.kind}): ", rest="#   ")
         if planned.render_error:
