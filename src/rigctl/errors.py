@@ -39,10 +39,11 @@ class InvalidInputError(RigctlError):
 class RecipeNotFoundError(InvalidInputError):
     code = "recipe-not-found"
 
-    def __init__(self, name: str, searched: list[str]) -> None:
+    def __init__(self, name: str, searched: list[str], close: list[str] | None = None) -> None:
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
         super().__init__(
             [f"{name}: no such recipe (searched: {', '.join(searched)})"],
-            fix="run `rigctl recipes` to list them, or pass a path to a YAML file",
+            fix=f"{hint}run `rigctl recipes` to list them, or pass a path to a YAML file",
         )
 
 

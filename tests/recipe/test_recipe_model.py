@@ -189,8 +189,16 @@ def test_user_recipes_override_bundled(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_unknown_recipe_lists_where_it_looked() -> None:
-    with pytest.raises(RecipeNotFoundError, match="no such recipe"):
+    with pytest.raises(RecipeNotFoundError, match="no such recipe") as raised:
         load("does-not-exist")
+    assert raised.value.fix is not None and "did you mean" not in raised.value.fix  # nothing close: no guess
+
+
+def test_a_typo_is_answered_with_the_recipes_it_is_close_to() -> None:
+    with pytest.raises(RecipeNotFoundError) as raised:
+        load("glm53-flsh")
+    fix = raised.value.fix or ""
+    assert fix.startswith("did you mean glm53-flash") and "rigctl recipes" in fix
 
 
 def test_recipe_round_trips_through_json() -> None:

@@ -10,6 +10,7 @@ document's aliases expand to.
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,7 +247,9 @@ def resolve(name_or_path: str) -> RecipeSource:
              f"`name: {name_or_path}`: {', '.join(str(path) for path, _ in declaring)}"],
             fix=f"rename the one you mean to {name_or_path}.yaml (or pass its path), and give the others their "
                 "own names")
-    raise RecipeNotFoundError(name_or_path, [str(d) for d in search_dirs()])
+    known = [name for name, _, _ in list_recipe_files()]
+    raise RecipeNotFoundError(name_or_path, [str(d) for d in search_dirs()],
+                              difflib.get_close_matches(name_or_path, known, n=3, cutoff=0.6))
 
 
 def recipe_file(name_or_path: str) -> Path:
