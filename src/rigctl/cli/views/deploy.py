@@ -41,8 +41,9 @@ def plan(planned: Plan, inventory: str | None, *, hint: str | None = None) -> Vi
         if planned.rendered is not None:
             for f in planned.rendered.files:
                 out.write("\n")  # the path is one word: a comment line that wraps only between words
-                prose(out, f"{'would install' if planned.ok else 'would be installed once preflight passes'}: "
-                           f"{planned.unit_dir}/{f.name} (unit {planned.rendered.service_name})", first="# ", rest="#   ")
+                what = "would install" if planned.ok else "would be installed once preflight passes"
+                prose(out, f"{what}: {planned.unit_dir}/{f.name} (unit {planned.rendered.service_name})",
+                      first="# ", rest="#   ")
                 out.write(f.text)
             for note in planned.rendered.notes:
                 prose(out, printable(note.message, LINE_LIMIT), first=f"# render note ({note.kind}): ", rest="#   ")
