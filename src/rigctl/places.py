@@ -30,10 +30,19 @@ class Scope(StrEnum):
     SYSTEM = "system"
     USER = "user"
 
+    @classmethod
+    def of(cls, is_root: bool) -> Scope:
+        """The one rule: root -> system; anyone else -> user (a non-root user cannot write the system directory)."""
+        return cls.SYSTEM if is_root else cls.USER
+
+    @property
+    def other(self) -> Scope:
+        return Scope.USER if self is Scope.SYSTEM else Scope.SYSTEM
+
 
 def default_scope() -> Scope:
-    """root -> system; anyone else -> user (a non-root user cannot write the system directory)."""
-    return Scope.SYSTEM if current().is_root else Scope.USER
+    """This invocation's scope by ``Scope.of`` (whoever runs it: ``invocation.current``)."""
+    return Scope.of(current().is_root)
 
 
 def resolve_scope(user: bool, system: bool) -> Scope:

@@ -326,7 +326,7 @@ class PodmanFacts(_Fact):
         for it) and the other's has one: root on a box whose only manager is a `systemd --user` one."""
         if self.quadlet is not None or self.quadlet_elsewhere is None or not self.generator_for(scope):
             return None
-        return Scope.USER if scope == Scope.SYSTEM else Scope.SYSTEM, self.quadlet_elsewhere
+        return Scope(scope).other, self.quadlet_elsewhere
 
 
 class CdiSpec(_Fact):

@@ -41,7 +41,7 @@ def other_generator(scope: Scope) -> str | None:
     """The other manager's quadlet generator: asked where ``scope``'s has none, so that root on a box whose
     only manager is a `systemd --user` one (a container, a CI runner) is told to use that scope instead of
     being told that there is no generator at all."""
-    return find_quadlet(Scope.USER if scope == Scope.SYSTEM else Scope.SYSTEM)
+    return find_quadlet(Scope(scope).other)
 
 
 @dataclass(frozen=True)

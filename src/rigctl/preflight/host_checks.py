@@ -321,7 +321,7 @@ def check_port(ctx: Context) -> Verdict:
 
 def check_systemd(ctx: Context) -> Verdict:
     s = ctx.facts.systemd
-    scope = ctx.scope or ("system" if s.uid == 0 else "user")
+    scope = ctx.scope or Scope.of(s.uid == 0)  # no scope given: as the facts' user would get
     if scope == "system":
         if s.system_manager:
             return ok("the system manager answers (/run/systemd/private): the unit goes to /etc/containers/systemd/")
