@@ -152,7 +152,7 @@ class FakeSystemd:
                 if at > t:
                     break
                 current = props
-                if props.get("SubState") == "auto-restart":
+                if props.get("SubState", "").startswith("auto-restart"):  # -queued: systemd 254+
                     exit_at = at
             if exit_at is None or t < exit_at + self.script.restart_sec:
                 return {**current, "NRestarts": str(restarts), "Restart": "always"}

@@ -144,6 +144,16 @@ def test_died_in_warmup_is_stopped_with_its_last_words(tmp_path: Path, status: i
     assert record.last_failure["exit_status"] == status and CRASH in record.last_failure["last_lines"]
 
 
+def test_a_restart_systemd_has_queued_is_a_death_too(tmp_path: Path) -> None:
+    """systemd 254 and later say ``auto-restart-queued`` once the restart job is queued (Debian 13's 257):
+    the warmup reads it as the death it is, one rule for every reader (``UnitState.restart_pending``)."""
+    queued = {**exited(1), "SubState": "auto-restart-queued"}
+    box = Box(tmp_path, script=Script([(0.0, RUNNING), (2.0, queued)]), ready_after=None)
+    res = box.up(make_recipe(tmp_path))
+    assert res.wait is not None and (res.wait.status, res.wait.exit_status) == (WaitStatus.DIED, 1)
+    assert res.message.startswith("died: the engine exited with status 1 during warmup"), res.message
+
+
 def test_died_with_keep_failed_is_left_to_systemd(tmp_path: Path) -> None:
     box = Box(tmp_path, script=Script([(0.0, RUNNING), (2.0, exited(1))]), ready_after=None)
     res = box.up(make_recipe(tmp_path), keep_failed=True)

@@ -118,7 +118,7 @@ def stopped_for_good(state: UnitState) -> bool:
     not loaded at all. A unit waiting to restart is ``activating``/``auto-restart``."""
     if state.load == "not-found":
         return True
-    return state.active in {"inactive", "failed"} and not state.sub.startswith("auto-restart")
+    return state.active in {"inactive", "failed"} and not state.restart_pending
 
 
 def _restart_marker(exit_status: int | None) -> LogLine:

@@ -260,7 +260,7 @@ def describe(
     elif active == "unknown":
         health = "unknown"
     elif active == "activating":
-        health = "starting" if not sub.startswith("auto-restart") else "restarting"
+        health = "restarting" if unit is not None and unit.restart_pending else "starting"
     events: list[ContainerEvent] = []
     if container and unit is not None and (restarts or unit.exit_status is not None or not unit.running):
         since = time.time() - record.installed_at if record and record.installed_at else EVENTS_WINDOW_S

@@ -320,7 +320,7 @@ def _install_and_run(
             result.action = "unchanged"
             result.restarts = before.restarts
             wait: WaitResult | None = None
-        elif not installed.changed and before.active in ("active", "activating") and before.sub != "auto-restart":
+        elif not installed.changed and before.active in ("active", "activating") and not before.restart_pending:
             # Same unit, still warming up (an earlier `up` was interrupted, or systemd restarted it):
             # watch it rather than throw the warmup away.
             result.action = "attached"

@@ -257,11 +257,11 @@ def wait_ready(
         now = clock.monotonic()
         elapsed = now - target.start_mono
         last = systemd.show(target.unit)
-        if last.active in {"active", "activating", "reloading", "deactivating"} and last.sub != "auto-restart":
+        if last.active in {"active", "activating", "reloading", "deactivating"} and not last.restart_pending:
             seen_started = True
         died = (
             (seen_started and last.restarts > prev_restarts)
-            or last.sub == "auto-restart"
+            or last.restart_pending
             or last.active == "failed"
             or (seen_started and last.active == "inactive")
         )
@@ -338,7 +338,7 @@ def _settled(systemd: Systemd, unit: str, clock: Clock, last: UnitState) -> Unit
     state = last
     while clock.monotonic() < deadline:
         state = systemd.show(unit)
-        if state.exit_status is not None or state.sub in ("auto-restart", "failed", "dead"):
+        if state.exit_status is not None or state.restart_pending or state.sub in ("failed", "dead"):
             break
         clock.sleep(0.05)
     return state
@@ -359,7 +359,7 @@ def _ended(
                 and clock.monotonic() - follower.last_output_mono > 0.15 and clock.monotonic() > noticed + 0.4):
             break
         count = follower.line_count
-    stopped = unit.active == "inactive" and unit.result == "success" and unit.sub != "auto-restart"
+    stopped = unit.active == "inactive" and unit.result == "success" and not unit.restart_pending
     status = WaitStatus.STOPPED if stopped else WaitStatus.DIED
     code = unit.exit_status
     detail = "the unit was stopped while warming up" if stopped else death_detail(code)
