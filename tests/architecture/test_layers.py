@@ -14,7 +14,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rigctl"
 RANK = {
-    "exitcodes": 0, "invocation": 0.5, "errors": 1, "util": 2, "severity": 2, "findings": 2.2, "podman_versions": 2, "places": 2.5,
+    "exitcodes": 0, "invocation": 0.5, "errors": 1, "util": 2, "severity": 2, "findings": 2.2, "podman_versions": 2, "podman_args": 2, "places": 2.5,
     "recipe": 3, "host": 4, "preflight": 5, "render": 6, "plan": 6.5, "verify": 7, "adapters": 7.5, "deploy": 8, "doctor": 9,
     "fleet": 10, "cli": 11,
 }

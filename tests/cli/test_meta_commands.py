@@ -282,16 +282,11 @@ def test_new_json_out_and_refusals(home: dict[str, str], tmp_path: Path) -> None
     assert missing.returncode == ExitCode.INVALID_INPUT and "no such recipe" in missing.stderr
 
 
-def test_an_error_is_prose_wrapped_at_the_terminal_width(home: dict[str, str]) -> None:
-    """An error and its fix wrap at COLUMNS like every other sentence rigctl prints; a `command` is never cut."""
-    done = rigctl("up", "glm53-flsh", "--dry-run", env={**home, "COLUMNS": "80"})
-    assert done.returncode == ExitCode.INVALID_INPUT
-    lines = done.stderr.splitlines()
-    assert lines[0].startswith("rigctl up: error: glm53-flsh: no such recipe") and len(lines) > 2, lines
-    assert all(len(line) <= 80 for line in lines), lines
-    said = " ".join(done.stderr.split())
-    assert "fix: did you mean glm53-flash" in said and "`rigctl recipes`" in said
 
+def test_a_typo_in_a_recipe_name_is_answered_with_the_close_ones(home: dict[str, str]) -> None:
+    done = rigctl("up", "glm53-flsh", "--dry-run", env=home)
+    assert done.returncode == ExitCode.INVALID_INPUT
+    assert "glm53-flsh: no such recipe" in done.stderr and "fix: did you mean glm53-flash" in done.stderr
 
 def test_new_out_never_replaces_a_schema_file_it_was_not_asked_to_write(home: dict[str, str], tmp_path: Path) -> None:
     """--out DIR/FILE writes FILE; a DIR/recipe.schema.json that is not rigctl's schema is the user's, kept and

@@ -117,6 +117,22 @@ def test_ipc_host_with_shm_size_in_extra_args(recipe_with: Make, facts_for: Fact
     assert s is Severity.FAIL and PODMAN_IPC_SHM_ERROR in msg and fix
 
 
+def test_run_options_are_read_as_podman_reads_them(recipe_with: Make, facts_for: Facts) -> None:
+    """The recipe model, preflight and doctor read extra_podman_args with one parser (``rigctl.podman_args``):
+    ``--shm-size-systemd`` is not the /dev/shm size, and ``--ipc host`` in two words is host IPC."""
+    systemd_tmpfs = recipe_with("qwen3-8b-vllm", "container.ipc=host", "container.shm_size=null",
+                                "container.extra_podman_args=['--shm-size-systemd=1g']")  # was refused at load
+    assert systemd_tmpfs.container.shm_given is None
+    assert sev(systemd_tmpfs, facts_for(systemd_tmpfs, "pro6000-single"), "ipc-shm")[0] is Severity.OK
+    two_words = recipe_with("qwen3-8b-vllm", "container.ipc=private", "container.shm_size=16g",
+                            "container.extra_podman_args=['--ipc', 'host']")
+    assert two_words.container.ipc_mode == "host"
+    assert sev(two_words, facts_for(two_words, "pro6000-single"), "ipc-shm")[0] is Severity.FAIL
+    with pytest.raises(Exception, match="ipc: host with --shm-size 8g in extra_podman_args"):
+        recipe_with("qwen3-8b-vllm", "container.ipc=host", "container.shm_size=null",
+                    "container.extra_podman_args=['--shm-size', '8g']")
+
+
 def test_private_ipc_default_shm_for_tp2(recipe_with: Make, facts_for: Facts) -> None:
     recipe = recipe_with("glm53-flash", "container.ipc=private")
     s, msg, _ = sev(recipe, facts_for(recipe, "pro6000-matched"), "shm")

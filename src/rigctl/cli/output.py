@@ -18,11 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from rigctl.cli import plaintable
 from rigctl.errors import InvalidInputError, RigctlError
 from rigctl.exitcodes import ExitCode
 from rigctl.util.jsonable import jsonable
-from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, columns, envelope, printable
+from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, envelope, printable
 
 __all__ = [
     "CELL_LIMIT", "LINE_LIMIT", "SCHEMA_VERSION", "Outcome", "emit", "emit_error", "envelope", "for_rich", "note",
@@ -154,13 +153,10 @@ def emit_error(command: str, err: RigctlError, *, as_json: bool) -> int:
         sys.stdout.write(to_json(envelope(command, False, _with_overrides({"error": error}))))
         sys.stdout.flush()
     else:
-        # prose, wrapped at the terminal's width (COLUMNS, else 80); a `command` to copy is never broken
-        width = columns(sys.stderr, plaintable.WIDTH)
         lines = [printable(line, LINE_LIMIT) for line in err.message.splitlines()] or [""]
-        said = plaintable.hanging(lines[0], width, first=f"rigctl {command}: error: ", rest="  ")
+        sys.stderr.write(f"rigctl {command}: error: {lines[0]}\n")
         for line in lines[1:]:
-            said += plaintable.hanging(line, width, first="  ", rest="    ")
+            sys.stderr.write(f"  {line}\n")
         if err.fix:
-            said += plaintable.hanging(printable(err.fix, LINE_LIMIT), width, first="  fix: ", rest="       ")
-        sys.stderr.write("".join(f"{line}\n" for line in said))
+            sys.stderr.write(f"  fix: {printable(err.fix, LINE_LIMIT)}\n")
     return int(err.exit_code)

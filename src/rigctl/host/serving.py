@@ -10,8 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rigctl.host.runargs import RunCommand, exec_words, parse_run, podman_args
+from rigctl.host.runargs import exec_words, parse_run
 from rigctl.host.unitfile import WHITESPACE, Entry, MergedUnit
+from rigctl.podman_args import RunCommand, podman_args
 
 UnitKind = Literal["container", "service"]  # a quadlet .container, or any .service
 

@@ -24,9 +24,10 @@ from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Literal, TypeVar
 
-from rigctl.host.runargs import exec_words, parse_run, podman_args
+from rigctl.host.runargs import exec_words, parse_run
 from rigctl.host.serving import ServingSpec, UnitKind, describe
 from rigctl.host.unitfile import MergedUnit, ParsedFile, UnitParseError, parse
+from rigctl.podman_args import podman_args
 from rigctl.util.publish import endpoint_of
 
 SearchScope = Literal["system", "user", "path"]

@@ -30,32 +30,9 @@ def _gib(n: int | None) -> str:
 # --- shm, ipc ----------------------------------------------------------------------------------------
 
 
-def _ipc_mode(ctx: Context) -> str:
-    """The IPC mode the container really gets: extra_podman_args can override the ipc field."""
-    mode: str = ctx.recipe.container.ipc
-    args = ctx.recipe.container.extra_podman_args
-    for i, arg in enumerate(args):
-        if arg.startswith("--ipc="):
-            mode = arg.split("=", 1)[1]
-        elif arg == "--ipc" and i + 1 < len(args):
-            mode = args[i + 1]
-    return mode
-
-
-def _explicit_shm(ctx: Context) -> str | None:
-    c = ctx.recipe.container
-    if c.shm_size is not None:
-        return f"shm_size: {c.shm_size}"
-    for i, arg in enumerate(c.extra_podman_args):
-        if arg.startswith("--shm-size"):
-            value = arg.split("=", 1)[1] if "=" in arg else (c.extra_podman_args[i + 1:i + 2] or ["?"])[0]
-            return f"--shm-size {value} in extra_podman_args"
-    return None
-
-
 def check_ipc_shm(ctx: Context) -> Verdict:
-    mode = _ipc_mode(ctx)
-    shm = _explicit_shm(ctx)
+    mode = ctx.recipe.container.ipc_mode
+    shm = ctx.recipe.container.shm_given
     if mode == "host" and shm is not None:
         return fail(f"host IPC together with {shm}: podman refuses to start the container with "
                     f"{PODMAN_IPC_SHM_ERROR!r}",
@@ -65,7 +42,7 @@ def check_ipc_shm(ctx: Context) -> Verdict:
 
 
 def check_shm(ctx: Context) -> Verdict:
-    mode = _ipc_mode(ctx)
+    mode = ctx.recipe.container.ipc_mode
     multi = ctx.recipe.gpus.count > 1
     shm = ctx.facts.shm
     if mode == "host":

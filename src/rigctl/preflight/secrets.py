@@ -22,8 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rigctl.host.runargs import exec_words, parse_run, podman_args
+from rigctl.host.runargs import exec_words, parse_run
 from rigctl.host.unitfile import Entry, MergedUnit, split_words
+from rigctl.podman_args import podman_args
 from rigctl.preflight.finding import Context, Verdict, ok, warn
 
 if TYPE_CHECKING:

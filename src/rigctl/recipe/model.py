@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from rigctl.podman_args import podman_args
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.util.fields import empty_list
 
@@ -493,9 +494,24 @@ class Container(Strict):
         for arg in self.extra_podman_args:
             if arg.split("=", 1)[0] in {"--restart", "--rm", "--replace", "-d", "--detach"}:
                 raise ValueError(f"extra_podman_args may not contain {arg!r}: quadlet and systemd own it")
-        if self.ipc == "host" and any(a.startswith("--shm-size") for a in self.extra_podman_args):
-            raise ValueError(f"ipc: host with --shm-size in extra_podman_args: {PODMAN_IPC_SHM_ERROR!r}")
+        if self.ipc == "host" and self.shm_given is not None:  # --ipc in extra_podman_args: preflight's ipc-shm
+            raise ValueError(f"ipc: host with {self.shm_given}: {PODMAN_IPC_SHM_ERROR!r}")
         return self
+
+    @property
+    def ipc_mode(self) -> str:
+        """The IPC mode the container gets: ``ipc``, unless extra_podman_args says --ipc (podman reads the last)."""
+        said = podman_args(list(self.extra_podman_args)).values("--ipc")
+        return said[-1] if said else self.ipc
+
+    @property
+    def shm_given(self) -> str | None:
+        """Where an explicit /dev/shm size is given (``shm_size``, or --shm-size in extra_podman_args), in
+        words; None: podman's default."""
+        if self.shm_size is not None:
+            return f"shm_size: {self.shm_size}"
+        said = podman_args(list(self.extra_podman_args)).values("--shm-size")
+        return f"--shm-size {said[-1]} in extra_podman_args" if said else None
 
 
 class Service(Strict):
