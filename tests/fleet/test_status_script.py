@@ -56,3 +56,23 @@ def test_a_failing_podman_is_reported_with_what_it_said(tmp_path: Path) -> None:
     assert result.data["podman_error"].startswith("podman ps failed:"), result.data
     assert "cannot connect to the storage" in result.data["podman_error"]
 
+
+
+def _systemctl(bindir: Path, rows: list[str]) -> None:
+    (bindir / "units").write_text("".join(f"{row}\n" for row in rows))
+    script = bindir / "systemctl"
+    script.write_text(f"#!/bin/sh\ncase \"$*\" in *--user*) exit 0;; esac\ncat '{bindir}/units'\n")
+    script.chmod(0o755)
+
+
+def test_every_serving_unit_the_loader_knows_is_listed(tmp_path: Path) -> None:
+    """A host without rigctl: its services are listed by the names of what the unit loader reads as serving
+    (``SERVICE_HINT``: a container tool or a known engine), not a shorter list of its own (lmdeploy, trtllm,
+    TGI and the like were left out)."""
+    _podman(tmp_path, stdout="[]", stderr="", rc=0)
+    engines = ["lmdeploy", "trtllm-serve", "text-generation-launcher", "aphrodite", "koboldcpp", "mistralrs-server",
+               "vllm", "rigctl-qwen"]
+    _systemctl(tmp_path, [f"{name}.service loaded active running {name}" for name in [*engines, "cron"]])
+    result = host_status(Host(name="box", ssh="box"), LocalShell(tmp_path), timeout=30)
+    listed = [row.split()[0] for row in result.data["units"]]
+    assert listed == [f"{name}.service" for name in engines], result.data

@@ -398,6 +398,11 @@ def stream_remote_rigctl(host: Host, argv: Sequence[str], *, out: Callable[[str]
 # --- status ------------------------------------------------------------------------------------------
 
 
+# the services fleet status lists on a host without rigctl: rigctl's, and those the unit loader reads as
+# serving (a container tool or a known engine: ``SERVICE_HINT``), by their names
+UNIT_NAMES = f"rigctl|{SERVICE_HINT.pattern}"
+
+
 def _status_script(boundary: str, program: str = "rigctl") -> str:
     b = boundary
     status = [program, "status", "--json"]
@@ -412,9 +417,9 @@ def _status_script(boundary: str, program: str = "rigctl") -> str:
         f"echo '{b} units'",
         "if command -v systemctl >/dev/null 2>&1; then "
         "systemctl list-units --all --type=service --plain --no-legend --no-pager 2>&1 | "
-        "grep -i -E 'rigctl|podman|vllm|sglang|tabby|llama|ollama' ; "
+        f"grep -i -E '{UNIT_NAMES}' ; "
         "systemctl --user list-units --all --type=service --plain --no-legend --no-pager 2>/dev/null | "
-        "grep -i -E 'rigctl|podman|vllm|sglang|tabby|llama|ollama' | sed 's/^/user /'; fi",
+        f"grep -i -E '{UNIT_NAMES}' | sed 's/^/user /'; fi",
         f"echo '{b} gpus'",
         "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=index,name,memory.used,"
         "memory.total --format=csv,noheader,nounits 2>&1; fi",
