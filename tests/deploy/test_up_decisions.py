@@ -33,7 +33,7 @@ from tests.fakes import (
 from rigctl.adapters import Adapters
 from rigctl.deploy import state as records
 from rigctl.deploy.up import UpInterrupted, UpOptions, UpResult, up
-from rigctl.deploy.warmup import WaitStatus
+from rigctl.deploy.warmup import OutputFollower, Phase, WaitStatus
 from rigctl.exitcodes import ExitCode
 from rigctl.places import Dirs
 from rigctl.recipe.model import Recipe
@@ -152,6 +152,21 @@ def test_a_restart_systemd_has_queued_is_a_death_too(tmp_path: Path) -> None:
     res = box.up(make_recipe(tmp_path))
     assert res.wait is not None and (res.wait.status, res.wait.exit_status) == (WaitStatus.DIED, 1)
     assert res.message.startswith("died: the engine exited with status 1 during warmup"), res.message
+
+
+def test_probes_of_the_recipes_own_health_path_are_not_progress() -> None:
+    """rigctl's readiness polls show up in the engine's access log; they are neither progress (they would hide a
+    stall) nor the engine's last words, whatever health path the recipe names."""
+    clock = FakeClock()
+    follower = OutputFollower(FakePodman(), "c", clock, health_path="/ping")
+    for line in ['INFO: 127.0.0.1:51234 - "GET /ping HTTP/1.1" 503 Service Unavailable',
+                 'INFO: 127.0.0.1:51234 - "GET /v1/models HTTP/1.1" 200 OK',
+                 "[GIN] 2026/12/03 | 200 | GET /ping HTTP/1.1"]:
+        follower._add(line)
+    assert follower.line_count == 0 and follower.tail(5) == []
+    follower._add('INFO: 127.0.0.1:51234 - "GET /health HTTP/1.1" 404 Not Found')  # not rigctl's poll here
+    follower._add("Loading safetensors checkpoint shards: 1/8")
+    assert follower.line_count == 2 and follower.phase.phase is Phase.LOADING
 
 
 def test_died_with_keep_failed_is_left_to_systemd(tmp_path: Path) -> None:

@@ -391,7 +391,8 @@ def _watch(
     budget = None
     if learn is not None:
         budget = history.budgets(history.boots(learn[0], recipe.name), learn[1], recipe.image)
-    follower = OutputFollower(adapters.podman, recipe.container_name, adapters.clock, skip_id=skip_id)
+    follower = OutputFollower(adapters.podman, recipe.container_name, adapters.clock, skip_id=skip_id,
+                              health_path=recipe.engine.health_path)
     follower.start()
     try:
         target = WaitTarget(

@@ -51,9 +51,13 @@ _PHASE_PATTERNS: list[tuple[Phase, re.Pattern[str]]] = [
     (Phase.SERVING, re.compile(r"Starting vLLM API server|Uvicorn running|Application startup complete|"
                                r"Started server process", re.I)),
 ]
-# Access-log lines caused by rigctl's own readiness polling: they are neither progress (they would hide
-# a stall) nor worth showing as the engine's last words.
-_OWN_PROBES = re.compile(r'"(GET|HEAD) (/health|/v1/models)[ ?"/]|GET (/health|/v1/models) HTTP')
+
+
+def own_probes(health_path: str) -> re.Pattern[str]:
+    """Access-log lines caused by rigctl's own readiness polling (the recipe's health path and /v1/models):
+    they are neither progress (they would hide a stall) nor worth showing as the engine's last words."""
+    paths = "|".join(re.escape(p) for p in dict.fromkeys((health_path, "/v1/models")))
+    return re.compile(rf'"(GET|HEAD) ({paths})[ ?"/]|GET ({paths}) HTTP')
 _PROGRESS = re.compile(r"(?<![\d.])(\d{1,6})\s*/\s*(\d{1,6})(?![\d.])")
 
 
@@ -83,8 +87,10 @@ class OutputFollower:
     """Follows the container named ``name`` from a background thread, from the moment it exists (and
     again after each restart), skipping a container id given as ``skip_id`` (the one being replaced)."""
 
-    def __init__(self, podman: Podman, name: str, clock: Clock, *, skip_id: str | None = None) -> None:
+    def __init__(self, podman: Podman, name: str, clock: Clock, *, skip_id: str | None = None,
+                 health_path: str = "/health") -> None:
         self._podman = podman
+        self._own_probes = own_probes(health_path)
         self._name = name
         self._clock = clock
         self._skip_id = skip_id
@@ -131,7 +137,7 @@ class OutputFollower:
                     self._streams_ended += 1
 
     def _add(self, line: str) -> None:
-        if _OWN_PROBES.search(line):
+        if self._own_probes.search(line):
             return
         with self._lock:
             self._lines.append(line)
