@@ -14,7 +14,7 @@ from rigctl.adapters.systemd import SystemctlCli, Systemd
 from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.discover import local_roots, path_roots
 from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
-from rigctl.doctor.host_state import DoctorFacts, live_units, local_facts, service_of
+from rigctl.doctor.host_state import DoctorFacts, live_units, local_facts
 from rigctl.doctor.unit_findings import UnitFinding
 from rigctl.errors import CommandError, InvalidInputError, UsageError
 from rigctl.host.unit import Unit
@@ -150,7 +150,7 @@ def live_targets(units: Sequence[Unit], snap: Snapshot) -> dict[str, tuple[str, 
     targets: dict[str, tuple[str, str]] = {}
     for unit in units:
         found = snap.found.get(unit.path)
-        service = service_of(unit)
+        service = unit.service
         if found is None or service is None or unit.scope not in ("system", "user"):
             continue
         if unit.scope == "user" and found.root.path not in own:

@@ -112,20 +112,6 @@ def local_image_digests(images: Sequence[str]) -> dict[str, str]:
     return digests
 
 
-def service_of(unit: Unit) -> str | None:
-    """The service systemd runs from ``unit``: quadlet's NAME.service for NAME.container (or its
-    ServiceName=), a .service file's own name; None for a template, which runs under other names."""
-    name = unit.path.rsplit("/", 1)[-1]
-    if unit.kind == "container":
-        try:
-            given = unit.merged.value("Container", "ServiceName")
-        except UnitParseError:
-            given = None
-        stem = given.removesuffix(".service") if given else name.removesuffix(".container")
-        return None if stem.endswith("@") or not stem else f"{stem}.service"
-    return None if name.endswith("@.service") or not name.endswith(".service") else name
-
-
 def live_units(targets: Mapping[str, tuple[str, str]], systemd_for: Callable[[Scope], Systemd]) -> dict[str, LiveUnit]:
     """``targets``: unit file path -> (scope, service). Each manager is asked once per service; one that
     does not answer leaves its units out (no live finding is guessed)."""

@@ -173,6 +173,21 @@ class Unit:
         """The labels its container gets, drop-ins applied. Raises UnitParseError like ``merged``."""
         return self._labels_of(self.merged)
 
+    @property
+    def service(self) -> str | None:
+        """The service systemd runs from it: quadlet's NAME.service for NAME.container (or the ServiceName= its
+        files say, drop-ins applied), a .service file's own name; None for a template, which runs under other
+        names. (Its drop-in directories are looked up by ``generated_service``: the main file's say alone.)"""
+        name = self.path.rsplit("/", 1)[-1]
+        if self.kind == "container":
+            try:
+                given = self.merged.value("Container", "ServiceName")
+            except UnitParseError:
+                given = None
+            stem = given.removesuffix(".service") if given else name.removesuffix(".container")
+            return None if stem.endswith("@") or not stem else f"{stem}.service"
+        return None if name.endswith("@.service") or not name.endswith(".service") else name
+
     @cached_property
     def serving(self) -> ServingSpec | None:
         """What it serves (``host.serving``: image, engine, ports, options); None: a .service that runs no
