@@ -363,6 +363,17 @@ def test_unpinned_images_only_passes_image_references() -> None:
     assert unpinned_images(units) == ["docker.io/lib/python:3.12", "quay.io/a/b"]
 
 
+def test_a_digest_that_is_not_one_is_looked_up_like_any_unpinned_image() -> None:
+    """One pin rule (``recipe.model.pinned``) for the image-pinned rule and for the digests doctor looks up,
+    so that a unit the rule calls unpinned gets its --fix: ``@sha256:`` alone is not a pin."""
+    from rigctl.host.unit import Unit
+
+    half = "quay.io/a/b@sha256:0123"
+    whole = "quay.io/a/c@sha256:" + "0" * 64
+    units = [Unit.of(f"/u/{i}.container", f"[Container]\nImage={img}\n") for i, img in enumerate([half, whole])]
+    assert unpinned_images(units) == [half]
+
+
 # --- 5. every read is bounded and of a regular file ----------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from rigctl.host.quadlet import find_quadlet
 from rigctl.host.unit import Unit
 from rigctl.host.unitfile import UnitParseError
 from rigctl.places import Scope
+from rigctl.recipe.model import pinned
 from rigctl.util.proc import run
 
 
@@ -91,7 +92,7 @@ def unpinned_images(units: Sequence[Unit]) -> list[str]:
             spec = unit.serving
         except UnitParseError:
             continue  # an unreadable unit is audit()'s finding; it has no image to pin
-        if spec and spec.image and "@sha256:" not in spec.image and spec.runner in ("quadlet", "podman") \
+        if spec and spec.image and not pinned(spec.image) and spec.runner in ("quadlet", "podman") \
                 and IMAGE_REF.fullmatch(spec.image):
             images.append(spec.image)
     return sorted(set(images))

@@ -128,6 +128,15 @@ IMAGE_RE = re.compile(
     r"@(?P<digest>sha256:[0-9a-f]{64})"
 )
 
+_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def pinned(image: str) -> bool:
+    """Whether an image reference names its content (``@sha256:`` and 64 hex digits at its end): the one rule
+    for the recipe's image, doctor's image-pinned rule and which images doctor looks a digest up for."""
+    return _PINNED.search(image) is not None
+
+
 UnitStr = Annotated[str, AfterValidator(_no_control)]
 
 

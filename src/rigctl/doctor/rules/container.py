@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from rigctl.doctor.edits import Edit, Remove, ReplaceWord
 from rigctl.doctor.rules.context import Hit, RuleContext, entry_with
-from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
-
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR, pinned
 
 
 def ipc_shm(ctx: RuleContext) -> list[Hit]:
@@ -29,7 +25,7 @@ def ipc_shm(ctx: RuleContext) -> list[Hit]:
 
 def image_pinned(ctx: RuleContext) -> list[Hit]:
     image = ctx.spec.image
-    if not image or _DIGEST.search(image) or image.endswith((".image", ".build")):
+    if not image or pinned(image) or image.endswith((".image", ".build")):
         return []  # quadlet .image/.build references are audited as their own files
     digest = ctx.facts.image_digests.get(image)
     edits: tuple[Edit, ...] = ()
