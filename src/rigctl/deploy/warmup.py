@@ -58,6 +58,8 @@ def own_probes(health_path: str) -> re.Pattern[str]:
     they are neither progress (they would hide a stall) nor worth showing as the engine's last words."""
     paths = "|".join(re.escape(p) for p in dict.fromkeys((health_path, "/v1/models")))
     return re.compile(rf'"(GET|HEAD) ({paths})[ ?"/]|GET ({paths}) HTTP')
+
+
 _PROGRESS = re.compile(r"(?<![\d.])(\d{1,6})\s*/\s*(\d{1,6})(?![\d.])")
 
 

@@ -1,7 +1,6 @@
-"""``podman run`` / ``docker run`` command lines as unit files carry them: quadlet's ``PodmanArgs=``, or
-a ``.service``'s ``ExecStart=`` (``podman generate systemd --new`` writes those). Split into options,
-image and container command the way podman reads them, so a value is never mistaken for an option
-(``--env -l`` is an environment variable, not a label).
+"""``podman run`` / ``docker run`` command lines as a ``.service``'s ``ExecStart=`` carries them (``podman
+generate systemd --new`` writes those): the argv systemd runs (its prefixes, ``env`` and ``sh -c`` opened
+up) and the run command found in it, whose options ``rigctl.podman_args`` reads as podman does.
 """
 
 from __future__ import annotations
@@ -49,5 +48,3 @@ def parse_run(words: list[str]) -> RunCommand | None:
         if j + 1 < len(words) and words[j] == "container" and words[j + 1] in ("run", "create"):
             return parse_run_args(tool, words[j + 2 :])  # type: ignore[arg-type]
     return None
-
-

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from rigctl.podman_args import podman_args
+from rigctl.podman_args import RunCommand, podman_args
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.util.fields import empty_list
 
@@ -508,9 +508,14 @@ class Container(Strict):
         return self
 
     @property
+    def extra_options(self) -> RunCommand:
+        """extra_podman_args as podman reads them (``rigctl.podman_args``)."""
+        return podman_args(list(self.extra_podman_args))
+
+    @property
     def ipc_mode(self) -> str:
         """The IPC mode the container gets: ``ipc``, unless extra_podman_args says --ipc (podman reads the last)."""
-        said = podman_args(list(self.extra_podman_args)).values("--ipc")
+        said = self.extra_options.values("--ipc")
         return said[-1] if said else self.ipc
 
     @property
@@ -519,7 +524,7 @@ class Container(Strict):
         words; None: podman's default."""
         if self.shm_size is not None:
             return f"shm_size: {self.shm_size}"
-        said = podman_args(list(self.extra_podman_args)).values("--shm-size")
+        said = self.extra_options.values("--shm-size")
         return f"--shm-size {said[-1]} in extra_podman_args" if said else None
 
 
