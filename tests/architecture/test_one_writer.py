@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rigctl"
 WRITER = SRC / "util" / "safefs.py"
 # Where opening a file for writing by hand is right, and why.
 ALLOWED = {
-    ("places.py", "os.open"): "the service lock: created without following a link, written in place under flock",
+    ("deploy/state.py", "os.open"): "the deployment lock: created without following a link, written in place under flock",
 }
 WRITE_METHODS = {"write_text", "write_bytes"}
 MOVES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move"), ("shutil", "copy"),

@@ -118,7 +118,7 @@ def test_logs_of_no_deployment_is_not_found(tmp_path: Path, need: Callable[[bool
 @pytest.fixture
 def held_lock() -> Iterator[str]:
     """A service name whose lock this process holds, as another rigctl command would."""
-    from rigctl.places import ServiceLock
+    from rigctl.deploy.state import ServiceLock
 
     name = f"cli15-lock-{uuid.uuid4().hex[:8]}"
     lock = ServiceLock(name, f"up {name}")

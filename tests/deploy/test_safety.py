@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from rigctl.deploy.install import install_files, sigint_deferred
+from rigctl.deploy.state import ServiceLock
 from rigctl.deploy.up import _interrupted_state
 from rigctl.deploy.warmup import Phase, PhaseState, parse_phase
 from rigctl.errors import DeployError
-from rigctl.places import ServiceLock
 
 
 def test_second_lock_on_same_service_is_refused_with_holder(tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_lock_is_host_wide_across_processes(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from rigctl.places import ServiceLock
+        from rigctl.deploy.state import ServiceLock
         with ServiceLock("svc", "up svc", Path({str(tmp_path)!r})):
             print("held", flush=True)
             time.sleep(30)

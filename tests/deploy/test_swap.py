@@ -468,7 +468,7 @@ def test_same_recipe_is_a_usage_error(sides: tuple[Side, Side], tmp_path: Path) 
 
 
 def test_a_held_lock_refuses_the_swap(sides: tuple[Side, Side], tmp_path: Path) -> None:
-    from rigctl.places import locked
+    from rigctl.deploy.state import locked
 
     deploy = FakeDeploy()
     with locked("sw-b", "up sw-b", tmp_path / "locks"), pytest.raises(DeployError, match="another rigctl command"):

@@ -363,8 +363,8 @@ def test_down_takes_the_lock_and_goes_on_under_a_held_one(tmp_path: Path) -> Non
     import threading
 
     from rigctl.deploy.down import down
+    from rigctl.deploy.state import deployment_lock
     from rigctl.errors import LockHeldError
-    from rigctl.places import deployment_lock
 
     box = Box(tmp_path)
     recipe = make_recipe(tmp_path)

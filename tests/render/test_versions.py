@@ -7,7 +7,7 @@ import re
 import pytest
 from tests.support.recipes import recipe_with
 
-from rigctl.plan.podman_target import parse_version
+from rigctl.plan.plan import parse_version
 from rigctl.podman_versions import QUADLET_KEYS
 from rigctl.render.escape import RenderError
 from rigctl.render.units import render_units

@@ -23,10 +23,11 @@ import pytest
 
 from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts, remove_files
+from rigctl.deploy.state import ServiceLock
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.host.checksums import ChecksumCache, hash_files, sha256_file
 from rigctl.host.licenses import accept, read_acceptances
-from rigctl.places import Scope, ServiceLock
+from rigctl.places import Scope
 from rigctl.recipe.load import load
 from rigctl.render.units import render_units, write_files
 from rigctl.util.safefs import RECORD_LIMIT

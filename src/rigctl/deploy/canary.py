@@ -34,9 +34,10 @@ from typing import Any, Protocol
 
 from rigctl.deploy import history
 from rigctl.deploy.install import install_files, remove_files
+from rigctl.deploy.state import deployment_lock
 from rigctl.errors import CommandError, LockHeldError, UsageError
 from rigctl.invocation import current
-from rigctl.places import Scope, deployment_lock
+from rigctl.places import Scope
 from rigctl.render.canary_units import CanaryUnits, render, service_name, timer_name, unit_names
 
 DEFAULT_CHECKS = ("health", "smoke", "repetition")
@@ -124,7 +125,7 @@ def install(
     baseline: dict[str, Any] | None = None, lock_dir: Path | None = None,
 ) -> CanaryChange:
     """Write (or rewrite) the canary's timer and service and its settings, and start the timer, holding the
-    deployment's lock (``places.deployment_lock``; inside `swap`, the swap's)."""
+    deployment's lock (``state.deployment_lock``; inside `swap`, the swap's)."""
     with deployment_lock(deployment, f"canary {deployment}", lock_dir):
         shown = [*checks, "baseline"] if baseline is not None else list(checks)
         files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(shown), tuple(command)))
@@ -153,7 +154,7 @@ def install(
 def remove(deployment: str, *, unit_dir: Path, state_dir: Path, systemd: Units,
            lock_dir: Path | None = None) -> CanaryChange:
     """Stop and delete the timer and its service, and the canary's record, holding the deployment's lock
-    (``places.deployment_lock``: inside `down` and `swap`, theirs). Idempotent."""
+    (``state.deployment_lock``: inside `down` and `swap`, theirs). Idempotent."""
     with deployment_lock(deployment, f"canary {deployment} --off", lock_dir):
         timer, service = timer_name(deployment), service_name(deployment)
         present = [n for n in unit_names(deployment) if (unit_dir / n).exists() or (unit_dir / n).is_symlink()]

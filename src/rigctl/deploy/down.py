@@ -1,5 +1,5 @@
 """`rigctl down`: stop a deployment (and remove its unit), idempotently, holding the deployment's lock
-(``places.deployment_lock``; inside `swap`, the one the swap holds)."""
+(``state.deployment_lock``; inside `swap`, the one the swap holds)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from rigctl.deploy import canary as canaries
 from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
+from rigctl.deploy.state import deployment_lock
 from rigctl.errors import InvalidInputError
-from rigctl.places import deployment_lock
 
 CONTAINER_GONE_WAIT_S = 15.0
 CONTAINER_GONE_POLL_S = 0.2

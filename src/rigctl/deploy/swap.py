@@ -23,7 +23,7 @@ FROM stops (its runs would judge, and might restart, an engine stopped on purpos
 same settings once TO is proven (FROM's canary units and record removed), and started again on FROM after
 a rollback, whether or not the restore worked (a failing canary is the truth then).
 
-Both services' locks are held for the whole swap (``places.deployment_lock``: the lock ``up()`` and
+Both services' locks are held for the whole swap (``state.deployment_lock``: the lock ``up()`` and
 ``down()`` take, which inside the swap go on under the swap's), so no other rigctl command can touch either
 service half-way through.
 """
@@ -43,6 +43,7 @@ from rigctl.deploy import state as records
 from rigctl.deploy.down import DownResult, down
 from rigctl.deploy.install import installed_texts
 from rigctl.deploy.lookup import FoundDeployment
+from rigctl.deploy.state import deployment_lock
 from rigctl.deploy.up import UpOptions, UpResult, install_and_start, plan_here, up
 from rigctl.deploy.warmup import WarmupProgress
 from rigctl.errors import DeployError, RigctlError, UsageError
@@ -51,7 +52,7 @@ from rigctl.host.facts import GIB, MIB, Gpu, HostFacts
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.procfs import process_tree
 from rigctl.host.quadlet import find_quadlet
-from rigctl.places import Dirs, Scope, deployment_lock
+from rigctl.places import Dirs, Scope
 from rigctl.plan.plan import Plan, make_plan
 from rigctl.recipe.model import Recipe
 from rigctl.render.canary_units import timer_name

@@ -1,7 +1,7 @@
 """`rigctl up`: execute a plan. Atomic install -> daemon-reload -> start -> warmup -> smoke and repetition.
 
 The plan (``plan.plan``: preflight, the GPUs, the rendered unit) is made before, by ``plan_here``; ``up``
-holds the deployment's lock (``places.deployment_lock``), ``plan_and_up`` holds it around both. This module
+holds the deployment's lock (``state.deployment_lock``), ``plan_and_up`` holds it around both. This module
 owns the sequencing, the waiting and the safety: all-or-nothing installs, a unit that dies in warmup is
 stopped rather than left to restart-loop on the GPUs, and an honest account of what state Ctrl-C left
 behind. systemd, podman, the HTTP probe and the clock come in as ``Adapters``.
@@ -21,6 +21,7 @@ from rigctl.adapters import Adapters
 from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts, remove_files
+from rigctl.deploy.state import deployment_lock
 from rigctl.deploy.warmup import (
     OutputFollower,
     WaitResult,
@@ -36,7 +37,7 @@ from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import probe_ports
 from rigctl.invocation import named_dir
-from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope, deployment_lock
+from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope
 from rigctl.plan.plan import Plan, make_plan, notes_dict
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
@@ -176,7 +177,7 @@ def up(
     on_stage: Callable[[str], None] | None = None,
     lock_dir: Path | None = None,
 ) -> UpResult:
-    """Carry ``plan`` out, holding the deployment's lock (``places.deployment_lock``; LockHeldError when
+    """Carry ``plan`` out, holding the deployment's lock (``state.deployment_lock``; LockHeldError when
     another command holds it): refused (exit 1) when its preflight failed, nothing touched; a unit that cannot
     be installed as planned is an error (exit 3); otherwise the unit's outcome (``install_and_start``)."""
     with deployment_lock(plan.recipe.name, f"up {plan.recipe.name}", lock_dir):

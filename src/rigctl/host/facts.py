@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, model_validator
 
 from rigctl.places import Scope
+from rigctl.podman_versions import Version, find_version
 from rigctl.util.fields import empty_list
 
 FACTS_SCHEMA = "1"  # the "rigctl" key of the document; bump on incompatible changes
@@ -316,6 +317,17 @@ class PodmanFacts(_Fact):
     images: list[PodmanImage] = Field(default_factory=empty_list)
     error: Text | None = None
 
+    @property
+    def found_version(self) -> Version | None:
+        """podman's MAJOR.MINOR as `podman --version` said it (here or on a captured box); None when podman
+        was not found or said no version: the one reading of it, for preflight's check and the plan."""
+        return find_version(self.version) if self.installed else None
+
+    @property
+    def found_quadlet_version(self) -> Version | None:
+        """The quadlet generator's MAJOR.MINOR as its ``-version`` said it; None when it said none."""
+        return find_version(self.quadlet_version)
+
     def generator_for(self, scope: Scope) -> bool:
         """Whether the generator facts are ``scope``'s manager's: a captured box's (or this host's) generator
         counts for the scope it was found for; one found for no scope in particular, for any."""
@@ -430,6 +442,19 @@ class HostFacts(_Fact):
 
     def path(self, path: str) -> PathProbe | None:
         return next((p for p in self.paths if p.path == path), None)
+
+    def other_scope(self, scope: Scope | None) -> str | None:
+        """Why the user manager could run here what the system manager cannot (root in a container with a
+        `systemd --user` manager, a CI runner), judged from these facts; None for any other scope (a plain
+        user cannot take the system's), or when there is nothing to say. The CLI adds the `--user` to type."""
+        if scope != Scope.SYSTEM:
+            return None
+        moved = self.podman.generator_elsewhere(scope)
+        if moved is not None:
+            return f"the system manager has no quadlet generator here, the user manager has one ({moved[1]})"
+        if not self.systemd.system_manager and self.systemd.user_manager:
+            return "no systemd system manager runs here, a user manager does"
+        return None
 
     def with_licenses(self, extra: list[LicenseAcceptance]) -> HostFacts:
         known = {lic.id for lic in self.licenses}

@@ -1,7 +1,7 @@
 """Which GPUs a rendered unit names: the layout `up` would choose, pinned by UUID.
 
 ``render`` and ``up`` go through the same two steps: ``choose_gpus`` over the host's facts (this host's
-NVML, or a captured inventory), then ``unit_gpu_ids`` for the device names. Only when there are no GPU
+NVML, or a captured inventory), then ``Choice.unit_ids`` for the device names. Only when there are no GPU
 facts at all does a unit fall back to what the recipe says (``gpus.select``) or to indices 0..N-1, and
 then it is a guess that the caller must show as a warning.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.facts import HostFacts
-from rigctl.preflight.layout import Choice, choose_gpus, unit_gpu_ids
+from rigctl.preflight.layout import Choice, choose_gpus
 from rigctl.recipe.model import Recipe
 
 
@@ -55,4 +55,4 @@ def place_gpus(recipe: Recipe, facts: HostFacts | None, explicit: Sequence[str] 
     if not choice.ok:
         detail = [*choice.problems, *(r for r in choice.reasons if "left out" in r)]
         return Placement(ids=None, choice=choice, problems=detail or [f"no layout of {choice.wanted} GPU(s)"])
-    return Placement(ids=unit_gpu_ids(recipe, choice), choice=choice)
+    return Placement(ids=choice.unit_ids, choice=choice)

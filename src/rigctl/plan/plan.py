@@ -8,26 +8,80 @@ pipeline, so the three can never judge one recipe differently.
 
 The unit is rendered even when preflight fails: the operator asked what would be installed, and the
 unit shows it; the plan says that nothing will be installed until the failures are fixed.
+
+Which podman a unit is rendered for, and which quadlet generator will read it, is one rule here too
+(``podman_target``), for `render`, `up --dry-run`, `up` and `swap`. Given on the command line
+(``--podman-version``, ``--quadlet-version``), a version is taken as given (and must be one). Otherwise it
+is what the facts found: this host's podman, or a captured inventory's; and a quadlet generator found there
+counts only for the manager scope it was found for (``PodmanFacts.generator_for``). No podman found: the
+default, said in a note.
 """
 
 from __future__ import annotations
 
-import contextlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from rigctl.errors import RigctlError
-from rigctl.host.facts import HostFacts
+from rigctl.host.facts import HostFacts, PodmanFacts
 from rigctl.places import Scope, install_dir
-from rigctl.plan.podman_target import podman_target
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, fmt
-from rigctl.preflight.layout import unit_gpu_ids
 from rigctl.preflight.registry import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
 from rigctl.render.units import Note, RenderedUnits, render_units
 from rigctl.util.publish import openai_url
+from rigctl.util.text import clip
+
+# MAJOR.MINOR[.PATCH][-suffix], each number short: int() of thousands of digits is refused (or slow)
+_VERSION = re.compile(r"(?:podman version )?(\d{1,6})\.(\d{1,6})(?:\.\d{1,6})?(?:[-+~][\w.~+-]{0,64})?")
+
+
+def parse_version(text: str) -> Version:
+    """A version the operator typed: ``5.4``, ``5.4.2`` or ``podman version 4.3.1`` -> (major, minor)."""
+    match = _VERSION.fullmatch(text.strip())
+    if not match:
+        raise RenderError(f"{clip(text)} is not a podman version", fix="give it as MAJOR.MINOR, e.g. 5.4")
+    return int(match.group(1)), int(match.group(2))
+
+
+@dataclass(frozen=True)
+class PodmanTarget:
+    """The podman a unit is rendered for and the quadlet generator that reads it, by the rule `up` plans
+    by (``plan.plan``), so that `render` here prints the unit `up` would install here."""
+
+    podman: Version | None  # None: nothing said which (DEFAULT_PODMAN)
+    quadlet: Version | None  # None: podman's own
+    source: Literal["option", "inventory", "host", "default"]
+    note: Note | None = None  # said when the default stands in for a podman that was not found
+    elsewhere: tuple[Scope, str] | None = None  # this host: the other scope's generator, where this one has none
+    quadlet_path: str | None = None  # the generator binary the facts found for the scope: asked when it rejects a unit
+
+
+def podman_target(
+    podman_version: str | None, quadlet_version: str | None, podman: PodmanFacts | None, *, where: str, scope: Scope,
+) -> PodmanTarget:
+    """--podman-version (and --quadlet-version) as given; else the podman that ``podman`` (an inventory's or
+    this host's facts) found, with the generator found for ``scope``; else the default, said in a note."""
+    quadlet = parse_version(quadlet_version) if quadlet_version else None
+    if podman_version:
+        return PodmanTarget(parse_version(podman_version), quadlet, "option")
+    if podman is None:
+        return PodmanTarget(None, quadlet, "default")
+    source: Literal["inventory", "host"] = "host" if where == "this host" else "inventory"
+    counts = podman.generator_for(scope)
+    path = podman.quadlet if counts else None
+    if quadlet is None and counts:
+        quadlet = podman.found_quadlet_version
+    found = podman.found_version
+    if found is None:
+        return PodmanTarget(None, quadlet, source, Note("info", (
+            f"podman not found on {where}: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}; --podman-version "
+            "X.Y renders for another")), quadlet_path=path)
+    elsewhere = podman.generator_elsewhere(scope) if source == "host" else None  # a capture's box: not here
+    return PodmanTarget(found, quadlet, source, elsewhere=elsewhere, quadlet_path=path)
 
 
 @dataclass
@@ -109,30 +163,33 @@ def make_plan(
     gpus: Sequence[str] | None = None,
 ) -> Plan:
     scope = Scope(scope)
+    target = podman_target(None, None, facts.podman, where="the host", scope=scope)  # the one rule render uses
     report = run_preflight(recipe, facts, force=force, gpus=gpus, scope=scope)
     notes: list[str] = []
-    target = podman_target(None, None, facts.podman, where="the host", scope=scope)  # the one rule render uses
     if target.podman is None:
         notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
     plan = Plan(recipe, scope, report, target.podman or DEFAULT_PODMAN, notes=notes)
     plan.quadlet_version, plan.quadlet_path = target.quadlet, target.quadlet_path
-    plan.gpu_ids = unit_gpu_ids(recipe, report.choice)  # as `render` pins them
+    plan.gpu_ids = report.choice.unit_ids  # as `render` pins them
     plan.placeholders = recipe.gpus.count > 0 and not report.choice.ok
     if plan.placeholders:
         notes.append("no valid GPU layout on this host: the unit shows GPU indices as placeholders")
-    try:
-        plan.rendered = render_units(recipe, podman_version=plan.podman_version,
-                                     quadlet_version=plan.quadlet_version,
-                                     gpu_ids=None if plan.placeholders else plan.gpu_ids, scope=scope)
-    except RigctlError as err:  # e.g. a podman too old for quadlet: part of the plan, not a crash
-        plan.render_failure = err
-        if plan.podman_version < DEFAULT_PODMAN:
-            # still show what would be installed on a podman that can run it (if the recipe renders at all)
-            with contextlib.suppress(RigctlError):
-                plan.rendered = render_units(recipe, podman_version=DEFAULT_PODMAN,
-                                             gpu_ids=None if plan.placeholders else plan.gpu_ids, scope=scope)
-                notes.append(f"the unit shown is rendered for podman {fmt(DEFAULT_PODMAN)}: this host's podman "
-                             f"{fmt(plan.podman_version)} cannot run it as it is")
+    # This host's podman first. One too old for the unit: its refusal is part of the plan (not a crash), and
+    # the unit is still shown as podman DEFAULT_PODMAN would run it, if the recipe renders at all.
+    tries = [(plan.podman_version, plan.quadlet_version)]
+    if plan.podman_version < DEFAULT_PODMAN:
+        tries.append((DEFAULT_PODMAN, None))
+    for podman_version, quadlet_version in tries:
+        try:
+            plan.rendered = render_units(recipe, podman_version=podman_version, quadlet_version=quadlet_version,
+                                         gpu_ids=None if plan.placeholders else plan.gpu_ids, scope=scope)
+        except RigctlError as err:
+            plan.render_failure = plan.render_failure or err
+            continue
+        if plan.render_failure is not None:
+            notes.append(f"the unit shown is rendered for podman {fmt(DEFAULT_PODMAN)}: this host's podman "
+                         f"{fmt(plan.podman_version)} cannot run it as it is")
+        break
     if not report.ok:
         notes.append("preflight failed: nothing would be installed until the failures above are fixed "
                      "(or forced with --force ID where that is safe)")

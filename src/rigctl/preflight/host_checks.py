@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rigctl.host.cdi import nvidia_specs, stale
-from rigctl.host.facts import GIB, HostFacts, PathProbe
+from rigctl.host.facts import GIB, PathProbe
 from rigctl.places import Scope
 from rigctl.podman_versions import NOTIFY_HEALTHY, PODMAN_FLOOR, QUADLET_FIRST, QUADLET_KEYS
-from rigctl.podman_versions import find_version as _parse_version
 from rigctl.podman_versions import fmt as _fmt
 from rigctl.preflight.finding import Context, Verdict, fail, ok, skip, warn
 from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR, SpecDraft
@@ -74,7 +73,7 @@ def check_podman(ctx: Context) -> Verdict:
     p = ctx.facts.podman
     if not p.installed:
         return fail(f"podman is not installed ({p.error})", "install podman >= 5.0 (e.g. `apt-get install podman`)")
-    have = _parse_version(p.version)
+    have = p.found_version
     if have is None:
         return warn(f"podman is installed but its version is unknown ({p.version!r})", "check `podman version`")
     notes = []
@@ -313,20 +312,6 @@ def check_systemd(ctx: Context) -> Verdict:
         return warn(f"user manager present but linger is off for {s.user}: the service stops at logout",
                     f"`sudo loginctl enable-linger {s.user}`")
     return ok(f"user manager for {s.user} with linger")
-
-
-def other_scope(facts: HostFacts, scope: Scope | None) -> str | None:
-    """Why the user manager could run here what the system manager cannot (root in a container with a
-    `systemd --user` manager, a CI runner): said with the `--user` to type. None for any other scope (a plain
-    user cannot take the system's), or when there is nothing to say."""
-    if scope != Scope.SYSTEM:
-        return None
-    moved = facts.podman.generator_elsewhere(scope)
-    if moved is not None:
-        return f"the system manager has no quadlet generator here, the user manager has one ({moved[1]})"
-    if not facts.systemd.system_manager and facts.systemd.user_manager:
-        return "no systemd system manager runs here, a user manager does"
-    return None
 
 
 def check_known_bad(ctx: Context) -> Verdict:

@@ -8,8 +8,8 @@ wins; it is resolved and its mismatches are reported by the checks, not silently
 
 Every GPU the automatic choice leaves out carries its reason and the id of the check that owns that
 reason (``LeftOut``): when no layout fits, that check fails and names the GPUs, so a script keyed on
-``gpu-mig`` hears about the MIG card that made the layout impossible. ``unit_gpu_ids`` is the one place
-a choice becomes the device names a unit gets (``render`` and ``up`` both go through it).
+``gpu-mig`` hears about the MIG card that made the layout impossible. ``Choice.unit_ids`` is the one
+place a choice becomes the device names a unit gets (``render`` and ``up`` both go through it).
 """
 
 from __future__ import annotations
@@ -77,6 +77,14 @@ class Choice(BaseModel):
     @property
     def uuids(self) -> list[str]:
         return [g.uuid for g in self.gpus]
+
+    @property
+    def unit_ids(self) -> list[str]:
+        """The CDI device names a unit gets for this choice: the chosen GPUs' UUIDs (the index only for a GPU
+        NVML gave no UUID), so the unit keeps its GPUs when enumeration order changes; ``[]`` when the recipe
+        needs no GPU. A choice that is not ``ok`` gives what it has (possibly too few): rendering refuses a
+        wrong count rather than guess, and callers decide whether to go that far."""
+        return [g.uuid or str(g.index) for g in self.gpus]
 
 
 def is_busy(gpu: Gpu) -> bool:
@@ -236,13 +244,3 @@ def _explicit(recipe: Recipe, devices: Sequence[Gpu], selection: list[str], *, f
     reasons = [f"explicit selection from {where}: " + ", ".join(f"{g.index} ({g.name})" for g in chosen)]
     return Choice(wanted=want, gpus=[_chosen(g) for g in chosen], explicit=True, reasons=reasons,
                   problems=problems)
-
-
-def unit_gpu_ids(recipe: Recipe, choice: Choice) -> list[str]:
-    """The CDI device names a unit gets for ``choice``: the chosen GPUs' UUIDs (the index only for a GPU
-    NVML gave no UUID), so the unit keeps its GPUs when enumeration order changes; ``[]`` when the recipe
-    needs no GPU. A choice that is not ``ok`` gives what it has (possibly too few): rendering refuses a
-    wrong count rather than guess, and callers decide whether to go that far."""
-    if recipe.gpus.count == 0:
-        return []
-    return [g.uuid or str(g.index) for g in choice.gpus]

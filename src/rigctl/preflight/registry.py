@@ -66,7 +66,7 @@ class PreflightReport:
     choice: Choice
     checksums: dict[str, str] | None = None
     forced: list[str] = field(default_factory=list)
-    other_scope: str | None = None  # why the other manager could run it here (``host_checks.other_scope``)
+    other_scope: str | None = None  # why the other manager could run it here (``HostFacts.other_scope``)
 
     @property
     def ok(self) -> bool:
@@ -135,6 +135,7 @@ def run_preflight(
         raise UsageError(f"--force {','.join(unknown)}: no such check",
                          fix=f"check ids: {', '.join(check_ids())}")
     choice = choose_gpus(recipe, facts, gpus)
+    other_scope = facts.other_scope(scope)
     sums, problem = _checksums(recipe, facts, progress) if checksums else (None, None)
     deep_results = deep(recipe, facts, choice) if deep is not None else {}
     ctx = Context(recipe=recipe, facts=facts, choice=choice, checksums=sums, checksum_problem=problem,
@@ -144,4 +145,4 @@ def run_preflight(
         findings.append(_apply_force(Finding(id=check_id, severity=verdict.severity, message=verdict.message,
                                              fix=verdict.fix, figures=verdict.figures), None, forced))
     return PreflightReport(findings=findings, choice=choice, checksums=sums, forced=sorted(forced),
-                           other_scope=h.other_scope(facts, scope))
+                           other_scope=other_scope)
