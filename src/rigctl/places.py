@@ -31,6 +31,11 @@ class Scope(StrEnum):
     def other(self) -> Scope:
         return Scope.USER if self is Scope.SYSTEM else Scope.SYSTEM
 
+    @property
+    def boot_target(self) -> str:
+        """The target a unit of this scope is wanted by, to start at boot (system) or at login (user)."""
+        return "multi-user.target" if self is Scope.SYSTEM else "default.target"
+
 
 def default_scope() -> Scope:
     """This invocation's scope by ``Scope.of`` (whoever runs it: ``invocation.current``)."""
@@ -66,6 +71,17 @@ def install_dir(scope: Scope, *, config_home: Path | None = None) -> Path:
 
 def install_path(scope: Scope, name: str, *, config_home: Path | None = None) -> Path:
     return install_dir(scope, config_home=config_home) / name
+
+
+def quadlet_service(container_file: str) -> str:
+    """The service quadlet generates from ``NAME.container`` when the file gives no ``ServiceName=`` (rigctl's
+    never do): ``NAME.service``. ``host.unit.Unit.service`` reads a ServiceName= too."""
+    return container_file.rsplit("/", 1)[-1].removesuffix(".container") + ".service"
+
+
+def quadlet_file(service: str) -> str:
+    """The ``.container`` file rigctl writes for ``service`` (``quadlet_service`` read back)."""
+    return service.removesuffix(".service") + ".container"
 
 
 def state_dir(scope: Scope) -> Path:

@@ -12,6 +12,13 @@ from typing import Literal
 
 Tool = Literal["podman", "docker"]
 
+NVIDIA_CDI_KIND = "nvidia.com/gpu"  # the CDI kind of NVIDIA GPUs (the specs nvidia-ctk generates)
+
+
+def nvidia_device(gpu: str) -> str:
+    """The CDI name podman is given for one NVIDIA GPU (a UUID, an index, or ``all``): ``nvidia.com/gpu=ID``."""
+    return f"{NVIDIA_CDI_KIND}={gpu}"
+
 # podman/docker run options that take no value; every other long option takes one.
 _BOOL_OPTIONS = {
     "--rm", "--detach", "--interactive", "--tty", "--init", "--privileged", "--replace", "--read-only",

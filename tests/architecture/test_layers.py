@@ -93,8 +93,8 @@ def test_render_and_preflight_run_no_program(path: Path) -> None:
         f"{path.relative_to(SRC)} prints: the core returns values, the views print them"
 
 
-RENDER_READS = ("rigctl.render", "rigctl.recipe", "rigctl.podman_versions", "rigctl.places", "rigctl.util",
-                "rigctl.errors", "rigctl.exitcodes", "rigctl.findings", "rigctl.severity")
+RENDER_READS = ("rigctl.render", "rigctl.recipe", "rigctl.podman_versions", "rigctl.podman_args", "rigctl.places",
+                "rigctl.util", "rigctl.errors", "rigctl.exitcodes", "rigctl.findings", "rigctl.severity")
 
 
 @pytest.mark.parametrize("path", sorted((SRC / "render").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))

@@ -172,3 +172,13 @@ def test_a_dropin_in_another_root_moves_the_endpoint_status_shows(other_root: Ot
     assert set(listed) == {f"{moved}.service"}
     assert listed[f"{moved}.service"]["endpoint"] == "http://127.0.0.1:18012"
     assert listed[f"{moved}.service"]["unit_file"] == str(other_root.units / f"{moved}.container")
+
+
+def test_a_unit_with_service_name_is_listed_as_the_service_systemd_runs(other_root: OtherRoot) -> None:
+    """quadlet runs ``ServiceName=X`` as X.service, not NAME.service: status names (and asks systemd about) the
+    service that runs. It took the file's stem, the service name Unit.service already knew to be wrong."""
+    renamed = f"rigctl-stx-renamed-{other_root.tag}"
+    named = other_root.unit("named", UNIT.replace("[Service]", f"ServiceName={renamed}\n[Service]"))
+    listed = other_root.status()
+    assert set(listed) == {f"{renamed}.service"}, listed
+    assert listed[f"{renamed}.service"]["unit_file"] == str(other_root.units / f"{named}.container")

@@ -285,17 +285,19 @@ def test_the_lint_reads_the_yaml_it_is_given() -> None:
     assert result.fails and "0.90" in result.message
 
 
-def test_lint_rules_are_a_registry_that_refuses_a_second_id_and_a_wrong_report() -> None:
+def test_lint_rules_are_a_registry_that_refuses_a_second_id_and_names_each_finding() -> None:
+    """A rule says only what it found; the registry gives its finding the id it was registered under (a rule
+    cannot report under another's)."""
     from rigctl.render import kubelint
 
     with pytest.raises(ValueError, match="registered twice"):
-        kubelint._rule("gpu-count")(lambda given: kubelint._passed("gpu-count", ""))
-    kubelint._rule("test-misreported")(lambda given: kubelint._passed("shm", ""))
+        kubelint._rule("gpu-count")(lambda given: kubelint._passed(""))
+    kubelint._rule("test-own-id")(lambda given: kubelint._failed("found"))
     try:
-        with pytest.raises(ValueError, match="reported as shm"):
-            kubelint._REGISTRY["test-misreported"](kubelint.LintInput([], kubelint.LintExpectations(world=1, warmup_budget_s=60)))
+        finding = kubelint._REGISTRY["test-own-id"](kubelint.LintInput([], kubelint.LintExpectations(world=1, warmup_budget_s=60)))
+        assert (finding.id, finding.fails, finding.message) == ("test-own-id", True, "found")
     finally:
-        del kubelint._REGISTRY["test-misreported"]
+        del kubelint._REGISTRY["test-own-id"]
     assert tuple(kubelint._REGISTRY) == kubelint.RULES
 
 

@@ -201,7 +201,7 @@ def _text(node: ast.expr | None, names: dict[str, Any]) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(str(part.value) if isinstance(part, ast.Constant) else "…" for part in node.values)
+        return "".join(_part(part, names) for part in node.values)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _text(node.left, names), _text(node.right, names)
         return None if left is None or right is None else left + right
@@ -210,3 +210,13 @@ def _text(node: ast.expr | None, names: dict[str, Any]) -> str | None:
     if isinstance(node, ast.IfExp):
         return _text(node.body, names)
     return None
+
+
+def _part(part: ast.expr, names: dict[str, Any]) -> str:
+    """One piece of an f-string: its literal text, a module constant's value (``{RESTART_SEC}``), else ``…``."""
+    if isinstance(part, ast.Constant):
+        return str(part.value)
+    if isinstance(part, ast.FormattedValue) and part.conversion == -1 and part.format_spec is None \
+            and isinstance(part.value, ast.Name) and isinstance(names.get(part.value.id), str | int):
+        return str(names[part.value.id])
+    return "…"

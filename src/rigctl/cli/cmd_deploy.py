@@ -30,6 +30,7 @@ from rigctl.errors import CommandError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes, probes_started
 from rigctl.places import Dirs, Scope, engine_log, resolve_scope, state_dir
+from rigctl.recipe.defaults import STOP_TIMEOUT_S
 from rigctl.util.lists import split_list
 
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def down_cmd(
         name = check_record_name(found.name)  # a name, never a path: it names the lock and the record
         result = down(name, unit=found.unit, container=found.container, unit_dir=found.dirs.units,  # locks it
                       state_dir=found.dirs.state, remove=remove,
-                      stop_timeout_s=found.recipe.service.stop_timeout_s if found.recipe else 120,
+                      stop_timeout_s=found.recipe.service.stop_timeout_s if found.recipe else STOP_TIMEOUT_S,
                       systemd=SystemctlCli(found.scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock(),
                       canary_units=SystemctlCli(found.scope), canary_dir=systemd_dir(found.scope))
 

@@ -38,7 +38,7 @@ from rigctl.deploy.state import deployment_lock
 from rigctl.errors import CommandError, LockHeldError, UsageError
 from rigctl.invocation import current
 from rigctl.places import Scope
-from rigctl.render.canary_units import CanaryUnits, render, service_name, timer_name, unit_names
+from rigctl.render.canary_units import CanaryUnits, render, service_name, timer_deployment, timer_name, unit_names
 
 DEFAULT_CHECKS = ("health", "smoke", "repetition")
 ALLOWED_CHECKS = ("health", "models", "smoke", "repetition", "determinism", "needle")  # the soak is too heavy
@@ -444,7 +444,7 @@ def command_for(deployment: str, scope: Scope, executable: str) -> list[str]:
 def installed(scopes: Sequence[Scope]) -> list[dict[str, Any]]:
     """The canary units on this host (`doctor` lists them): each timer rigctl wrote, its service, and whether
     a deployment record still goes with it (a canary without one checks nothing: `rigctl canary NAME --off`)."""
-    from rigctl.deploy.state import is_record_name, record_path  # noqa: PLC0415 - only for this listing
+    from rigctl.deploy.state import record_path  # noqa: PLC0415 - only for this listing
     from rigctl.places import state_dir  # noqa: PLC0415
 
     out: list[dict[str, Any]] = []
@@ -455,8 +455,8 @@ def installed(scopes: Sequence[Scope]) -> list[dict[str, Any]]:
         except OSError:
             continue
         for name in names[:4096]:
-            stem = name.removeprefix("rigctl-").removesuffix("-canary.timer")
-            if not (name.startswith("rigctl-") and name.endswith("-canary.timer")) or not is_record_name(stem):
+            stem = timer_deployment(name)
+            if stem is None:
                 continue
             service = directory / service_name(stem)
             out.append({"deployment": stem, "scope": str(scope), "timer": str(directory / name),

@@ -19,6 +19,8 @@ from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
 from rigctl.deploy.state import deployment_lock
 from rigctl.errors import InvalidInputError
+from rigctl.places import quadlet_file
+from rigctl.recipe.defaults import stop_wait_s
 
 CONTAINER_GONE_WAIT_S = 15.0
 CONTAINER_GONE_POLL_S = 0.2
@@ -100,7 +102,7 @@ def _down(
     if record is not None:
         unit, container = record.unit, record.container
     records.check_unit_name(unit)
-    names = record.unit_files if record else [unit.removesuffix(".service") + ".container"]
+    names = record.unit_files if record else [quadlet_file(unit)]
     if remove and record is not None:
         _check_own_dir(record, unit_dir, records.record_path(state_dir, recipe_name))
     canary_removed: list[str] = []
@@ -110,7 +112,7 @@ def _down(
                                          systemd=canary_units).removed
     before = systemd.show(unit)
     if before.load == "loaded" or before.active != "inactive":
-        systemd.stop(unit, wait=True, timeout=stop_timeout_s + 60)
+        systemd.stop(unit, wait=True, timeout=stop_wait_s(stop_timeout_s))
     after = systemd.show(unit)
     if record is not None and not remove and after.active in ("inactive", "failed"):
         record.stopped_at = clock.time()  # `status` tells a service stopped on purpose from a dead one

@@ -34,6 +34,7 @@ from typing import Any
 from rigctl.errors import DeploymentNotFoundError, InvalidInputError, LockHeldError
 from rigctl.invocation import current
 from rigctl.places import Dirs, Scope, lock_dir
+from rigctl.recipe.defaults import HEALTH_PATH
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.util import safefs
 from rigctl.util.jsonfile import JsonFileError, parse_json
@@ -80,7 +81,7 @@ class DeploymentRecord:
     endpoint: str
     served_name: str
     image: str
-    health_path: str = "/health"
+    health_path: str = HEALTH_PATH
     gpu_ids: list[str] = field(default_factory=list)
     recipe_source: str = ""
     installed_at: float = 0.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from rigctl.adapters.gpu_memory import GpuMemory
@@ -26,7 +26,8 @@ from rigctl.host.procfs import process_tree
 from rigctl.host.unit import Unit
 from rigctl.host.unitfile import MergedUnit
 from rigctl.host.unitsnapshot import scope_units
-from rigctl.places import Dirs, Scope
+from rigctl.places import Dirs, Scope, quadlet_file
+from rigctl.recipe.defaults import HEALTH_PATH
 
 
 @dataclass
@@ -45,8 +46,8 @@ def _quadlet_units(scopes: tuple[Scope, ...]) -> dict[tuple[Scope, str], Unit]:
     """{(scope, service): unit} for every ``.container`` quadlet generates a service from. A unit file
     that is a link is left out: rigctl writes regular files, so a link is none of its services."""
     units, snap = scope_units([s.value for s in scopes])
-    return {(Scope(u.scope), PurePosixPath(u.path).stem + ".service"): u for u in units
-            if u.kind == "container" and not snap.found[u.path].link}
+    return {(Scope(u.scope), service): u for u in units
+            if u.kind == "container" and not snap.found[u.path].link and (service := u.service) is not None}
 
 
 def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], Unit]) -> list[Managed]:
@@ -63,8 +64,7 @@ def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], Uni
             entry.record = record
             continue
         loaded = units.get((scope, record.unit))  # quadlet's file for it, if any: not labelled rigctl's
-        stem = record.unit.removesuffix(".service")
-        path = Path(loaded.path) if loaded else Path(record.unit_dir) / f"{stem}.container"
+        path = Path(loaded.path) if loaded else Path(record.unit_dir) / quadlet_file(record.unit)
         found[record.unit] = Managed(scope, record.unit, path if path.exists() else None, record, loaded)
     return list(found.values())
 
@@ -255,7 +255,7 @@ def describe(
 
     health = "down"
     if active == "active" and endpoint and model:
-        answer = probe.check(endpoint, record.health_path if record else "/health", model)
+        answer = probe.check(endpoint, record.health_path if record else HEALTH_PATH, model)
         health = "ready" if answer.ready_for(model) else f"unhealthy ({answer.detail})"
     elif active == "unknown":
         health = "unknown"

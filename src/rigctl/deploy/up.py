@@ -37,7 +37,7 @@ from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import probe_ports
 from rigctl.invocation import named_dir
-from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope
+from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope, quadlet_service
 from rigctl.plan.plan import Plan, make_plan, notes_dict
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
@@ -254,7 +254,7 @@ def unit_name_for(files: dict[str, str]) -> str:
     containers = [name for name in files if name.endswith(".container")]
     if len(containers) != 1:
         raise DeployError(f"the renderer produced {len(containers)} .container files ({sorted(files)}); expected 1")
-    return containers[0].removesuffix(".container") + ".service"
+    return quadlet_service(containers[0])
 
 
 def quadlet_diagnosis(quadlet: str | None, unit_dir: Path, scope: Scope) -> tuple[bool, str]:
@@ -333,7 +333,7 @@ def _install_and_run(
         else:
             if before.active not in ("inactive", "failed"):
                 stage(f"stop {unit} (unit changed)" if installed.changed else f"stop {unit} (not healthy)")
-                systemd.stop(unit, wait=True, timeout=recipe.service.stop_timeout_s + 60)
+                systemd.stop(unit, wait=True, timeout=recipe.service.stop_wait_s)
                 result.action = "replaced" if installed.changed else "restarted"
             else:
                 result.action = "installed" if installed.changed else "started"
@@ -455,7 +455,7 @@ def _failed_warmup(
         # end, then its failed state reset: a stop that lands on a restarted container still starting fails
         # the unit itself (podman run exits 143 or 137), and `status` would then say "failed" or "down"
         # for the same crash depending on that timing; the crash is in the record either way.
-        adapters.systemd.stop(result.unit, wait=True, timeout=recipe.service.stop_timeout_s + 60)
+        adapters.systemd.stop(result.unit, wait=True, timeout=recipe.service.stop_wait_s)
         adapters.systemd.reset_failed(result.unit)
         result.stopped_after_failure = True
     result.message = f"{wait.status}: {wait.detail}"

@@ -22,6 +22,8 @@ from rigctl.adapters.podman import Podman
 from rigctl.adapters.probe import Probe, Readiness
 from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy.history import BootBudget
+from rigctl.recipe.defaults import HEALTH_PATH
+from rigctl.util.publish import MODELS_PATH
 
 POLL_S = 0.1
 TAIL_LINES = 40
@@ -56,7 +58,7 @@ _PHASE_PATTERNS: list[tuple[Phase, re.Pattern[str]]] = [
 def own_probes(health_path: str) -> re.Pattern[str]:
     """Access-log lines caused by rigctl's own readiness polling (the recipe's health path and /v1/models):
     they are neither progress (they would hide a stall) nor worth showing as the engine's last words."""
-    paths = "|".join(re.escape(p) for p in dict.fromkeys((health_path, "/v1/models")))
+    paths = "|".join(re.escape(p) for p in dict.fromkeys((health_path, MODELS_PATH)))
     return re.compile(rf'"(GET|HEAD) ({paths})[ ?"/]|GET ({paths}) HTTP')
 
 
@@ -90,7 +92,7 @@ class OutputFollower:
     again after each restart), skipping a container id given as ``skip_id`` (the one being replaced)."""
 
     def __init__(self, podman: Podman, name: str, clock: Clock, *, skip_id: str | None = None,
-                 health_path: str = "/health") -> None:
+                 health_path: str = HEALTH_PATH) -> None:
         self._podman = podman
         self._own_probes = own_probes(health_path)
         self._name = name

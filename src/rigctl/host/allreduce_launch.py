@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from rigctl.podman_args import nvidia_device
 from rigctl.recipe.model import Recipe
 
 TIMEOUT_S = 150.0  # NCCL init plus a few all_reduces takes seconds; a hang never ends
@@ -54,7 +55,7 @@ def podman_launch(recipe: Recipe, choice: GpuChoice, *, mib: int = 256, iters: i
     """Inside the recipe's image, the chosen GPUs passed by CDI UUID, IPC as the unit will have it."""
     argv = ["podman", "run", "--rm", "--network=none", "--pull=never", "--entrypoint", "python3"]
     for gpu in choice.gpus:
-        argv += ["--device", f"nvidia.com/gpu={gpu.uuid}"]
+        argv += ["--device", nvidia_device(gpu.uuid)]
     if recipe.container.ipc == "host":
         argv.append("--ipc=host")
     else:
@@ -95,7 +96,7 @@ def launch_gpus(launch: Launch) -> list[str]:
     """The GPUs a launch targets (for messages)."""
     if launch.where == "host":
         return launch.env.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    return [a.split("=", 1)[1] for a in launch.argv if a.startswith("nvidia.com/gpu=")]
+    return [a.split("=", 1)[1] for a in launch.argv if a.startswith(nvidia_device(""))]
 
 
 def describe(launch: Launch) -> str:

@@ -15,12 +15,12 @@ from pydantic import ValidationError
 
 from rigctl.errors import InvalidInputError
 from rigctl.host.facts import Cdi, CdiSpec
+from rigctl.podman_args import NVIDIA_CDI_KIND
 from rigctl.recipe.problems import plain_message
 from rigctl.util import safefs
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 CDI_LIMIT = 4 * safefs.MiB  # a CDI spec is tens of KiB even for many GPUs
-NVIDIA_KIND = "nvidia.com/gpu"
 DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
 
 # A driver library's file suffix: the driver's own version (three-digit major since 2012). The libraries
@@ -65,7 +65,7 @@ def read_spec(path: Path) -> CdiSpec:
 
 
 def nvidia_specs(cdi: Cdi) -> list[CdiSpec]:
-    return [s for s in cdi.specs if s.kind == NVIDIA_KIND]
+    return [s for s in cdi.specs if s.kind == NVIDIA_CDI_KIND]
 
 
 def _older(version: str, than: str) -> bool:

@@ -317,6 +317,11 @@ class PodmanFacts(_Fact):
     images: list[PodmanImage] = Field(default_factory=empty_list)
     error: Text | None = None
 
+    def image(self, digest: str) -> PodmanImage | None:
+        """The local image with this ``sha256:`` digest (its own, or one of its repo digests), if one was listed."""
+        return next((i for i in self.images if i.digest == digest or any(rd.endswith("@" + digest)
+                                                                         for rd in i.repo_digests)), None)
+
     @property
     def found_version(self) -> Version | None:
         """podman's MAJOR.MINOR as `podman --version` said it (here or on a captured box); None when podman

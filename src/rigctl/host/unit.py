@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import PurePosixPath
 from typing import Literal, TypeVar
 
 from rigctl.host.runargs import exec_words, parse_run
 from rigctl.host.serving import ServingSpec, UnitKind, describe
 from rigctl.host.unitfile import MergedUnit, ParsedFile, UnitParseError, parse
+from rigctl.places import quadlet_service
 from rigctl.podman_args import podman_args
 from rigctl.util.publish import endpoint_of
 
@@ -77,7 +77,7 @@ def generated_service(main: SourceFile) -> str:
         for entry in main.parsed.entries:
             if entry.section == "Container" and entry.key == "ServiceName" and entry.value:
                 return entry.value if entry.value.endswith(".service") else entry.value + ".service"
-    return PurePosixPath(main.path).stem + ".service"
+    return quadlet_service(main.path)
 
 
 def label_pairs(words: list[str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 
 from rigctl.host.allreduce_launch import OUTER_SLACK_S, TIMEOUT_S, host_launch, nccl_env, podman_launch
+from rigctl.host.cdi import nvidia_specs
 from rigctl.host.facts import HostFacts
 from rigctl.preflight.allreduce_check import classify
 from rigctl.preflight.finding import Verdict, skip
@@ -30,11 +31,8 @@ def deep_allreduce(recipe: Recipe, facts: HostFacts, choice: Choice) -> dict[str
         return {"gpu-allreduce": skip(f"{len(choice.gpus)} GPU chosen: no all_reduce between GPUs to test")}
     if not facts.gpu.available:
         return {"gpu-allreduce": skip("no GPUs visible")}
-    digest = recipe.image_digest
-    image_here = any(i.digest == digest or any(r.endswith("@" + digest) for r in i.repo_digests)
-                     for i in facts.podman.images)
-    cdi_here = any(s.kind == "nvidia.com/gpu" for s in facts.cdi.specs)
-    if facts.podman.installed and image_here and cdi_here:
+    image_here = facts.podman.image(recipe.image_digest) is not None  # as preflight's image check finds it
+    if facts.podman.installed and image_here and nvidia_specs(facts.cdi):
         launch = podman_launch(recipe, choice)
     else:
         python = _host_python_with_torch()

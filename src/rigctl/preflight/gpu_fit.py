@@ -28,11 +28,11 @@ from typing import Any
 from rigctl.host.facts import GIB, MIB, Gpu
 from rigctl.host.safetensors import LocalCheckpoint, SummaryCache, Tensor, WeightKinds, read_checkpoint, summarize
 from rigctl.preflight.finding import Context, Severity, Verdict
+from rigctl.recipe import defaults
 from rigctl.recipe.model import CheckpointFormat, EngineKind, Recipe, SpecDraft, SpecMtp
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1}
 FP8_KV = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
-MAX_CONTEXT = 16_777_216  # the recipe's own ceiling for context_length
 THIN = 1.10  # a budget that holds the context with less than 10% to spare is thin: the estimate's own error
 
 
@@ -187,7 +187,7 @@ class KvPlan:
         """The largest context one sequence can have in ``budget`` bytes (0: not even the fixed state)."""
         if budget < self.for_context(0):
             return 0
-        lo, hi = 0, MAX_CONTEXT
+        lo, hi = 0, defaults.MAX_CONTEXT
         if self.for_context(hi) <= budget:
             return hi
         for _ in range(64):  # bisection over [0, 2^24]: 25 steps suffice

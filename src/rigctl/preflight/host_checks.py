@@ -108,10 +108,10 @@ def check_image(ctx: Context) -> Verdict:
         return fail("podman is not installed: the image cannot be present", f"install podman, then `{pull}`")
     if p.images_via == "none":
         return warn(f"could not list local images ({p.error})", f"check `podman images`; if missing: `{pull}`")
-    for img in p.images:
-        if img.digest == digest or any(rd.endswith("@" + digest) for rd in img.repo_digests):
-            names = ", ".join(img.names or img.repo_digests) or img.id[:12]
-            return ok(f"{digest[:19]}... present locally ({names})")
+    img = p.image(digest)
+    if img is not None:
+        names = ", ".join(img.names or img.repo_digests) or img.id[:12]
+        return ok(f"{digest[:19]}... present locally ({names})")
     return fail(f"{ctx.recipe.image_name}@{digest[:19]}... is not present locally "
                 f"({len(p.images)} image(s) listed via {p.images_via})",
                 f"`{pull}` (a few GB; the first start would otherwise pull it inside the warmup budget)")

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from rigctl.podman_args import RunCommand, podman_args
+from rigctl.recipe import defaults
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.util.fields import empty_list
 
@@ -375,7 +376,7 @@ class Engine(Strict):
     args: list[UnitStr] = Field(default_factory=empty_list)
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     port: Port
-    health_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]*$")] = "/health"
+    health_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]*$")] = defaults.HEALTH_PATH
 
 
 # --- GPUs -------------------------------------------------------------------------------------------
@@ -533,10 +534,16 @@ class Service(Strict):
         default="always",
         description="always: a vLLM engine crash can exit 0, which on-failure would leave down",
     )
-    restart_sec: int = Field(default=10, ge=0, le=3600)
-    warmup_budget_s: int = Field(default=1800, ge=10, le=86400, description="becomes TimeoutStartSec")
+    restart_sec: int = Field(default=defaults.RESTART_SEC, ge=0, le=3600)
+    warmup_budget_s: int = Field(default=defaults.WARMUP_BUDGET_S, ge=10, le=86400,
+                                 description="becomes TimeoutStartSec")
     stall_budget_s: int = Field(default=600, ge=5, le=86400, description="no output for this long is a stall")
-    stop_timeout_s: int = Field(default=120, ge=1, le=3600)
+    stop_timeout_s: int = Field(default=defaults.STOP_TIMEOUT_S, ge=1, le=3600)
+
+    @property
+    def stop_wait_s(self) -> float:
+        """How long rigctl waits for `systemctl stop` of this unit (``defaults.stop_wait_s``)."""
+        return defaults.stop_wait_s(self.stop_timeout_s)
 
 
 # --- verification expectations -----------------------------------------------------------------------
@@ -574,7 +581,7 @@ class Verification(Strict):
     smoke: list[SmokePrompt] = Field(default_factory=_default_smoke, min_length=1)
     needle: NeedleSettings = Field(default_factory=NeedleSettings)
     soak: SoakSettings = Field(default_factory=SoakSettings)
-    request_timeout_s: int = Field(default=60, ge=1, le=3600)
+    request_timeout_s: int = Field(default=defaults.REQUEST_TIMEOUT_S, ge=1, le=3600)
 
 
 # --- known issues ----------------------------------------------------------------------------------
@@ -630,7 +637,7 @@ class Recipe(Strict):
     engine: Engine
     gpus: GpuLayout
     attention_backend: UnitStr | None = None
-    context_length: int = Field(ge=256, le=16_777_216)
+    context_length: int = Field(ge=256, le=defaults.MAX_CONTEXT)
     speculative: Speculative = Field(default_factory=SpecNone)
     container: Container = Field(default_factory=Container)
     service: Service = Field(default_factory=Service)

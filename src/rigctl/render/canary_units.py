@@ -19,8 +19,20 @@ CANARY_LABEL = "rigctl.canary"  # in each unit's [Unit] X- key: the units rigctl
 SLACK_S = 30  # TimeoutStartSec= beyond the run's own bound: systemd's backstop, never the normal end
 
 
+_PREFIX, _TIMER = "rigctl-", "-canary.timer"
+
+
 def timer_name(deployment: str) -> str:
-    return f"rigctl-{deployment}-canary.timer"
+    return f"{_PREFIX}{deployment}{_TIMER}"
+
+
+def timer_deployment(name: str) -> str | None:
+    """The deployment a canary timer's file name is for (``timer_name`` read back), or None for any other
+    name, or one whose middle is no recipe name."""
+    if not (name.startswith(_PREFIX) and name.endswith(_TIMER)):
+        return None
+    deployment = name[len(_PREFIX):-len(_TIMER)]
+    return deployment if recipe_name_problem(deployment) is None else None
 
 
 def service_name(deployment: str) -> str:

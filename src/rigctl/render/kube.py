@@ -44,6 +44,7 @@ from rigctl.errors import UsageError
 from rigctl.findings import Finding
 from rigctl.places import Scope
 from rigctl.podman_versions import DEFAULT_PODMAN, PODMAN_FLOOR, QUADLET_FIRST, Version, fmt
+from rigctl.recipe.defaults import STOP_GRACE_S
 from rigctl.recipe.model import SpecDraft
 from rigctl.render import escape
 from rigctl.render.escape import RenderError
@@ -62,7 +63,6 @@ from rigctl.render.units import (
     HEALTH_INTERVAL,
     HEALTH_RETRIES,
     HEALTH_TIMEOUT,
-    STOP_GRACE_S,
     EngineProcess,
     Note,
     RenderedFile,
@@ -70,6 +70,7 @@ from rigctl.render.units import (
     gpu_devices,
     http_probe_code,
 )
+from rigctl.util.publish import MODELS_PATH
 
 if TYPE_CHECKING:
     from rigctl.recipe.model import Recipe
@@ -84,7 +85,6 @@ KUBE_EXPANDS: Version = (4, 7)  # $(NAME) and $$ expanded in command and args (c
 
 CONTAINER = "engine"
 PORT_NAME = "http"
-MODELS_PATH = "/v1/models"
 PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU Feature Discovery's node label
 PROBE_TIMEOUT_S = int(HEALTH_TIMEOUT.removesuffix("s"))
 LIVENESS_PERIOD_S = int(HEALTH_INTERVAL.removesuffix("s"))  # the quadlet unit's HealthInterval
@@ -605,7 +605,7 @@ def _kube_unit(recipe: Recipe, unit_name: str, yaml_name: str, *, podman: Versio
         f"TimeoutStopSec={service.stop_timeout_s + STOP_GRACE_S}",
         "",
         "[Install]",
-        f"WantedBy={'multi-user.target' if scope == 'system' else 'default.target'}",
+        f"WantedBy={Scope(scope).boot_target}",
     ]
     return "\n".join(lines) + "\n"
 

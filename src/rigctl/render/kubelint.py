@@ -86,12 +86,20 @@ class LintExpectations:
     engine_env: tuple[tuple[str, str], ...] | None = None
 
 
-def _passed(rule: str, message: str) -> Finding:
-    return Finding(id=rule, severity=Severity.OK, message=message)
+@dataclass(frozen=True)
+class _Said:
+    """What a rule found; the registry makes it a Finding under the rule's own id."""
+
+    severity: Severity
+    message: str
 
 
-def _failed(rule: str, message: str) -> Finding:
-    return Finding(id=rule, severity=Severity.FAIL, message=message)
+def _passed(message: str) -> _Said:
+    return _Said(Severity.OK, message)
+
+
+def _failed(message: str) -> _Said:
+    return _Said(Severity.FAIL, message)
 
 
 @dataclass(frozen=True)
@@ -109,18 +117,16 @@ class LintInput:
 _REGISTRY: dict[str, Callable[[LintInput], Finding]] = {}
 
 
-def _rule(rule_id: str) -> Callable[[Callable[[LintInput], Finding]], Callable[[LintInput], Finding]]:
-    def add(check: Callable[[LintInput], Finding]) -> Callable[[LintInput], Finding]:
+def _rule(rule_id: str) -> Callable[[Callable[[LintInput], _Said]], Callable[[LintInput], _Said]]:
+    def add(check: Callable[[LintInput], _Said]) -> Callable[[LintInput], _Said]:
         if rule_id in _REGISTRY:
             raise ValueError(f"lint rule {rule_id} is registered twice")
 
-        def checked(given: LintInput) -> Finding:
-            result = check(given)
-            if result.id != rule_id:  # a rule reports under its own id, nobody else's
-                raise ValueError(f"lint rule {rule_id} reported as {result.id}")
-            return result
+        def finding(given: LintInput) -> Finding:  # a rule reports under its own id: it names it only here
+            said = check(given)
+            return Finding(id=rule_id, severity=said.severity, message=said.message)
 
-        _REGISTRY[rule_id] = checked
+        _REGISTRY[rule_id] = finding
         return check
 
     return add
@@ -223,23 +229,23 @@ def _gpus_requested(container: Mapping[str, Any], cdi_names: bool) -> tuple[int,
 
 
 @_rule("gpu-count")
-def _gpu_count(given: LintInput) -> Finding:
+def _gpu_count(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     if not expect.gpus_passed:
-        return _passed("gpu-count", "not compared: this target passes no GPUs")
+        return _passed("not compared: this target passes no GPUs")
     total = 0
     for deployment in _deployments(documents):
         for container in _containers(_pod_spec(deployment)):
             count, problem = _gpus_requested(container, expect.cdi_names)
             if problem is not None:
-                return _failed("gpu-count", problem)
+                return _failed(problem)
             total += count
     if total != expect.world:
-        return _failed("gpu-count", (
+        return _failed(
             f"the Deployment asks for {total} GPU(s) but the engine shards over tensor x pipeline x data "
             f"parallel = {expect.world}"
-        ))
-    return _passed("gpu-count", f"{total} GPU(s) = tensor x pipeline x data parallel")
+        )
+    return _passed(f"{total} GPU(s) = tensor x pipeline x data parallel")
 
 
 def _memory_shm(spec: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
@@ -265,27 +271,27 @@ def _unbounded_shm(spec: Mapping[str, Any], container: Mapping[str, Any]) -> boo
 
 
 @_rule("shm")
-def _shm(given: LintInput) -> Finding:
+def _shm(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     for deployment in _deployments(documents):
         spec = _pod_spec(deployment)
         for container in _containers(spec):
             if _unbounded_shm(spec, container):
-                return _failed("shm", (
+                return _failed(
                     f"container {container.get('name', '?')}: the memory-backed emptyDir at {SHM_PATH} has no "
                     "sizeLimit (a quantity): it can fill the node's memory"
-                ))
+                )
     if expect.world <= 1:
-        return _passed("shm", "one GPU or none: the default /dev/shm will do")
+        return _passed("one GPU or none: the default /dev/shm will do")
     for deployment in _deployments(documents):
         spec = _pod_spec(deployment)
         for container in _containers(spec):
             if not _memory_shm(spec, container):
-                return _failed("shm", (
+                return _failed(
                     f"container {container.get('name', '?')} shards over {expect.world} GPUs but has no "
                     f"memory-backed emptyDir at {SHM_PATH}: NCCL falls over on the container's default 64 MiB"
-                ))
-    return _passed("shm", f"{SHM_PATH} is a memory-backed emptyDir with a sizeLimit")
+                )
+    return _passed(f"{SHM_PATH} is a memory-backed emptyDir with a sizeLimit")
 
 
 def _probe_seconds(probe: Mapping[str, Any]) -> int:
@@ -297,51 +303,51 @@ def _probe_seconds(probe: Mapping[str, Any]) -> int:
 
 
 @_rule("probe-budget")
-def _probe_budget(given: LintInput) -> Finding:
+def _probe_budget(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     budget = expect.warmup_budget_s
     deployments = _deployments(documents)
     if not deployments:
-        return _failed("probe-budget", "no Deployment to check")
+        return _failed("no Deployment to check")
     for deployment in deployments:
         deadline = _whole(_mapping(deployment.get("spec")).get("progressDeadlineSeconds", 600)) or 0
         if deadline <= budget:
-            return _failed("probe-budget", (
+            return _failed(
                 f"progressDeadlineSeconds {deadline} is not above the warmup budget {budget} s: the rollout "
                 "would be reported failed while the model is still loading"
-            ))
+            )
         for container in _containers(_pod_spec(deployment)):
             probe = container.get("startupProbe")
             if not isinstance(probe, Mapping):
-                return _failed("probe-budget", (
+                return _failed(
                     f"container {container.get('name', '?')} has no startupProbe: its liveness probe would "
                     "kill it during warmup"
-                ))
+                )
             seconds = _probe_seconds(probe)
             if seconds < budget:
-                return _failed("probe-budget", (
+                return _failed(
                     f"container {container.get('name', '?')}: the startupProbe gives up after {seconds} s "
                     f"(initialDelaySeconds + periodSeconds x failureThreshold), before the warmup budget of "
                     f"{budget} s: the container is killed while the model loads"
-                ))
-    return _passed("probe-budget", f"startup probe and progress deadline cover the {budget} s warmup")
+                )
+    return _passed(f"startup probe and progress deadline cover the {budget} s warmup")
 
 
 @_rule("image-pinned")
-def _image_pinned(given: LintInput) -> Finding:
+def _image_pinned(given: LintInput) -> _Said:
     documents = given.documents
     seen = 0
     for where, container in _all_containers(documents):
         image = container.get("image")
         if not isinstance(image, str) or not IMAGE_RE.fullmatch(image):
-            return _failed("image-pinned", (
+            return _failed(
                 f"{where}: image {image!r} is not pinned by digest (NAME[:TAG]@sha256:<64 hex>): a tag can "
                 "move under a running deployment"
-            ))
+            )
         seen += 1
     if not seen:
-        return _failed("image-pinned", "no container found")
-    return _passed("image-pinned", f"{seen} image(s) pinned by digest")
+        return _failed("no container found")
+    return _passed(f"{seen} image(s) pinned by digest")
 
 
 def resource_name_problem(name: str, *, cdi_names: bool = False) -> str | None:
@@ -362,14 +368,14 @@ def resource_name_problem(name: str, *, cdi_names: bool = False) -> str | None:
 
 
 @_rule("resource-names")
-def _resource_names(given: LintInput) -> Finding:
+def _resource_names(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     for where, container in _all_containers(documents):
         for key, _value in _resource_keys(container):
             problem = resource_name_problem(key, cdi_names=expect.cdi_names)
             if problem is not None:
-                return _failed("resource-names", f"{where}: {problem}")
-    return _passed("resource-names", "every resource name is valid for the target")
+                return _failed(f"{where}: {problem}")
+    return _passed("every resource name is valid for the target")
 
 
 # --- what readers make of the text -------------------------------------------------------------------
@@ -473,15 +479,15 @@ def yaml_problem(text: str, documents: Sequence[Any]) -> str | None:
 
 
 @_rule("yaml-faithful")
-def _yaml_faithful(given: LintInput) -> Finding:
+def _yaml_faithful(given: LintInput) -> _Said:
     documents, text = given.documents, given.text
     if text is None:
-        return _passed("yaml-faithful", "not checked: no YAML text given")
+        return _passed("not checked: no YAML text given")
     problem = yaml_problem(text, documents)
     if problem is not None:
-        return _failed("yaml-faithful", problem)
+        return _failed(problem)
     readers = ", ".join(name for name, _ in yaml_readers())
-    return _passed("yaml-faithful", f"every value reads back unchanged ({readers}); plain strings are "
+    return _passed(f"every value reads back unchanged ({readers}); plain strings are "
                                              "strings to every YAML reader")
 
 
@@ -543,14 +549,14 @@ def _engine_container(documents: Sequence[Mapping[str, Any]]) -> Mapping[str, An
 
 
 @_rule("expansion")
-def _expansion(given: LintInput) -> Finding:
+def _expansion(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     wanted = (expect.engine_command, expect.engine_args, expect.engine_env)
     if all(w is None for w in wanted):
-        return _passed("expansion", "not compared: no engine values given")
+        return _passed("not compared: no engine values given")
     container = _engine_container(documents)
     if container is None:
-        return _failed("expansion", "no engine container found")
+        return _failed("no engine container found")
 
     def decoded(field: str, value: str, want: str) -> str | None:
         if field in expect.expanded:
@@ -562,23 +568,23 @@ def _expansion(given: LintInput) -> Finding:
             continue
         got = [str(v) for v in _list(container.get(field))]
         if len(got) != len(want_list):
-            return _failed("expansion", f"{field}: {len(got)} words, not {len(want_list)}")
+            return _failed(f"{field}: {len(got)} words, not {len(want_list)}")
         for index, (value, want) in enumerate(zip(got, want_list, strict=True)):
             problem = decoded(field, value, want)
             if problem:
-                return _failed("expansion", f"{field}[{index}]: {problem}")
+                return _failed(f"{field}[{index}]: {problem}")
     if expect.engine_env is not None:
         got_env = [(str(e.get("name")), str(e.get("value"))) for e in map(_mapping, _list(container.get("env")))
                    if "value" in e]
         if [n for n, _ in got_env] != [n for n, _ in expect.engine_env]:
-            return _failed("expansion", f"env names {[n for n, _ in got_env]}, not "
+            return _failed(f"env names {[n for n, _ in got_env]}, not "
                                                   f"{[n for n, _ in expect.engine_env]}")
         for (name, value), (_, want) in zip(got_env, expect.engine_env, strict=True):
             problem = decoded("env", value, want)
             if problem:
-                return _failed("expansion", f"env {name}: {problem}")
+                return _failed(f"env {name}: {problem}")
     where = ", ".join(expect.expanded) or "nothing"
-    return _passed("expansion", f"the engine gets the recipe's command, args and env ($(NAME) and $$ "
+    return _passed(f"the engine gets the recipe's command, args and env ($(NAME) and $$ "
                                          f"expanded in: {where})")
 
 
@@ -596,26 +602,26 @@ def memory_bytes(quantity: object) -> int | None:
 
 
 @_rule("requests")
-def _requests(given: LintInput) -> Finding:
+def _requests(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     if not expect.cluster:
-        return _passed("requests", "not required: podman kube play places nothing")
+        return _passed("not required: podman kube play places nothing")
     engine = _engine_container(documents)
     for where, container in _all_containers(documents):
         requests = _mapping(_mapping(container.get("resources")).get("requests"))
         cpu, memory = requests.get("cpu"), memory_bytes(requests.get("memory"))
         if not (isinstance(cpu, str) and _CPU.fullmatch(cpu)) and _whole(cpu) is None:
-            return _failed("requests", f"{where}: no cpu request: the scheduler would place it on a "
+            return _failed(f"{where}: no cpu request: the scheduler would place it on a "
                                                  "full node")
         if memory is None:
-            return _failed("requests", f"{where}: no memory request: the scheduler would place it "
+            return _failed(f"{where}: no memory request: the scheduler would place it "
                                                  "where its load does not fit")
         if container is engine and memory < expect.memory_bytes:
-            return _failed("requests", (
+            return _failed(
                 f"{where}: the memory request ({requests.get('memory')}) is below the {expect.memory_bytes} bytes "
                 "the engine loads"
-            ))
-    return _passed("requests", "every container requests cpu and memory; the engine at least what it loads")
+            )
+    return _passed("every container requests cpu and memory; the engine at least what it loads")
 
 
 def _security_problem(context: Mapping[str, Any]) -> str | None:
@@ -634,13 +640,13 @@ def _security_problem(context: Mapping[str, Any]) -> str | None:
 
 
 @_rule("security-context")
-def _security_context(given: LintInput) -> Finding:
+def _security_context(given: LintInput) -> _Said:
     documents = given.documents
     for where, container in _all_containers(documents):
         problem = _security_problem(_mapping(container.get("securityContext")))
         if problem is not None:
-            return _failed("security-context", f"{where}: securityContext: {problem}")
-    return _passed("security-context", "no container escalates privileges or keeps a capability")
+            return _failed(f"{where}: securityContext: {problem}")
+    return _passed("no container escalates privileges or keeps a capability")
 
 
 def _tolerates_gpu_taint(toleration: Mapping[str, Any]) -> bool:
@@ -652,39 +658,39 @@ def _tolerates_gpu_taint(toleration: Mapping[str, Any]) -> bool:
 
 
 @_rule("gpu-toleration")
-def _gpu_toleration(given: LintInput) -> Finding:
+def _gpu_toleration(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     if not expect.cluster or expect.world == 0:
-        return _passed("gpu-toleration", "not needed: no GPU node to schedule onto")
+        return _passed("not needed: no GPU node to schedule onto")
     for deployment in _deployments(documents):
         tolerations = map(_mapping, _list(_pod_spec(deployment).get("tolerations")))
         if not any(_tolerates_gpu_taint(t) for t in tolerations):
-            return _failed("gpu-toleration", (
+            return _failed(
                 f"the pod does not tolerate the {GPU_RESOURCE}:NoSchedule taint GPU nodes usually carry "
                 f"(key {GPU_RESOURCE}, operator Exists): it would never be scheduled there"
-            ))
-    return _passed("gpu-toleration", f"the pod tolerates {GPU_RESOURCE}:NoSchedule")
+            )
+    return _passed(f"the pod tolerates {GPU_RESOURCE}:NoSchedule")
 
 
 @_rule("namespace")
-def _namespace(given: LintInput) -> Finding:
+def _namespace(given: LintInput) -> _Said:
     documents, expect = given.documents, given.expect
     found = {f"{d.get('kind', '?')}/{_mapping(d.get('metadata')).get('name', '?')}":
              _mapping(d.get("metadata")).get("namespace") for d in documents if isinstance(d, Mapping)}
     if len(set(found.values())) > 1:
-        return _failed("namespace", f"the objects are in different namespaces ({found}): the Service and "
+        return _failed(f"the objects are in different namespaces ({found}): the Service and "
                                               "the Job reach the engine only within one")
     bad = [ns for ns in found.values() if ns is not None and not (
         isinstance(ns, str) and len(ns) <= 63 and DNS_LABEL_1123.fullmatch(ns))]
     if bad:
-        return _failed("namespace", f"namespace {bad[0]!r} is not a DNS-1123 label (lowercase letters, "
+        return _failed(f"namespace {bad[0]!r} is not a DNS-1123 label (lowercase letters, "
                                               "digits and '-', at most 63)")
     if expect.namespace is not None:
         wrong = [w for w, ns in found.items() if ns != expect.namespace]
         if wrong:
-            return _failed("namespace", f"{', '.join(wrong)}: not in namespace {expect.namespace}")
-        return _passed("namespace", f"every object is in namespace {expect.namespace}")
-    return _passed("namespace", "every object is in the same namespace")
+            return _failed(f"{', '.join(wrong)}: not in namespace {expect.namespace}")
+        return _passed(f"every object is in namespace {expect.namespace}")
+    return _passed("every object is in the same namespace")
 
 
 RULES = tuple(_REGISTRY)  # every rule above, in the order they run

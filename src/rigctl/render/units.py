@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import UsageError
-from rigctl.places import ENGINE_LOG_SUBDIR, Scope
+from rigctl.places import ENGINE_LOG_SUBDIR, Scope, quadlet_service
+from rigctl.podman_args import nvidia_device
 from rigctl.podman_versions import (
     CIDFILE_CLEANED,
     NOTIFY_HEALTHY,
@@ -24,6 +25,7 @@ from rigctl.podman_versions import (
     fmt,
     has_key,
 )
+from rigctl.recipe.defaults import STOP_GRACE_S
 from rigctl.render import escape
 from rigctl.render.escape import RenderError
 from rigctl.util import safefs
@@ -56,7 +58,6 @@ HEALTH_RETRIES = 5
 # 90 s budget on the podman 5 testbed; 30 min by default).
 HEALTH_STARTUP_INTERVAL = "2s"
 # podman gets this long beyond the engine's own stop timeout before systemd kills the service.
-STOP_GRACE_S = 30
 
 _GPU_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
@@ -93,7 +94,7 @@ class RenderedUnits:
     @property
     def service_name(self) -> str:
         """The systemd unit quadlet generates from the .container file."""
-        return self.container_file.name.removesuffix(".container") + ".service"
+        return quadlet_service(self.container_file.name)
 
 
 def _environment() -> SandboxedEnvironment:
@@ -187,7 +188,7 @@ def gpu_devices(recipe: Recipe, gpu_ids: Sequence[str] | None, notes: list[Note]
     for gpu in ids:
         if not _GPU_ID.fullmatch(gpu):
             raise RenderError(f"{gpu!r} is not a GPU index or UUID", fix="use e.g. 0 or GPU-5f1c...")
-    return [f"nvidia.com/gpu={gpu}" for gpu in ids]
+    return [nvidia_device(gpu) for gpu in ids]
 
 
 def _volume(host: str, container: str, read_only: bool, relabel: bool) -> str:
@@ -380,7 +381,7 @@ def render_units(
             "timeout_stop": recipe.service.stop_timeout_s + STOP_GRACE_S,
             "exec_start_pre": exec_start_pre,
         },
-        "wanted_by": "multi-user.target" if scope == "system" else "default.target",
+        "wanted_by": Scope(scope).boot_target,
     }
     text = _environment().get_template("container.j2").render(context)
     return RenderedUnits(recipe.name, pv, qv, scope, [RenderedFile(file_name, text)], notes)

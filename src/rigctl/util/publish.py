@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 LOOPBACK = {4: "127.0.0.1", 6: "::1"}
 OPENAI_PATH = "/v1"
+MODELS_PATH = f"{OPENAI_PATH}/models"  # the served models: every OpenAI-compatible engine answers it
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from rigctl.recipe.defaults import MAX_CONTEXT
 from rigctl.severity import Severity
-from rigctl.verify.client import MAX_CONTEXT, EngineRequestError, Request, listed_context, listed_entry
+from rigctl.verify.client import EngineRequestError, Request, listed_context, listed_entry
 from rigctl.verify.enginejson import figure_text
 from rigctl.verify.prompts import ESTIMATE_MARGIN, make_needles, needle_builder, score_needles
 from rigctl.verify.repetition import detect_repetition

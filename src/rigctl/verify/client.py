@@ -24,6 +24,8 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from rigctl.errors import RigctlError, UsageError
+from rigctl.recipe.defaults import HEALTH_PATH
+from rigctl.util.publish import MODELS_PATH, OPENAI_PATH
 from rigctl.verify.enginejson import EngineJSONError, as_count, parse
 
 __all__ = ["as_count"]  # re-exported: the figure rule's home is verify.enginejson
@@ -52,7 +54,6 @@ DECODE_STEP = 256 * KIB  # the most one decompression call may produce
 STALE_RETRIES = 2  # the fewest resends of a request whose kept-alive connection was closed before any answer
 
 
-MAX_CONTEXT = 16_777_216  # the largest max_model_len believed (a recipe's context_length has the same bound)
 
 
 def answer_limit(max_tokens: int) -> int:
@@ -101,7 +102,7 @@ class Endpoint:
     base_url: str  # e.g. http://127.0.0.1:8000 (no trailing /v1)
     model: str
     api_key: str | None = None
-    health_path: str = "/health"
+    health_path: str = HEALTH_PATH
 
     def __post_init__(self) -> None:
         url = check_base_url(self.base_url).rstrip("/")
@@ -112,8 +113,8 @@ class Endpoint:
                 or self.health_path.startswith("//"):
             # "//host/x" or "http://host/x" would send the health probe to another host than base_url's.
             raise UsageError(f"health path {self.health_path!r}: must be a path on the endpoint, like /health")
-        if url.endswith("/v1"):
-            url = url[: -len("/v1")]  # operators paste OpenAI base URLs; the API paths are added here
+        if url.endswith(OPENAI_PATH):
+            url = url[: -len(OPENAI_PATH)]  # operators paste OpenAI base URLs; the API paths are added here
         object.__setattr__(self, "base_url", url)
 
 
@@ -435,7 +436,7 @@ class HttpEngine:
         """The served models. The first probe of the OpenAI API as such: an answer that shows there is none
         at the URL is EngineRequestError ``not-openai`` (verify then stops, instead of sending completions
         to a web server)."""
-        answer = await self.get("/v1/models", timeout=timeout)
+        answer = await self.get(MODELS_PATH, timeout=timeout)
         foreign = not_openai(answer)
         if foreign is not None:
             raise EngineRequestError(

@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rigctl.verify.client import MAX_CONTEXT, EngineAPI, EngineRequestError, listed_context, tokenize_limit
+from rigctl.recipe.defaults import MAX_CONTEXT
+from rigctl.verify.client import EngineAPI, EngineRequestError, listed_context, tokenize_limit
 from rigctl.verify.enginejson import EngineJSONError, as_count, figure_text, parse, parse_or_none
 
 

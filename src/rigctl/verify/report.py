@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, model_serializer
 
 from rigctl.errors import UsageError
 from rigctl.findings import Finding, any_failing, check_status
+from rigctl.recipe.defaults import REQUEST_TIMEOUT_S
 from rigctl.recipe.model import CrashSignature, NeedleSettings, Recipe, SmokePrompt, SoakSettings, Verification
 from rigctl.severity import Severity
 from rigctl.verify.client import Endpoint
@@ -73,7 +74,7 @@ class Expectations:
     smoke: tuple[SmokePrompt, ...] = field(default_factory=lambda: tuple(Verification().smoke))
     needle: NeedleSettings = field(default_factory=NeedleSettings)
     soak: SoakSettings = field(default_factory=SoakSettings)
-    request_timeout_s: float = 60.0
+    request_timeout_s: float = REQUEST_TIMEOUT_S
     health_timeout_s: float = 10.0
     signatures: tuple[CrashSignature, ...] = ()
 

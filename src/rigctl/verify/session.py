@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rigctl.verify.client import MAX_CONTEXT, Completion, EngineAPI, EngineRequestError, Request, listed_entry
+from rigctl.recipe.defaults import MAX_CONTEXT
+from rigctl.verify.client import Completion, EngineAPI, EngineRequestError, Request, listed_entry
 from rigctl.verify.dialects import OPENAI, ContextLimit, Dialect, detect, dialect_named
 from rigctl.verify.prompts import Sized, size_prompt
 from rigctl.verify.report import Expectations, NullProgress, RunProgress

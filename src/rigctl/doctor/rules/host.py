@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules.context import HostHit, RuleContext
 from rigctl.host.cdi import nvidia_specs, stale
+from rigctl.podman_args import NVIDIA_CDI_KIND
 
 _GENERATE = "nvidia-ctk cdi generate --output="
 
 
 def _gpu_units(units: Sequence[RuleContext]) -> list[str]:
-    return [c.unit.path for c in units if any("nvidia.com/gpu" in d for d in c.spec.devices)]
+    return [c.unit.path for c in units if any(NVIDIA_CDI_KIND in d for d in c.spec.devices)]
 
 
 def cdi_stale(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:

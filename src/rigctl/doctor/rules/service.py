@@ -7,9 +7,8 @@ from __future__ import annotations
 from rigctl.doctor.edits import Edit, Remove, SetKey
 from rigctl.doctor.rules.context import Hit, RuleContext, entry_with, last_raw
 from rigctl.host.unitfile import format_seconds, parse_timespan
+from rigctl.recipe.defaults import RESTART_SEC, WARMUP_BUDGET_S
 from rigctl.severity import Severity
-
-WARMUP_FIX_S = 1800  # rigctl's default warmup budget (recipe service.warmup_budget_s)
 
 
 def restart(ctx: RuleContext) -> list[Hit]:
@@ -32,10 +31,10 @@ def restart(ctx: RuleContext) -> list[Hit]:
     path = target.file if target else ctx.unit.path
     edits: list[Edit] = [SetKey(path, "Service", "Restart", "always")]
     if ctx.unit.merged.last("Service", "RestartSec") is None:
-        edits.append(SetKey(path, "Service", "RestartSec", "10", after="Restart"))
+        edits.append(SetKey(path, "Service", "RestartSec", str(RESTART_SEC), after="Restart"))
     return [Hit(
         f"{head}; {why}",
-        "set Restart=always (and RestartSec=10) in [Service]; `systemctl stop` still stops the unit, "
+        f"set Restart=always (and RestartSec={RESTART_SEC}) in [Service]; `systemctl stop` still stops the unit, "
         "only exits systemd did not ask for bring it back",
         entry=target, edits=tuple(edits),
     )]
@@ -60,9 +59,9 @@ def notify_timeout(ctx: RuleContext) -> list[Hit]:
         f"{what} makes systemd wait for the first passing health check, and {told}: a warmup longer "
         f"than that is killed and retried forever (containers/podman#27290); large models take minutes "
         f"to load and warm up",
-        f"set TimeoutStartSec={WARMUP_FIX_S} (or the model's measured warmup plus margin) in [Service]",
+        f"set TimeoutStartSec={WARMUP_BUDGET_S} (or the model's measured warmup plus margin) in [Service]",
         entry=entry or ctx.unit.merged.last("Container", "Notify") or ctx.spec.run_entry,
-        edits=(SetKey(path, "Service", "TimeoutStartSec", str(WARMUP_FIX_S)),),
+        edits=(SetKey(path, "Service", "TimeoutStartSec", str(WARMUP_BUDGET_S)),),
     )]
 
 
