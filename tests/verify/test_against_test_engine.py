@@ -89,7 +89,10 @@ def test_context_loss_fails_needle(fake_engine: Start) -> None:
 
 
 def test_crash_under_shared_prefix_load_fails_soak_and_exits_zero(fake_engine: Start) -> None:
-    engine = fake_engine("crash-under-load", "--max-model-len", str(CONTEXT), "--crash-concurrency", "8")
+    # a prefill of ~0.5 s keeps the soak's requests in flight together, so 8 of them share the prefix at once
+    # however busy the box (with the default 2 ms, a loaded box let each finish before the next arrived)
+    engine = fake_engine("crash-under-load", "--max-model-len", str(CONTEXT), "--crash-concurrency", "8",
+                         "--prefill-delay", "0.25")
     report = run_checks(Endpoint(engine.url, engine.model), expect(), checks=("health", "smoke", "soak"))
     got = statuses(report)
     assert got["health"] == "pass" and got["smoke"] == "pass"  # solo calls are fine, as in the story

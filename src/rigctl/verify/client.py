@@ -401,16 +401,18 @@ class HttpEngine:
     ) -> AsyncIterator[httpx.Response]:
         """One request, its answer streamed. A kept-alive connection the server closed just before it was
         reused (llama.cpp's server closes every connection after a streamed answer, without saying so) ends
-        before any answer came: the request is sent again on another connection, as many times as the pools
-        keep connections alive (each stale one is used up by the attempt that meets it).
+        before any answer came, or is reset when the server closed it with the request unread (ECONNRESET:
+        a ReadError before the answer's head): the request is sent again on another connection, as many
+        times as the pools keep connections alive (each stale one is used up by the attempt that meets it).
         Nothing reached the engine's handler, so nothing is sent twice."""
         for attempt in range(self._stale_retries + 1):
             client = self._client
             request = client.build_request(method, path, json=payload, timeout=timeout)
             try:
                 resp = await client.send(request, stream=True)
-            except httpx.RemoteProtocolError as exc:
-                if attempt < self._stale_retries and "without sending a response" in str(exc):
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                stale = isinstance(exc, httpx.ReadError) or "without sending a response" in str(exc)
+                if attempt < self._stale_retries and stale:
                     continue
                 raise
             break
