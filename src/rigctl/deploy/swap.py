@@ -509,7 +509,7 @@ def free_facts(facts: HostFacts, gpu_ids: Sequence[str], port: int | None,
     if pids is None:
         devices = [
             g.model_copy(update={"processes": [], "memory_used_bytes": 0, "memory_free_bytes": g.memory_total_bytes})
-            if (str(g.index) in ids or g.uuid in ids) else g
+            if g.named_by(ids) else g
             for g in facts.gpu.devices
         ]
     else:

@@ -8,6 +8,7 @@ the host themselves. Every probe that could not answer says so inside the docume
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, model_validator
@@ -154,6 +155,11 @@ class Gpu(_Fact):
             if total is not None and value is not None and value > total:
                 raise ValueError(f"{part} {value} is more than memory_total_bytes {total}")
         return self
+
+    def named_by(self, ids: Collection[str]) -> bool:
+        """Whether one of a unit's GPU ids names this GPU: its UUID, or its index (where NVML gave no UUID,
+        ``Choice.unit_ids`` pins the index)."""
+        return self.uuid in ids or str(self.index) in ids
 
     @property
     def memory_total_mib(self) -> int | None:

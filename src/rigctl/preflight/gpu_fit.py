@@ -595,7 +595,7 @@ def planned_vs_used(recipe: Recipe, gpu_ids: Sequence[str], devices: Sequence[Gp
         return []
     wanted = set(gpu_ids)
     if wanted:
-        chosen = [g for g in devices if str(g.index) in wanted or g.uuid in wanted]
+        chosen = [g for g in devices if g.named_by(wanted)]
     else:
         chosen = [g for g in devices if any(p.pid in pids for p in g.processes)]
     shape = model_shape(recipe, local)

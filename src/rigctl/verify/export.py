@@ -205,6 +205,6 @@ def gpu_facts(inventory: Any, ids: Sequence[str]) -> tuple[list[dict[str, Any]],
     """The GPUs the deployment uses (all of them when it names none), from ``host.facts.GpuInventory``."""
     if not inventory.available:
         return [], f"NVML not available ({inventory.error or 'no library or driver'})"
-    chosen = [g for g in inventory.devices if not ids or str(g.index) in ids or g.uuid in ids]
+    chosen = [g for g in inventory.devices if not ids or g.named_by(ids)]
     return [{"index": g.index, "uuid": g.uuid, "name": g.name, "memory_total_bytes": g.memory_total_bytes,
              "compute_capability": g.compute_capability} for g in chosen], None
