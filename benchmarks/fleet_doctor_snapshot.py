@@ -70,8 +70,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
 
+    from rigctl.fleet.host_doctor import host_doctor
     from rigctl.fleet.inventory import Host
-    from rigctl.fleet.remote import host_doctor
 
     host = Host(name="box", ssh="box", rigctl="rigctl-not-installed-here")
     previous = None

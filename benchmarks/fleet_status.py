@@ -50,7 +50,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from rigctl.fleet.inventory import load_inventory
-    from rigctl.fleet.remote import run_fleet
+    from rigctl.fleet.pool import run_fleet
     from rigctl.fleet.ssh import OpenSsh
 
     sshd = _helpers()

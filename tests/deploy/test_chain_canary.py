@@ -108,6 +108,15 @@ def _runs(rig: Rig, name: str) -> list[dict[str, Any]]:
     return json.loads(path.read_text())["runs"] if path.exists() else []
 
 
+def _failed_since(rig: Rig, name: str, unit: str, switched: float) -> list[dict[str, Any]]:
+    """The runs that began after the switch, once the canary has failed and one such run is recorded.
+
+    A run already under way at the switch may read either answer, so only later ones are judged."""
+    _wait(rig, unit, lambda c: c.get("last_result") == "fail" and any(r["at"] > switched for r in _runs(rig, name)),
+          "a failing canary run that began after the switch")
+    return [r for r in _runs(rig, name) if r["at"] > switched]
+
+
 def test_canary_passes_then_catches_word_salad_restarts_once_and_down_removes_it(rig: Rig) -> None:
     name, unit = "cn-salad", "rigctl-cn-salad.service"
     knob = _deploy(rig, name, 18451)
@@ -135,8 +144,7 @@ def test_canary_passes_then_catches_word_salad_restarts_once_and_down_removes_it
     # the same running engine switched to word salad: the first run that starts after the switch fails
     switched = time.time()
     knob.write_text("word-salad\n")
-    _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the canary failing")
-    after = [r for r in _runs(rig, name) if r["at"] > switched]
+    after = _failed_since(rig, name, unit, switched)
     assert after and not after[0]["ok"], after
     failing = _canary(rig, unit)
     assert failing["last_failure_reason"], failing
@@ -178,9 +186,8 @@ def test_canary_fails_a_hung_engine_whose_health_answers_and_off_removes_it(rig:
     _wait(rig, unit, lambda c: c.get("last_result") == "pass", "a passing run")
     switched = time.time()
     knob.write_text("hang\n")
-    failed = _wait(rig, unit, lambda c: c.get("last_result") == "fail", "the hung engine failing")
-    assert failed["restarts"] == 0  # --on-failure none: only recorded
-    after = [r for r in _runs(rig, name) if r["at"] > switched]
+    after = _failed_since(rig, name, unit, switched)
+    assert _canary(rig, unit)["restarts"] == 0  # --on-failure none: only recorded
     assert after and not after[0]["ok"] and after[0]["failed_check"] in ("timeout", "smoke"), after  # the first run
     assert _metrics(rig, name)["rigctl_canary_ok"] == 0
     code, health = rig.run("verify", name, "--user", "--checks", "health")

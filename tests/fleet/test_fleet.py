@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 
 from rigctl.cli.app import app
 from rigctl.errors import RigctlError
+from rigctl.fleet.answer import run_remote_rigctl
 from rigctl.fleet.inventory import load_inventory
-from rigctl.fleet.remote import run_fleet, run_remote_rigctl
+from rigctl.fleet.pool import run_fleet
 from rigctl.fleet.ssh import OpenSsh
 
 UNITS = Path(__file__).parent / "units"

@@ -184,11 +184,11 @@ def test_a_remote_applied_fix_is_read_in_doctor_s_own_shape() -> None:
     from pydantic import ValidationError
 
     from rigctl.doctor.checkup import AppliedFix
-    from rigctl.fleet.remote import _RemoteApplied
+    from rigctl.fleet.doctor_answer import RemoteApplied
 
     written = asdict(AppliedFix(**APPLIED))
-    assert set(_RemoteApplied.model_fields) == {f.name for f in fields(AppliedFix)} == set(written)
-    assert _RemoteApplied.model_validate({**written, "newer": 1}).model_dump() == written
+    assert set(RemoteApplied.model_fields) == {f.name for f in fields(AppliedFix)} == set(written)
+    assert RemoteApplied.model_validate({**written, "newer": 1}).model_dump() == written
     for wrong in ({"reloaded": 1}, {"live": {"Restart": 3}}, {"files": "/u/a.container"}):
         with pytest.raises(ValidationError):
-            _RemoteApplied.model_validate({**written, **wrong})
+            RemoteApplied.model_validate({**written, **wrong})

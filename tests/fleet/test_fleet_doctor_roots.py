@@ -21,7 +21,9 @@ from tests.conftest import require_or_skip
 from tests.fleet.conftest import sshd_hosts
 
 from rigctl.fleet.inventory import load_inventory
-from rigctl.fleet.remote import _doctor_script, _sections, _snapshot_files, _snapshot_roots, run_fleet
+from rigctl.fleet.pool import run_fleet
+from rigctl.fleet.script import split_sections
+from rigctl.fleet.snapshot import doctor_script, snapshot_files, snapshot_roots
 from rigctl.fleet.ssh import OpenSsh
 from rigctl.host.unitdirs import Root, collect, default_roots
 
@@ -185,15 +187,15 @@ def _place(target: Path, name: str) -> None:
 
 def _answer(namespace: Namespace, shell: str, env: dict[str, str]) -> str:
     """Everything the script sends back (run without a rigctl to call): what reaches the operator."""
-    answer = namespace.run(shell, _doctor_script(BOUNDARY, "/nonexistent/rigctl"), env)
-    assert "end" in _sections(answer, BOUNDARY)
+    answer = namespace.run(shell, doctor_script(BOUNDARY, "/nonexistent/rigctl"), env)
+    assert "end" in split_sections(answer, BOUNDARY)
     return answer
 
 
 def _shipped(namespace: Namespace, shell: str, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """The files the script ships back, and all its sections."""
-    sections = _sections(_answer(namespace, shell, env), BOUNDARY)
-    files, skipped = _snapshot_files(sections)
+    sections = split_sections(_answer(namespace, shell, env), BOUNDARY)
+    files, skipped = snapshot_files(sections)
     assert skipped == []
     return {p: t for p, t in files.items() if p.endswith((".container", ".service"))}, sections
 
@@ -220,7 +222,7 @@ def test_the_script_reads_exactly_the_directories_of_default_roots(
                if f"{root.path}/{name}" not in units]
     assert missing == [], "the script does not read these directories of default_roots"
     assert {os.path.dirname(p) for p in units} == {r.path for r in login.roots}
-    assert _snapshot_roots(sections) == login.roots  # the parsing side rebuilds the same list
+    assert snapshot_roots(sections) == login.roots  # the parsing side rebuilds the same list
     assert [p for p in units if p.startswith("/home/")] == [], "a unit of another user's home was shipped"
     assert all(p not in units for p in others)
 
@@ -265,7 +267,7 @@ def test_a_name_with_a_newline_does_not_ship_the_file_it_spells(
     _place(trap, "y.container")  # .../systemd/x<NL>/tmp/.../secret/shadow<NL>/y.container
     answer = _answer(namespace, shell, login.env)
     assert "SECRET-HASH" not in answer, "the script shipped the file a path with newlines spells"
-    files, skipped = _snapshot_files(_sections(answer, BOUNDARY))
+    files, skipped = snapshot_files(split_sections(answer, BOUNDARY))
     assert str(secret) not in files and all("\n" not in p for p in files) and skipped == []
     shipped = [p for p in files if p.startswith(listed)]
     assert shipped == ([] if whose == "another user's home" else [f"{listed}/plain.container"])
@@ -283,10 +285,10 @@ def test_as_root_another_uids_users_directory_is_audited_as_theirs(login: Login,
     (dropin / "50.conf").write_text("[Container]\nPublishPort=5050:80\n")
     files, sections = _shipped(namespace, "sh", login.env)
     assert sections["meta uid"].strip() == "0"
-    as_root = {u.path: u for u in collect(files, _snapshot_roots(sections, files))}
+    as_root = {u.path: u for u in collect(files, snapshot_roots(sections, files))}
     assert set(as_root) == {f"{users}/shared.container", f"{users}/0/mine.container", f"{users}/{other}/theirs.container"}
     assert as_root[f"{users}/shared.container"].dropins == ()
-    as_login = collect(files, _snapshot_roots({**sections, "meta uid": "1000\n"}, files))
+    as_login = collect(files, snapshot_roots({**sections, "meta uid": "1000\n"}, files))
     assert sorted(u.path for u in as_login) == [f"{users}/shared.container"]
 
 
@@ -301,7 +303,7 @@ def test_a_home_with_a_trailing_slash_and_systemds_link_directories(login: Login
     _place(login.home / ".config" / "systemd" / "user" / "default.target.wants", "y.service")
     files, sections = _shipped(namespace, "sh", env)
     assert sorted(files) == [f"{login.home}/.config/containers/systemd/mine.container"]
-    units = collect(files, _snapshot_roots(sections, files))
+    units = collect(files, snapshot_roots(sections, files))
     assert [u.path for u in units] == [f"{login.home}/.config/containers/systemd/mine.container"]
 
 
@@ -311,6 +313,6 @@ def test_reported_directories_are_spelled_as_the_shipped_paths() -> None:
                 "meta runtime": "/run/user//1000\n", "meta data": "\n",
                 "file /home/u//cfg/containers/systemd/a.container": "[Container]\nImage=x\n",
                 "file /run/user//1000/containers/systemd/b.container": "[Container]\nImage=x\n"}
-    files, _ = _snapshot_files(sections)
-    assert sorted(u.path for u in collect(files, _snapshot_roots(sections, files))) == [
+    files, _ = snapshot_files(sections)
+    assert sorted(u.path for u in collect(files, snapshot_roots(sections, files))) == [
         "/home/u/cfg/containers/systemd/a.container", "/run/user/1000/containers/systemd/b.container"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rigctl.fleet.host_status import host_status
 from rigctl.fleet.inventory import Host
-from rigctl.fleet.remote import host_status
 from rigctl.util.proc import Completed, run
 
 WARNING = ('time="2026-12-02T18:27:27Z" level=warning msg="Using cgroups-v1 which is deprecated in favor of '

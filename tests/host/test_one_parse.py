@@ -106,8 +106,8 @@ def test_status_parses_each_file_once_per_row(tmp_path: Path, parses: Counter[st
 def test_fleet_doctor_parses_each_shipped_file_once(tmp_path: Path, parses: Counter[str], fix: bool) -> None:
     """A host without rigctl: its files are shipped back (the real script, in a local `sh`) and audited
     here; with --fix the patches are planned from the same parsed files (nothing is written there)."""
+    from rigctl.fleet.host_doctor import host_doctor
     from rigctl.fleet.inventory import Host
-    from rigctl.fleet.remote import host_doctor
 
     units = tmp_path / ".config" / "containers" / "systemd"
     units.parent.mkdir(parents=True)

@@ -20,9 +20,11 @@ import pytest
 
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.exitcodes import ExitCode
+from rigctl.fleet.host_doctor import host_doctor
+from rigctl.fleet.host_status import host_status
 from rigctl.fleet.inventory import Host, load_inventory
 from rigctl.fleet.limit import choose
-from rigctl.fleet.remote import host_doctor, host_status, run_fleet
+from rigctl.fleet.pool import run_fleet
 from rigctl.fleet.ssh import Captured
 from rigctl.host import unitdirs
 from rigctl.util.proc import Completed
@@ -212,7 +214,7 @@ def test_host_text_mode_gives_the_remote_no_stdin(fleet: Fleet) -> None:
 
 def test_host_text_mode_has_a_deadline(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
     from rigctl.errors import HostUnreachableError
-    from rigctl.fleet.remote import stream_remote_rigctl
+    from rigctl.fleet.answer import stream_remote_rigctl
     from rigctl.fleet.ssh import OpenSsh
 
     fleet.answer("h1", "", script="#!/bin/sh\nexec sleep 60\n")

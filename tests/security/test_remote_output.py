@@ -31,9 +31,10 @@ from typing import Any
 import pytest
 
 from rigctl.exitcodes import ExitCode
+from rigctl.fleet.answer import parse_answer
 from rigctl.fleet.inventory import Host, load_inventory
-from rigctl.fleet.remote import parse_answer, shown
 from rigctl.fleet.ssh import OUTPUT_LIMIT, OpenSsh, capture, output_cut, remote_command
+from rigctl.fleet.visible import shown
 
 pytestmark = pytest.mark.timeout(120)
 SSHD = pytest.mark.integration  # the tests that need the `box` fixture: a real sshd on 127.0.0.1

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from rigctl.fleet.host_doctor import host_doctor
 from rigctl.fleet.inventory import Host
-from rigctl.fleet.remote import LINK_NOT_READ, OTHER_HOMES_NOTE, host_doctor
+from rigctl.fleet.snapshot import LINK_NOT_READ, OTHER_HOMES_NOTE
 from rigctl.util.proc import Completed
 
 PIN = "docker.io/x/y@sha256:" + "0" * 64

@@ -34,8 +34,8 @@ def version_on_host(hosts_file: str | None, host: str, as_json: bool) -> None:
 
     def produce() -> Outcome:
         # the fleet's inventory and ssh client: only for --host (about a quarter of a second on a busy box)
+        from rigctl.fleet.answer import RemoteAnswerError, remote_version, run_remote_rigctl  # noqa: PLC0415
         from rigctl.fleet.inventory import load_inventory  # noqa: PLC0415
-        from rigctl.fleet.remote import RemoteAnswerError, remote_version, run_remote_rigctl  # noqa: PLC0415
 
         allow = ROOT.allow_ssh_commands  # --allow-ssh-commands before the command
         target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow)

@@ -147,8 +147,8 @@ def root(  # noqa: PLR0917 - typer passes the root's options by position
 
     def produce_remote() -> Outcome:
         # the fleet's inventory models and ssh client: only for --host, most of what it costs to start
+        from rigctl.fleet.answer import RemoteAnswerError, run_remote_rigctl, stream_remote_rigctl  # noqa: PLC0415
         from rigctl.fleet.inventory import load_inventory  # noqa: PLC0415
-        from rigctl.fleet.remote import RemoteAnswerError, run_remote_rigctl, stream_remote_rigctl  # noqa: PLC0415
 
         target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow_ssh_commands)
         if not as_json:  # the remote text comes through as it is printed, control sequences made visible

@@ -162,6 +162,17 @@ class Host(_Strict):
     _jump = field_validator("ssh_options")(no_option_jump)
     _directive = field_validator("ssh_options")(_no_config_directive)
 
+    @property
+    def destination(self) -> str:
+        """``user@host:port`` as a person reads it (the port only when the inventory gives one)."""
+        dest = f"{self.user}@{self.ssh}" if self.user else self.ssh
+        return f"{dest}:{self.port}" if self.port else dest
+
+    @property
+    def program(self) -> str:
+        """The rigctl to run on the host: the inventory's ``rigctl:`` word, else ``rigctl`` on its PATH."""
+        return self.rigctl or "rigctl"
+
     @field_validator("ssh", mode="before")
     @classmethod
     def _not_an_option(cls, value: Any) -> Any:

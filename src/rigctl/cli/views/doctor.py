@@ -1,6 +1,6 @@
 """What `doctor` and `fleet ...` print: findings grouped by unit, what --fix did, one block per host.
 
-Their text comes from unit files and other hosts: every line goes through ``shown`` (fleet.remote), so no
+Their text comes from unit files and other hosts: every line goes through ``shown`` (fleet.visible), so no
 control sequence in it reaches the terminal.
 """
 
@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.output import note
 from rigctl.cli.views.draw import View
+from rigctl.fleet.visible import shown, shown_line
 from rigctl.severity import Severity
 
 if TYPE_CHECKING:
     from rigctl.doctor.checkup import AppliedFix, DoctorReport
     from rigctl.doctor.unit_findings import UnitFinding
-    from rigctl.fleet.remote import FleetResult
+    from rigctl.fleet.result import FleetResult
 
 MARK: dict[Severity, str] = {Severity.FAIL: "FAIL", Severity.WARN: "WARN", Severity.INFO: "info"}
 
@@ -25,10 +26,8 @@ def _findings(out: TextIO, findings: Sequence[UnitFinding], indent: str = "", *,
     """Findings grouped by unit. ``source``: the host whose answer they are (fleet): each of their values
     on one line of its own, escaped and capped, and its advice labelled as that host's (``fix (from
     h2):``), never printed as rigctl's own."""
-    from rigctl.fleet.remote import one_line, shown
-
     def line(text: object) -> str:
-        return shown(str(text)) if source is None else one_line(text)
+        return shown(str(text)) if source is None else shown_line(text)
 
     fix_label = "fix" if source is None else f"fix (from {source})"
     by_unit: dict[str, list[UnitFinding]] = {}
@@ -46,8 +45,6 @@ def _findings(out: TextIO, findings: Sequence[UnitFinding], indent: str = "", *,
 
 
 def doctor(report: DoctorReport) -> View:
-    from rigctl.fleet.remote import shown
-
     def view(out: TextIO) -> None:
         counts = report.counts()
         driver = report.facts.driver_version or "none seen (CDI checks skipped)"
@@ -83,8 +80,6 @@ def doctor(report: DoctorReport) -> View:
 
 def _live(out: TextIO, applied: AppliedFix) -> None:
     """Whether the fix runs: the manager reloaded, what it holds now, and what to paste where it is not."""
-    from rigctl.fleet.remote import shown
-
     systemctl = "systemctl --user" if applied.scope == "user" else "systemctl"
     if applied.reloaded:
         held = " ".join(f"{k}={v}" for k, v in applied.live.items())
@@ -108,8 +103,6 @@ def inventory_lines(about: dict[str, Any]) -> list[str]:
 
 def inventory_notes(command: str, about: dict[str, Any]) -> None:
     """With --json, where stdout holds the one JSON object: the inventory lines on stderr."""
-    from rigctl.fleet.remote import shown
-
     for inventory_line in inventory_lines(about):
         note(shown(f"rigctl fleet {command}: {inventory_line}\n"))
 
@@ -117,20 +110,18 @@ def inventory_notes(command: str, about: dict[str, Any]) -> None:
 def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:
     def view(out: TextIO) -> None:
         from rigctl.doctor.unit_findings import UnitFinding
-        from rigctl.fleet.remote import fix_lines, one_line  # every line below may hold what a host answered
-
         for inventory_line in inventory_lines(about) if about else []:
-            out.write(f"{'  ' if inventory_line.startswith('warning:') else ''}{one_line(inventory_line)}\n")
+            out.write(f"{'  ' if inventory_line.startswith('warning:') else ''}{shown_line(inventory_line)}\n")
         out.write(f"rigctl fleet {result.command}: {len(result.hosts)} host(s), "
                   f"{sum(1 for h in result.hosts if h.ok)} ok, {result.elapsed_s:.1f}s\n")
         for host in result.hosts:
             state = "ok" if host.ok else ("UNREACHABLE" if not host.reachable else "FAIL")
             out.write(f"\n== {host.name} ({host.destination}) {state} via {host.via} in {host.elapsed_s:.1f}s\n")
             if host.error:
-                out.write(f"   {one_line(host.error)}\n")
+                out.write(f"   {shown_line(host.error)}\n")
             for summary in host.summary:
-                out.write(f"   {one_line(summary)}\n")
-            if host.findings:  # checked one by one when the host answered (fleet.remote._findings)
+                out.write(f"   {shown_line(summary)}\n")
+            if host.findings:  # checked one by one when the host answered (fleet.doctor_answer.checked_findings)
                 found = [UnitFinding.model_validate(f) for f in host.findings]
                 _findings(out, found, indent="   ", source=host.name)
             fix = host.data.get("fix") if result.command == "doctor" else None
@@ -140,3 +131,46 @@ def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:
                     out.write(f"     {fix_line}\n")
 
     return view
+
+
+PATCH_LINES = 400  # lines of one remote patch shown in the text view (the JSON keeps it whole)
+
+
+def _patch_lines(patch: str) -> list[str]:
+    """A remote patch for the text view: split on newlines only (systemd's and diff's line rule, not
+    ``str.splitlines``, which also breaks at \\x0b, \\x1c, U+2028...), each line one line, at most
+    PATCH_LINES of them."""
+    lines = patch.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    shown_lines = ["  " + shown_line(ln) for ln in lines[:PATCH_LINES]]
+    if len(lines) > PATCH_LINES:
+        shown_lines.append(f"  ... {len(lines) - PATCH_LINES} more line(s) (all of it in --json)")
+    return shown_lines
+
+
+def fix_lines(fix: dict[str, Any]) -> list[str]:
+    """What ``doctor --fix`` did on a host (``HostResult.data["fix"]``), as lines for the text view, each
+    remote value on one line, escaped and capped (``shown_line``)."""
+    lines: list[str] = []
+    if fix.get("error"):
+        lines.append(f"--fix changed nothing: {shown_line(fix['error'])}")
+    for applied in fix["applied"]:
+        lines.append(f"fixed {shown_line(applied['unit'])} ({shown_line(', '.join(applied['fixed']))}); "
+                     f"backup: {shown_line(', '.join(applied['backups']))}")
+        lines += _patch_lines(applied["patch"])
+        if applied.get("in_effect") is True:
+            lines.append(f"in effect: {shown_line(applied.get('service') or applied['unit'])} reloaded and read back")
+        if applied.get("problem"):
+            lines.append(f"{'NOT in effect' if applied.get('in_effect') is False else 'note'}: "
+                         f"{shown_line(applied['problem'])}")
+        lines += [f"run on the host: {shown_line(step)}" for step in applied.get("next_steps") or []]
+    for patch in fix["patches"]:
+        lines.append(f"left untouched: {shown_line(patch['unit'])} ({shown_line(patch.get('why') or 'not applied')}); "
+                     f"proposed patch ({shown_line(', '.join(patch['fixed']))}):")
+        lines += _patch_lines(patch["patch"])
+    remaining = fix.get("remaining")
+    if isinstance(remaining, list):
+        lines.append(f"after --fix: {sum(1 for f in remaining if f.get('severity') == 'fail')} failing finding(s) "
+                     "remain")
+    return lines

@@ -1,0 +1,62 @@
+"""``fleet preflight`` and ``fleet swap`` on one host: the host's own rigctl runs the command; its answer
+becomes the host's result, and an ok over failing checks is not believed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rigctl.errors import HostUnreachableError, RigctlError
+from rigctl.fleet.answer import note_version, run_remote_rigctl
+from rigctl.fleet.inventory import Host
+from rigctl.fleet.result import HostResult
+from rigctl.fleet.ssh import Transport
+from rigctl.fleet.visible import shown_line
+
+
+def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str]) -> HostResult:
+    """``rigctl ARGV --json`` on the host (needs rigctl installed there): its document, failed or warned
+    findings/checks and swap steps as summary lines."""
+    label = " ".join(argv)
+    result = HostResult(host.name, host.destination, via="rigctl")
+    try:
+        # "--": a recipe name is never read as an option by the remote rigctl, whatever it starts with
+        remote = run_remote_rigctl(host, [argv[0], "--json", "--", *argv[1:]], transport=ssh, timeout=timeout)
+    except RigctlError as err:
+        result.reachable = not isinstance(err, HostUnreachableError)
+        result.error = err.message
+        return result
+    if remote.document is not None:
+        result.data = remote.document  # kept even when it cannot be used: it shows what the host said
+    if remote.problem is not None or remote.document is None:
+        result.error = remote.failure(host, label)
+        return result
+    note_version(result, remote.document)
+    error = remote.document.get("error")
+    if isinstance(error, dict):
+        result.error = shown_line(error.get("message"))
+    failing = 0
+    for key in ("findings", "checks"):
+        items = remote.document.get(key)
+        if isinstance(items, list):
+            for item in items:
+                if isinstance(item, dict) and item.get("severity") in ("fail", "warn"):
+                    mark = str(item["severity"]).upper()
+                    failing += mark == "FAIL"
+                    what = f"{shown_line(item.get('id'), 200)}: {shown_line(item.get('message', ''))}"
+                    result.summary.append(f"{mark} {what}")
+    steps = remote.document.get("steps")
+    if isinstance(steps, list):
+        for step in steps:
+            if isinstance(step, dict):
+                mark = "ok  " if step.get("ok") is True else "FAIL"  # a swap's history: not its verdict
+                said = f"{shown_line(step.get('step'), 200)}: {shown_line(step.get('message', ''))}"
+                result.summary.append(f"{mark} {said}")
+    # rigctl decides from what the answer lists: an ok:true over failing checks is not believed
+    result.ok = remote.ok and failing == 0 and not isinstance(error, dict)
+    if remote.ok and not result.ok:
+        result.summary.append(f"FAIL {host.name} answered ok but lists {failing} failing check(s)"
+                              + (" and an error" if isinstance(error, dict) else "") + ": counted as failed")
+    outcome = remote.document.get("outcome")
+    verdict = shown_line(outcome, 100) if isinstance(outcome, str) else ("ok" if result.ok else "FAILED")
+    result.summary.insert(0, f"{label}: {verdict} (exit {remote.rc})")
+    return result
