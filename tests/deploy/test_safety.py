@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from rigctl.deploy.install import install_files, sigint_deferred
+from rigctl.deploy.install import install_files
 from rigctl.deploy.state import ServiceLock
 from rigctl.deploy.up import _interrupted_state
 from rigctl.deploy.warmup import Phase, PhaseState, parse_phase
 from rigctl.errors import DeployError
+from rigctl.util.interrupts import sigint_deferred
 
 
 def test_second_lock_on_same_service_is_refused_with_holder(tmp_path: Path) -> None:

@@ -359,7 +359,7 @@ def test_local_image_digest_pins_for_real(tmp_path: Path, need: Callable[[bool, 
     need(shutil.which("podman") is not None, "podman not installed")
     import tarfile
 
-    from rigctl.doctor.host_state import local_image_digests
+    from rigctl.host.probes import local_image_digests
     from rigctl.util.proc import run
 
     rootfs = tmp_path / "rootfs.tar"

@@ -395,13 +395,14 @@ MALFORMED = [  # (finding, the field its problem names)
     ({k: v for k, v in GOOD_FINDING.items() if k != "unit"}, "unit"),
     ({**GOOD_FINDING, "unit": 12}, "unit"),
     ({**GOOD_FINDING, "severity": "catastrophic"}, "severity"),
+    ({**GOOD_FINDING, "severity": "error"}, "severity"),  # a severity, but not one doctor speaks
     ({**GOOD_FINDING, "message": ["a", "list"]}, "message"),
     ({**GOOD_FINDING, "line": "3"}, "line"),
     ({**GOOD_FINDING, "line": 0}, "line"),
     ({**GOOD_FINDING, "managed": "yes"}, "managed"),
     ({k: v for k, v in GOOD_FINDING.items() if k != "id"}, "id"),
-    ("just a string", "findings.9"),  # its index in [GOOD_FINDING, *MALFORMED]
-    (None, "findings.10"),
+    ("just a string", "findings.10"),  # its index in [GOOD_FINDING, *MALFORMED]
+    (None, "findings.11"),
 ]
 
 

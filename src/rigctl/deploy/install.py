@@ -10,17 +10,15 @@ new set or the whole old set, never a mixture, and the caller learns which from 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from rigctl.errors import InvalidInputError
 from rigctl.util import safefs
+from rigctl.util.interrupts import sigint_deferred
 
 
 @dataclass
@@ -43,28 +41,6 @@ def installed_texts(directory: Path, names: list[str]) -> dict[str, str | None]:
         got = safefs.read_file(path, limit=safefs.UNIT_LIMIT, nofollow=True, missing_ok=True)
         out[name] = None if got is None else got.text(path)
     return out
-
-
-@contextlib.contextmanager
-def sigint_deferred() -> Iterator[list[bool]]:
-    """Hold Ctrl-C for the duration; re-raise it as KeyboardInterrupt afterwards if one arrived."""
-    got: list[bool] = []
-    try:
-        previous = signal.getsignal(signal.SIGINT)
-
-        def remember(signum: int, frame: FrameType | None) -> None:
-            got.append(True)
-
-        signal.signal(signal.SIGINT, remember)
-    except ValueError:  # not the main thread: signals are not ours to defer
-        yield got
-        return
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if got:
-        raise KeyboardInterrupt
 
 
 def _current_text(d: safefs.SafeDir, name: str) -> str | None:

@@ -15,7 +15,6 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rigctl.deploy.install import sigint_deferred
 from rigctl.doctor.audit import read_units, unit_findings
 from rigctl.doctor.edits import apply_edit
 from rigctl.doctor.host_state import DoctorFacts
@@ -23,6 +22,7 @@ from rigctl.host.unit import Unit
 from rigctl.host.unitfile import lines_with_ends
 from rigctl.host.unitsnapshot import Found, Snapshot
 from rigctl.util import safefs
+from rigctl.util.interrupts import sigint_deferred
 from rigctl.util.safefs import SafeDir
 
 

@@ -2,13 +2,12 @@
 
 The driver and the CDI specs come from the host probes preflight uses (``rigctl.host.cdi``,
 ``host.probes.probe_cdi``), so ``doctor`` and ``preflight`` cannot disagree on a spec. The digests of
-local images (for pinning) and the quadlet generator of each scope are asked only here.
+local images (for pinning: ``host.probes.local_image_digests``) and the quadlet generator of each scope
+are asked only for doctor.
 """
 
 from __future__ import annotations
 
-import re
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -16,13 +15,12 @@ from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.errors import CommandError
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
 from rigctl.host.facts import Cdi, CdiSpec
-from rigctl.host.probes import probe_cdi
+from rigctl.host.probes import IMAGE_REF, local_image_digests, probe_cdi
 from rigctl.host.quadlet import find_quadlet
 from rigctl.host.unit import Unit
 from rigctl.host.unitfile import UnitParseError
 from rigctl.places import Scope
 from rigctl.recipe.model import pinned
-from rigctl.util.proc import run
 
 
 @dataclass(frozen=True)
@@ -79,10 +77,6 @@ def local_facts(units: Sequence[Unit], *, driver_file: str = DRIVER_VERSION_FILE
     )
 
 
-# An image reference as podman writes one; anything else (an option, a NUL, a space) is never passed on.
-IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}")
-
-
 def unpinned_images(units: Sequence[Unit]) -> list[str]:
     """Unpinned image references of podman-run units that look like image references: a value from a
     unit file reaches podman only when it cannot be read as an option."""
@@ -96,21 +90,6 @@ def unpinned_images(units: Sequence[Unit]) -> list[str]:
                 and IMAGE_REF.fullmatch(spec.image):
             images.append(spec.image)
     return sorted(set(images))
-
-
-def local_image_digests(images: Sequence[str]) -> dict[str, str]:
-    """Digests of images already on this host (podman), so `--fix` can pin what actually runs."""
-    digests: dict[str, str] = {}
-    if not images or shutil.which("podman") is None:
-        return digests
-    for image in images:
-        if not IMAGE_REF.fullmatch(image):
-            continue
-        done = run(["podman", "image", "inspect", "--format", "{{.Digest}}", "--", image], timeout=20)
-        digest = done.stdout.strip()
-        if done.ok and re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-            digests[image] = digest
-    return digests
 
 
 def live_units(targets: Mapping[str, tuple[str, str]], systemd_for: Callable[[Scope], Systemd]) -> dict[str, LiveUnit]:

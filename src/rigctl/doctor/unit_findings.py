@@ -8,6 +8,10 @@ from typing import Any
 from pydantic import Field
 
 from rigctl.findings import Finding
+from rigctl.severity import Severity
+
+# what doctor says of a unit (and what a remote doctor's finding may say: fleet.doctor_answer)
+SPOKEN: tuple[Severity, ...] = (Severity.FAIL, Severity.WARN, Severity.INFO)
 
 
 class UnitFinding(Finding):

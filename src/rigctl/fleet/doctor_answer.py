@@ -7,11 +7,12 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from rigctl.doctor.checkup import AppliedFix
+from rigctl.doctor.unit_findings import SPOKEN
 from rigctl.fleet.inventory import Host
 from rigctl.recipe.problems import format_validation_error
 
@@ -24,13 +25,20 @@ class RemoteFinding(BaseModel):
 
     unit: str
     id: str
-    severity: Literal["fail", "warn", "info"]
+    severity: str
     message: str
     fix: str = ""
     where: str | None = None
     line: int | None = Field(default=None, ge=1)
     managed: bool = False
     autofix: bool = False
+
+    @field_validator("severity")
+    @classmethod
+    def _spoken(cls, value: str) -> str:
+        if value not in {s.value for s in SPOKEN}:
+            raise ValueError(f"must be one of {', '.join(s.value for s in SPOKEN)}, not {value[:40]!r}")
+        return value
 
 
 class _RemoteError(BaseModel):

@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import shutil
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -319,3 +320,22 @@ def _probe_ports_psutil() -> Ports:
         out.append(Listener(address=address, port=port, pid=c.pid, process=name))
     out.sort(key=lambda lis: (lis.port, lis.address))
     return Ports(listening=out)
+
+
+# An image reference as podman writes one; anything else (an option, a NUL, a space) is never passed on.
+IMAGE_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}")
+
+
+def local_image_digests(images: Sequence[str]) -> dict[str, str]:
+    """Digests of images already on this host (podman), so `--fix` can pin what actually runs."""
+    digests: dict[str, str] = {}
+    if not images or shutil.which("podman") is None:
+        return digests
+    for image in images:
+        if not IMAGE_REF.fullmatch(image):
+            continue
+        done = run(["podman", "image", "inspect", "--format", "{{.Digest}}", "--", image], timeout=20)
+        digest = done.stdout.strip()
+        if done.ok and re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            digests[image] = digest
+    return digests
