@@ -17,6 +17,7 @@ from rigctl.host.nvml import probe_gpus
 from rigctl.host.safetensors import read_checkpoint
 from rigctl.preflight.gpu_fit import CUDA_GRAPHS, planned_vs_used
 from rigctl.recipe.load import load
+from rigctl.util.jsonable import jsonable
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"
 GIB = 1024**3
@@ -44,7 +45,7 @@ def test_one_gpu_planned_and_used() -> None:
     assert row.planned_kv_budget_bytes is not None
     assert 0 < row.planned_kv_budget_bytes < int(0.90 * total) - row.planned_weights_bytes
     assert "0.9 (--gpu-memory-utilization) x 140.4 GiB" in row.basis
-    doc = row.to_dict()
+    doc = jsonable(row)  # as status puts it in its JSON
     assert doc["planned_bytes"] == row.planned_bytes and doc["used_bytes"] == 120 * GIB
     json.dumps(doc, allow_nan=False)
 

@@ -91,9 +91,6 @@ class CheckInfo:
     fixes: list[str] = field(default_factory=list)  # the fixes it can suggest
     source: str = ""  # module.function, for whoever wants to read it
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "summary": self.summary, "about": self.about,
-                "severity": self.severity, "force": self.force, "fixes": self.fixes, "source": self.source}
 
 
 def all_checks() -> list[CheckInfo]:

@@ -59,7 +59,7 @@ def checks_cmd(kind: opt.KindOpt = None, as_json: opt.JsonOpt = False) -> None:
         if kind is not None and kind not in KINDS:
             raise usage_error(f"no kind {kind!r}", kind, KINDS, f"--kind takes {', '.join(KINDS)}")
         found = [c for c in all_checks() if kind is None or c.kind == kind]
-        return Outcome("checks", True, {"checks": [c.to_dict() for c in found]}, view=checks_list(found))
+        return Outcome("checks", True, {"checks": found}, view=checks_list(found))
 
     finish("checks", as_json, produce)
 
@@ -74,6 +74,6 @@ def explain_cmd(check_id: opt.CheckIdArg, as_json: opt.JsonOpt = False) -> None:
         if not found:
             known = [c.id for c in all_checks()]
             raise usage_error(f"no check {check_id!r}", check_id, known, "`rigctl checks` lists them")
-        return Outcome("explain", True, {"checks": [c.to_dict() for c in found]}, view=explain(found))
+        return Outcome("explain", True, {"checks": found}, view=explain(found))
 
     finish("explain", as_json, produce)

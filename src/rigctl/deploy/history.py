@@ -90,7 +90,7 @@ class Boot:
     phases: tuple[tuple[str, float], ...]  # (phase, seconds spent in it), in the order they came
     image_digest: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # a record on disk: the file format from_dict reads back
         return {"at": self.at, "recipe_digest": self.recipe_digest, "image": self.image,
                 "image_digest": self.image_digest, "status": self.status, "total_s": round(self.total_s, 2),
                 "phases": [{"phase": p, "s": round(s, 2)} for p, s in self.phases]}
@@ -219,7 +219,7 @@ class CanaryState:
     # the record's settings as found when they could not be read (kept as they are, written back untouched)
     unreadable_config: Any = None
 
-    def to_dict(self, deployment: str) -> dict[str, Any]:
+    def to_dict(self, deployment: str) -> dict[str, Any]:  # the canary record on disk (read back by its loader)
         return {"version": 1, "deployment": deployment,
                 "config": self.unreadable_config if self.config is None else vars(self.config),
                 "runs": self.runs[-RUNS_KEPT:], "consecutive_failures": self.consecutive_failures,

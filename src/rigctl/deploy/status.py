@@ -28,6 +28,7 @@ from rigctl.host.unitfile import MergedUnit
 from rigctl.host.unitsnapshot import scope_units
 from rigctl.places import Dirs, Scope, quadlet_file
 from rigctl.recipe.defaults import HEALTH_PATH
+from rigctl.util.jsonable import jsonable
 
 
 @dataclass
@@ -101,9 +102,9 @@ class ServiceStatus:
     # what the service is, judged (VERDICTS); a FAILING one makes `status` exit SERVICE_DOWN, ok false
     verdict: str = "unknown"
     verdict_detail: str = ""
-    last_exit: dict[str, Any] | None = None  # how its engine last ended: LastExit.to_dict()
+    last_exit: dict[str, Any] | None = None  # how its engine last ended: a LastExit's fields
     # per GPU of the deployment: what the gpu-fit plan gives the engine and what its processes hold now
-    # (preflight.gpu_fit.GpuMemoryUse.to_dict()); None where it cannot be said (no NVML, no GPUs, no recipe)
+    # (preflight.gpu_fit.GpuMemoryUse's fields); None where it cannot be said (no NVML, no GPUs, no recipe)
     gpu_memory: list[dict[str, Any]] | None = None
     # who said restart_policy: the manager (what it runs), or, when it did not answer, the unit file (what it
     # would run once loaded); "" where neither did
@@ -144,10 +145,6 @@ class LastExit:
     at: float | None  # seconds since the epoch
     phase: str | None  # warmup (before a health check passed) | serving (after one had) | None: not known
     source: str  # systemd | podman-events | record
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"said": self.said, "status": self.status, "how": self.how, "at": self.at, "phase": self.phase,
-                "source": self.source}
 
     def words(self) -> str:
         when = f" at {time.strftime('%H:%M', time.localtime(self.at))}" if self.at is not None else ""
@@ -278,7 +275,7 @@ def describe(
         image_digest=digest, uptime_s=uptime, gpu_memory_mib=gpu_mib, gpu_ids=list(record.gpu_ids) if record else [],
         last_failure=record.last_failure if record else None, canary=canary, last_boot=last_boot,
         verdict=verdict, verdict_detail=verdict_detail,
-        last_exit=exit_.to_dict() if exit_ is not None else None,
+        last_exit=jsonable(exit_) if exit_ is not None else None,
         gpu_memory=memory_plan(record, pids, gpu), restart_policy_from=said_by,
     )
 
@@ -300,4 +297,4 @@ def memory_plan(record: records.DeploymentRecord | None, pids: Collection[int] |
         recipe = load(record.recipe_source).recipe
     except (RigctlError, OSError):
         return None
-    return [use.to_dict() for use in planned_vs_used(recipe, record.gpu_ids, devices, set(pids))]
+    return [jsonable(use) for use in planned_vs_used(recipe, record.gpu_ids, devices, set(pids))]

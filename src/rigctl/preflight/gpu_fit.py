@@ -577,11 +577,6 @@ class GpuMemoryUse:
     used_bytes: int | None  # by the service's processes (None: NVML did not say, or the GPU is not there)
     basis: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "uuid": self.uuid, "total_bytes": self.total_bytes,
-                "planned_bytes": self.planned_bytes, "planned_weights_bytes": self.planned_weights_bytes,
-                "planned_kv_budget_bytes": self.planned_kv_budget_bytes, "used_bytes": self.used_bytes,
-                "basis": self.basis}
 
 
 def planned_vs_used(recipe: Recipe, gpu_ids: Sequence[str], devices: Sequence[Gpu], pids: Collection[int], *,

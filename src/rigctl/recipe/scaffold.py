@@ -44,7 +44,7 @@ class NewRecipe:
     schema_written: bool = True  # False: a file that is not rigctl's schema sat there and was left alone
     schema_problem: str | None = None  # why it was left alone
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:  # reshapes on purpose: the recipe it came from is "from"
         return {"name": self.name, "path": self.path, "schema": self.schema, "from": self.source,
                 "notes": self.notes, "schema_written": self.schema_written, "schema_problem": self.schema_problem}
 

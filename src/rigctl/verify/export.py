@@ -96,7 +96,7 @@ class Answer:
         return {"prompt": self.prompt, "messages": None if self.messages is None else [list(m) for m in self.messages],
                 "max_tokens": self.max_tokens}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # the --export file format (from_dict reads it back): the request inline
         return {"source": self.source, **self.ask(), "text": self.text}
 
     @classmethod
@@ -134,7 +134,7 @@ class Baseline:
     answers: tuple[Answer, ...]
     source: str = ""  # the file read
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # the --export file format, which from_dict reads back
         return {"recipe": self.recipe, "model": self.model, "date": self.date, "image_digest": self.image_digest,
                 "source": self.source, "answers": [a.to_dict() for a in self.answers]}
 
