@@ -94,7 +94,7 @@ class RemoteFix(BaseModel):
 
 
 class RemoteDoctor(BaseModel):
-    """The rest of a remote doctor document; findings are checked one by one (``_findings``)."""
+    """The rest of a remote doctor document; findings are checked one by one (``checked_findings``)."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 

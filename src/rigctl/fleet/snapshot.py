@@ -16,7 +16,7 @@ from rigctl.host.unitsnapshot import SKIP_DIRS, Skipped
 from rigctl.util import safefs
 
 # The directories the snapshot walks are default_roots' own, evaluated with these stand-ins, each of
-# which the shell replaces with the remote login's value (``_shell_word``); ``_snapshot_roots`` turns
+# which the shell replaces with the remote login's value (``_shell_word``); ``snapshot_roots`` turns
 # what the script reports back into the same list, so the two sides cannot disagree about a directory.
 # (The uid must be a number: one no login has, whose digits no literal directory holds.)
 _HOME, _CONFIG, _DATA, _RUNTIME, _UID = "@HOME@", "@CONFIG@", "@DATA@", "@RUNTIME@", 4_123_456_789
