@@ -14,6 +14,7 @@ from rigctl.cli.output import Outcome
 from rigctl.cli.root import app, finish, load_recipe, scope_hint
 from rigctl.host.early import EarlyProbes, probes_started
 from rigctl.places import Scope, resolve_scope
+from rigctl.util.jsonable import jsonable
 from rigctl.util.lists import split_list
 
 
@@ -59,8 +60,8 @@ def preflight_cmd(  # noqa: PLR0917 - typer maps each parameter to an option
         payload: dict[str, Any] = {
             "recipe": r.name,
             "inventory": inventory,
-            "findings": [f.model_dump(mode="json") for f in report.findings],
-            "gpus": [g.model_dump(mode="json") for g in report.choice.gpus],
+            "findings": jsonable(report.findings),
+            "gpus": jsonable(report.choice.gpus),
             "layout": {"explicit": report.choice.explicit, "reasons": report.choice.reasons,
                        "problems": report.choice.problems},
             "forced": report.forced,

@@ -43,6 +43,7 @@ from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
 from rigctl.recipe.model import Recipe
 from rigctl.render.units import Note
+from rigctl.util.jsonable import jsonable
 from rigctl.util.proc import run
 from rigctl.verify.report import CheckResult, Expectations, endpoint_for
 from rigctl.verify.runner import run_checks
@@ -116,11 +117,11 @@ class UpResult:
             "endpoint": self.endpoint, "served_name": self.served_name, "image": self.image,
             "action": self.action, "message": self.message, "unit_dir": self.unit_dir,
             "unit_files": self.unit_files, "gpu_ids": self.gpu_ids,
-            "preflight": [f.model_dump(mode="json") for f in self.preflight],
+            "preflight": jsonable(self.preflight),
             "render_notes": notes_dict(self.render_notes), "wait": wait,
             "signatures": [asdict(s) for s in self.signatures],
             "checks": None if self.checks is None else {
-                "ok": self.checks.ok, "results": [c.model_dump(mode="json") for c in self.checks.results]},
+                "ok": self.checks.ok, "results": jsonable(self.checks.results)},
             "warnings": [w for w in [self.max_model_len_warning] if w],
             "restarts": self.restarts, "stopped_after_failure": self.stopped_after_failure,
         }

@@ -22,6 +22,7 @@ from rigctl.host.unitdirs import Root, collect
 from rigctl.host.unitfile import parse_timespan, shared_dropin_dir
 from rigctl.host.unitsnapshot import Skipped, Snapshot, local_snapshot, login_roots
 from rigctl.places import Scope
+from rigctl.util.jsonable import jsonable
 
 SystemdFor = Callable[[Scope], Systemd]
 # [Service] keys --fix may set, and the property `systemctl show` reads each back as
@@ -88,7 +89,7 @@ class DoctorReport:
             "units": self.units,
             "driver_version": self.facts.driver_version,
             "cdi_specs": [s.path for s in self.facts.cdi_specs],
-            "findings": [f.model_dump(mode="json") for f in self.findings],
+            "findings": jsonable(self.findings),
             "counts": self.counts(),
             "skipped": [asdict(s) for s in self.skipped],
             "canaries": self.canaries,
@@ -103,7 +104,7 @@ class DoctorReport:
                 ],
                 "error": self.fix_error,
                 "restart": self.restart_requested,
-                "remaining": [f.model_dump(mode="json") for f in self.final],
+                "remaining": jsonable(self.final),
             }
         return data
 

@@ -33,6 +33,7 @@ from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
 from rigctl.host.unit import Unit
 from rigctl.host.unitdirs import collect
 from rigctl.recipe.problems import format_validation_error
+from rigctl.util.jsonable import jsonable
 
 
 def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], stderr: str, *, fix: bool) -> None:
@@ -111,7 +112,7 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
         units = serving_units(collect(files, snapshot_roots(sections, files)))
         facts = snapshot_facts(driver_text, cdi)
         found = audit(units, facts)
-        result.findings = [f.model_dump(mode="json") for f in found]
+        result.findings = jsonable(found)
         if refused:
             result.findings.append(malformed_finding(host, "snapshot", [
                 f"{len(refused)} path(s) that leave their directory (with '..' or '.'), refused: "

@@ -115,7 +115,7 @@ class QuadletResult:
             "versions_from": self.versions_from,
         }
         if self.placement.choice is not None:
-            payload["gpus"] = [g.model_dump(mode="json") for g in self.placement.choice.gpus]
+            payload["gpus"] = jsonable(self.placement.choice.gpus)
         return payload
 
 
@@ -163,7 +163,7 @@ class KubeResult:
         payload["lint"] = [{**jsonable(x), "rule": x.id, "ok": not x.fails, "detail": x.message} for x in r.lint]
         payload["notes"] = [{"kind": n.kind, "message": n.message} for n in self.notes]
         if self.placement is not None and self.placement.choice is not None:
-            payload["gpus"] = [g.model_dump(mode="json") for g in self.placement.choice.gpus]
+            payload["gpus"] = jsonable(self.placement.choice.gpus)
         return payload
 
 

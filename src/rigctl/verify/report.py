@@ -12,6 +12,7 @@ from rigctl.findings import Finding, any_failing, check_status
 from rigctl.recipe.defaults import REQUEST_TIMEOUT_S
 from rigctl.recipe.model import CrashSignature, NeedleSettings, Recipe, SmokePrompt, SoakSettings, Verification
 from rigctl.severity import Severity
+from rigctl.util.jsonable import jsonable
 from rigctl.verify.client import Endpoint
 from rigctl.verify.dialects import DIALECT_NAMES
 
@@ -60,7 +61,7 @@ class VerifyReport:
         return {
             "endpoint": {"url": self.endpoint.base_url, "model": self.endpoint.model},
             "engine": self.engine,
-            "checks": [c.model_dump(mode="json") for c in self.checks],
+            "checks": jsonable(self.checks),
         }
 
 
