@@ -49,7 +49,7 @@ def main() -> int:
                              "no CPU, like podman on a real remote box")
     args = parser.parse_args()
 
-    from rigctl.fleet.inventory import load_inventory
+    from rigctl.fleet.loader import load_inventory
     from rigctl.fleet.pool import run_fleet
     from rigctl.fleet.ssh import OpenSsh
 

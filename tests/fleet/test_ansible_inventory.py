@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from rigctl.cli.app import app
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.exitcodes import ExitCode
-from rigctl.fleet.inventory import Inventory, detect_format, load_inventory
+from rigctl.fleet.inventory import Inventory
+from rigctl.fleet.loader import detect_format, load_inventory
 from rigctl.fleet.ssh import OpenSsh
 
 INI = """\

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from rigctl.cli.app import app
 from rigctl.errors import RigctlError
 from rigctl.fleet.answer import run_remote_rigctl
-from rigctl.fleet.inventory import load_inventory
+from rigctl.fleet.loader import load_inventory
 from rigctl.fleet.pool import run_fleet
 from rigctl.fleet.ssh import OpenSsh
 

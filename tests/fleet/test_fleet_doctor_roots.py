@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import require_or_skip
 from tests.fleet.conftest import sshd_hosts
 
-from rigctl.fleet.inventory import load_inventory
+from rigctl.fleet.loader import load_inventory
 from rigctl.fleet.pool import run_fleet
 from rigctl.fleet.script import split_sections
 from rigctl.fleet.snapshot import doctor_script, snapshot_files, snapshot_roots

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rigctl.cli.app import app
 from rigctl.errors import InvalidInputError, UsageError
-from rigctl.fleet.inventory import load_inventory
+from rigctl.fleet.loader import load_inventory
 from rigctl.fleet.ssh import OpenSsh
 
 

@@ -22,8 +22,9 @@ from rigctl.errors import InvalidInputError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.fleet.host_doctor import host_doctor
 from rigctl.fleet.host_status import host_status
-from rigctl.fleet.inventory import Host, load_inventory
+from rigctl.fleet.inventory import Host
 from rigctl.fleet.limit import choose
+from rigctl.fleet.loader import load_inventory
 from rigctl.fleet.pool import run_fleet
 from rigctl.fleet.ssh import Captured
 from rigctl.host import unitdirs

@@ -32,7 +32,8 @@ import pytest
 
 from rigctl.exitcodes import ExitCode
 from rigctl.fleet.answer import parse_answer
-from rigctl.fleet.inventory import Host, load_inventory
+from rigctl.fleet.inventory import Host
+from rigctl.fleet.loader import load_inventory
 from rigctl.fleet.ssh import OUTPUT_LIMIT, OpenSsh, capture, output_cut, remote_command
 from rigctl.fleet.visible import shown
 

@@ -28,7 +28,7 @@ def _fleet(command: str, *, hosts: str | None, tag: list[str] | None, only: list
            extra: list[str]) -> None:
     def produce() -> Outcome:
         # the fleet's core: the inventory's models and the ssh client, most of what a fleet command costs to start
-        from rigctl.fleet.inventory import load_inventory  # noqa: PLC0415
+        from rigctl.fleet.loader import load_inventory  # noqa: PLC0415
         from rigctl.fleet.pool import run_fleet  # noqa: PLC0415
 
         inventory = load_inventory(hosts_path(hosts))  # its own --hosts, else the root's, else the default

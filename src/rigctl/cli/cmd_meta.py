@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import platform
-from typing import Any
-
 from rigctl.cli import options as opt
 from rigctl.cli.checklist import KINDS, all_checks, find
 from rigctl.cli.output import Outcome
-from rigctl.cli.root import ROOT, app, finish, usage_error
+from rigctl.cli.root import app, finish, usage_error
 from rigctl.cli.views.meta import checks_list, explain, version
-from rigctl.util.text import VERSION
-
-
-def _local() -> dict[str, Any]:
-    return {"version": VERSION, "python": platform.python_version()}
+from rigctl.util.text import version_facts
 
 
 @app.command("version")
@@ -23,29 +16,7 @@ def version_cmd(as_json: opt.JsonOpt = False) -> None:
     host and warns when the two differ."""
 
     def produce() -> Outcome:
-        payload = _local()
-        return Outcome("version", True, payload, view=version(payload))
-
-    finish("version", as_json, produce)
-
-
-def version_on_host(hosts_file: str | None, host: str, as_json: bool) -> None:
-    """`rigctl --host NAME version`: this rigctl's version and the host's, side by side."""
-
-    def produce() -> Outcome:
-        # the fleet's inventory and ssh client: only for --host (about a quarter of a second on a busy box)
-        from rigctl.fleet.answer import RemoteAnswerError, remote_version, run_remote_rigctl  # noqa: PLC0415
-        from rigctl.fleet.inventory import load_inventory  # noqa: PLC0415
-
-        allow = ROOT.allow_ssh_commands  # --allow-ssh-commands before the command
-        target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow)
-        answer = run_remote_rigctl(target, ["version"], allow_ssh_commands=allow)
-        if answer.problem is not None or answer.document is None:
-            raise RemoteAnswerError(answer.failure(target, "version"))
-        said = remote_version(answer.document)
-        python = answer.document.get("python")
-        remote = {"version": said, "python": python if isinstance(python, str) else "unknown"}
-        payload = {**_local(), "host": host, "remote": remote, "skew": said != VERSION}
+        payload = version_facts()
         return Outcome("version", True, payload, view=version(payload))
 
     finish("version", as_json, produce)

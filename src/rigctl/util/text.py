@@ -21,11 +21,16 @@ def envelope(command: str, ok: bool, payload: dict[str, Any]) -> dict[str, Any]:
     return {"rigctl": SCHEMA_VERSION, "command": command, "ok": ok, **payload, "version": VERSION}
 
 
+def version_facts() -> dict[str, str]:
+    """This rigctl's version and its Python's: `rigctl version`'s JSON (and, beside a host's, `--host`'s)."""
+    import platform  # noqa: PLC0415 - only for the version
+
+    return {"version": VERSION, "python": platform.python_version()}
+
+
 def version_line() -> str:
     """What `rigctl --version` prints."""
-    import platform  # noqa: PLC0415 - only for this line
-
-    return f"rigctl {VERSION} (Python {platform.python_version()})"
+    return f"rigctl {VERSION} (Python {version_facts()['python']})"
 
 
 # What a terminal would act on rather than show: C0 controls (ESC starts CSI/OSC sequences, BEL ends
