@@ -20,7 +20,7 @@ from tests.fakes import RUNNING, FakeClock, FakeProbe, FakeSystemd
 
 from rigctl.cli import output
 from rigctl.cli.views.progress import PLAIN_EVERY_S, LiveDisplay, PlainProgress, progress_mode, seconds
-from rigctl.deploy.warmup import Phase, PhaseState, WaitStatus, WaitTarget, WarmupProgress, wait_ready
+from rigctl.deploy.warmup import Phase, PhaseState, WaitStatus, Warming, WarmupProgress, wait_ready
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -62,7 +62,7 @@ def warmup(tmp_path: Path, clock: FakeClock, on_progress: Callable[[WarmupProgre
     systemd.script.states = [(0.0, RUNNING)]
     systemd.start(UNIT)
     start = clock.monotonic()
-    target = WaitTarget(unit=UNIT, container="rigctl-test", base_url="http://127.0.0.1:1", health_path="/health",
+    target = Warming(unit=UNIT, container="rigctl-test", base_url="http://127.0.0.1:1", health_path="/health",
                         served_name="m", warmup_budget_s=900, stall_budget_s=300, baseline_restarts=0,
                         start_mono=start)
     follower: Any = ScriptedOutput(clock, start)

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.fakes import RUNNING, FakeClock, FakeProbe, FakeSystemd, Script
 
 from rigctl.deploy import canary, history, metrics
-from rigctl.deploy.warmup import Phase, PhaseState, WaitStatus, WaitTarget, wait_ready
+from rigctl.deploy.warmup import Phase, PhaseState, WaitStatus, Warming, wait_ready
 from rigctl.errors import LockHeldError, UsageError
 from rigctl.places import Scope
 from rigctl.render.canary_units import CanaryUnits, render
@@ -301,7 +301,7 @@ def wait(budget: history.BootBudget | None, *, chatty: bool) -> Any:
     systemd.loaded.add(ENGINE)
     systemd.start(ENGINE)
     probe = FakeProbe(systemd, ENGINE, "m", ready_after=None)
-    target = WaitTarget(unit=ENGINE, container="rigctl-demo", base_url="http://127.0.0.1:1", health_path="/health",
+    target = Warming(unit=ENGINE, container="rigctl-demo", base_url="http://127.0.0.1:1", health_path="/health",
                         served_name="m", warmup_budget_s=300, stall_budget_s=5, baseline_restarts=0,
                         start_mono=clock.now, budget=budget)
     follower = Follower(clock, Phase.LOADING, clock.now, chatty=chatty)

@@ -47,7 +47,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     a run whose answer changed. Without --every, --off or --run-once: the canary's state."""
 
     def produce() -> Outcome:
-        from rigctl.deploy.lookup import find_target  # noqa: PLC0415 - the core (see above)
+        from rigctl.deploy.lookup import find_deployment  # noqa: PLC0415 - the core (see above)
 
         if sum([every is not None, off, run_once]) > 1:
             raise UsageError("--every, --off and --run-once exclude each other")
@@ -57,7 +57,7 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
             raise UsageError("--baseline is a setting of the canary: give it with --every",
                              fix=f"`rigctl canary {name} --every 10m --baseline {baseline}`")
         choice = scope_choice(user, system)
-        target = find_target(name, choice, must_exist=not off)
+        target = find_deployment(name, choice, must_exist=not off)
         if target.record is None and not off:
             raise not_deployed(target.name, search_scopes(choice))
         if run_once:

@@ -133,9 +133,9 @@ def logs_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
     def produce() -> Outcome:
         from rigctl.deploy import logs as logmod  # noqa: PLC0415 - the core (recipes, verify's signatures)
-        from rigctl.deploy.lookup import find_target  # noqa: PLC0415 - the core (a recipe and its models)
+        from rigctl.deploy.lookup import find_deployment  # noqa: PLC0415 - the core (a recipe and its models)
 
-        target = find_target(recipe, scope_choice(user, system))
+        target = find_deployment(recipe, scope_choice(user, system))
         if follow and not as_json:
             return _follow(target, tail=tail, since=since, restart_wait_s=restart_wait)
         lines = logmod.collect(container=target.container, unit=target.unit, podman=PodmanCli(),
@@ -210,10 +210,10 @@ def down_cmd(
         # the core: a deployment's recipe and its models, the canary's units
         from rigctl.deploy.canary import systemd_dir  # noqa: PLC0415
         from rigctl.deploy.down import down  # noqa: PLC0415
-        from rigctl.deploy.lookup import find_target  # noqa: PLC0415
+        from rigctl.deploy.lookup import find_deployment  # noqa: PLC0415
 
         # not deployed is no error here: `down` is done when there is nothing to stop
-        found = find_target(recipe, scope_choice(user, system), must_exist=False)
+        found = find_deployment(recipe, scope_choice(user, system), must_exist=False)
         name = check_record_name(found.name)  # a name, never a path: it names the lock and the record
         result = down(name, unit=found.unit, container=found.container, unit_dir=found.dirs.units,  # locks it
                       state_dir=found.dirs.state, remove=remove,
@@ -243,7 +243,7 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
     def produce() -> Outcome:
         # the core: both recipes, the planner, the renderer and verify
         from rigctl.deploy.canary import systemd_dir  # noqa: PLC0415
-        from rigctl.deploy.lookup import find_target  # noqa: PLC0415
+        from rigctl.deploy.lookup import find_deployment  # noqa: PLC0415
         from rigctl.deploy.swap import (  # noqa: PLC0415
             CanaryPlace,
             HostSwapDeploy,
@@ -254,7 +254,7 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         )
 
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
-        origin = find_target(source, scope_choice(user, system), must_exist=False)
+        origin = find_deployment(source, scope_choice(user, system), must_exist=False)
         scope, dirs = origin.scope, origin.dirs
         from_side = resolve_source(origin, source)
         to_loaded = load_recipe(target, overlays, sets)

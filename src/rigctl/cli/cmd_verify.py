@@ -66,9 +66,9 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
             if sets or overlays:
                 raise UsageError("--set and --overlay apply to a RECIPE")
         else:  # the recipe's expectations, checked where it is deployed (or, not deployed, where it publishes)
-            from rigctl.deploy.lookup import find_target  # noqa: PLC0415 - the core: the recipe's models
+            from rigctl.deploy.lookup import find_deployment  # noqa: PLC0415 - the core: the recipe's models
 
-            deployed = find_target(recipe, scope_choice(user, system), overlays=overlays or (), sets=sets or ())
+            deployed = find_deployment(recipe, scope_choice(user, system), overlays=overlays or (), sets=sets or ())
             endpoint, expect = verify_target.for_recipe(deployed.need_recipe(), deployed.endpoint(api_key), given)
 
         progress = views.progress.VerifyProgress() if sys.stderr.isatty() else None

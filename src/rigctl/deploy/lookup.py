@@ -70,15 +70,15 @@ class FoundDeployment:
                         health_path=self.record.health_path)
 
 
-def find_target(
+def find_deployment(
     name_or_path: str, choice: Scope | None, *, overlays: Sequence[str] = (), sets: Sequence[str] = (),
     must_exist: bool = True,
 ) -> FoundDeployment:
     """The deployment ``name_or_path`` means, looked for in ``search_scopes(choice)``.
 
-    Not deployed there: the recipe of that name or path, as a target without a record (what it would be
+    Not deployed there: the recipe of that name or path, as a deployment without a record (what it would be
     called, where it would answer). Neither a deployment nor a recipe: ``DeploymentNotFoundError``, unless
-    ``must_exist`` is False: then a target of that bare name, whose caller decides (`down` is done when
+    ``must_exist`` is False: then a deployment of that bare name, whose caller decides (`down` is done when
     there is nothing to stop; `swap` refuses with the recipe's error or "not deployed"). Deployed only in
     a scope that was not searched: always that error (``state.locate``)."""
     found = locate(name_or_path, choice)

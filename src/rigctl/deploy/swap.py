@@ -473,7 +473,7 @@ def _up_detail(res: UpResult) -> dict[str, Any]:
 
 
 def resolve_source(origin: FoundDeployment, source: str) -> Side:
-    """FROM must be deployed here: its record (the one ``find_target`` read) says which GPUs it holds and
+    """FROM must be deployed here: its record (the one ``find_deployment`` read) says which GPUs it holds and
     which unit files to restore."""
     recipe, record = origin.need_recipe(), origin.record
     if record is None:

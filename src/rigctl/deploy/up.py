@@ -26,7 +26,7 @@ from rigctl.deploy.warmup import (
     OutputFollower,
     WaitResult,
     WaitStatus,
-    WaitTarget,
+    Warming,
     WarmupProgress,
     death_detail,
     wait_ready,
@@ -397,13 +397,13 @@ def _watch(
                               health_path=recipe.engine.health_path)
     follower.start()
     try:
-        target = WaitTarget(
+        warming = Warming(
             unit=result.unit, container=recipe.container_name, base_url=result.endpoint,
             health_path=recipe.engine.health_path, served_name=recipe.served_name,
             warmup_budget_s=recipe.service.warmup_budget_s, stall_budget_s=recipe.service.stall_budget_s,
             baseline_restarts=baseline, start_mono=start_mono, budget=budget,
         )
-        wait = wait_ready(target, systemd=adapters.systemd, probe=adapters.probe, follower=follower,
+        wait = wait_ready(warming, systemd=adapters.systemd, probe=adapters.probe, follower=follower,
                           clock=adapters.clock, on_progress=on_progress)
     finally:
         follower.stop()

@@ -230,7 +230,10 @@ class WaitResult:
 
 
 @dataclass(frozen=True)
-class WaitTarget:
+class Warming:
+    """The service whose warmup is waited for: its unit and container, where it answers, its budgets, and
+    the restarts and time it started from."""
+
     unit: str
     container: str
     base_url: str
@@ -248,7 +251,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def wait_ready(
-    target: WaitTarget,
+    warming: Warming,
     *,
     systemd: Systemd,
     probe: Probe,
@@ -262,11 +265,11 @@ def wait_ready(
     readiness: Readiness | None = None
     # NRestarts counts automatic restarts since the last manual start; a manual start resets it, so only
     # an increase between two looks means systemd brought a dead engine back.
-    prev_restarts = target.baseline_restarts
+    prev_restarts = warming.baseline_restarts
     while True:
         now = clock.monotonic()
-        elapsed = now - target.start_mono
-        last = systemd.show(target.unit)
+        elapsed = now - warming.start_mono
+        last = systemd.show(warming.unit)
         if last.active in {"active", "activating", "reloading", "deactivating"} and not last.restart_pending:
             seen_started = True
         died = (
@@ -280,45 +283,45 @@ def wait_ready(
         if not died and pid is not None and not alive(pid):
             # The engine's process is gone; systemd will say so once podman's cleanup has run.
             died = True
-            last = _settled(systemd, target.unit, clock, last)
+            last = _settled(systemd, warming.unit, clock, last)
         if died:
-            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
+            return _ended(warming, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
                           noticed=noticed)
         prev_restarts = last.restarts
         if not seen_started and last.active == "inactive" and elapsed > 10 and last.result not in ("", "success"):
-            return _ended(target, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
+            return _ended(warming, last, readiness, follower=follower, clock=clock, elapsed=elapsed,
                           noticed=noticed)
         # The engine answering is ready only once systemd agrees: a unit with podman 5's Notify=healthy stays
         # "activating" until podman's health check passes, and one whose checks never run is killed at
         # TimeoutStartSec. (Units without it are active from the container's start, long before this.)
         awaiting_systemd = False
         if last.active in {"active", "activating"}:
-            readiness = probe.check(target.base_url, target.health_path, target.served_name)
-            if readiness.ready_for(target.served_name):
+            readiness = probe.check(warming.base_url, warming.health_path, warming.served_name)
+            if readiness.ready_for(warming.served_name):
                 if last.active == "active":
                     return WaitResult(WaitStatus.READY, elapsed, str(Phase.READY), last, readiness,
                                       noticed_mono=clock.monotonic(), tail=follower.tail())
                 awaiting_systemd = True
         # the follower may have stamped a line after ``now`` was read: that output is 0 s old, not -0.01 s
-        since_output = max(0.0, now - max(follower.last_output_mono, target.start_mono))
-        silent_limit: float = target.stall_budget_s
-        if target.budget is not None and not awaiting_systemd:  # judged against history
+        since_output = max(0.0, now - max(follower.last_output_mono, warming.start_mono))
+        silent_limit: float = warming.stall_budget_s
+        if warming.budget is not None and not awaiting_systemd:  # judged against history
             phase = str(follower.phase.phase)
-            allowed = target.budget.allowance(phase, target.stall_budget_s)
-            in_phase = max(0.0, now - max(follower.phase_since(), target.start_mono))
+            allowed = warming.budget.allowance(phase, warming.stall_budget_s)
+            in_phase = max(0.0, now - max(follower.phase_since(), warming.start_mono))
             if allowed is not None and in_phase > allowed:
                 return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
-                                  detail=target.budget.stall_detail(phase, in_phase, allowed),
+                                  detail=warming.budget.stall_detail(phase, in_phase, allowed),
                                   noticed_mono=clock.monotonic(), tail=follower.tail())
             silent_limit = allowed if allowed is not None else silent_limit
         if since_output > silent_limit and not awaiting_systemd:
             return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
                               detail=f"no output for {since_output:.0f} s (stall budget {silent_limit:.0f} s"
-                                     + (", learnt from earlier boots)" if silent_limit != target.stall_budget_s
+                                     + (", learnt from earlier boots)" if silent_limit != warming.stall_budget_s
                                         else ")"),
                               noticed_mono=clock.monotonic(), tail=follower.tail())
-        if elapsed > target.warmup_budget_s:
-            detail = f"not ready after the warmup budget of {target.warmup_budget_s} s"
+        if elapsed > warming.warmup_budget_s:
+            detail = f"not ready after the warmup budget of {warming.warmup_budget_s} s"
             if awaiting_systemd:
                 detail += (": the engine answers, but systemd still waits for podman's healthy signal "
                            "(Notify=healthy): its health checks did not pass, or did not run")
@@ -328,8 +331,8 @@ def wait_ready(
         if on_progress is not None:
             tail = follower.tail(1)
             on_progress(WarmupProgress(
-                phase=follower.phase.label(), elapsed_s=elapsed, budget_s=target.warmup_budget_s,
-                since_output_s=since_output, stall_budget_s=target.stall_budget_s, unit_active=last.active,
+                phase=follower.phase.label(), elapsed_s=elapsed, budget_s=warming.warmup_budget_s,
+                since_output_s=since_output, stall_budget_s=warming.stall_budget_s, unit_active=last.active,
                 unit_sub=last.sub, restarts=last.restarts, last_line=tail[0] if tail else "",
             ))
         clock.sleep(POLL_S)
@@ -355,7 +358,7 @@ def _settled(systemd: Systemd, unit: str, clock: Clock, last: UnitState) -> Unit
 
 
 def _ended(
-    target: WaitTarget, unit: UnitState, readiness: Readiness | None, *, follower: OutputFollower, clock: Clock,
+    warming: Warming, unit: UnitState, readiness: Readiness | None, *, follower: OutputFollower, clock: Clock,
     elapsed: float, noticed: float,
 ) -> WaitResult:
     # The follower may still be reading the dead container's last lines: wait until its stream has
