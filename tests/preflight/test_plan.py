@@ -147,3 +147,30 @@ def test_the_other_scope_is_judged_from_the_facts_gathered(glm: Recipe, facts_fo
     captured_for_user = none_here.model_copy(update={"quadlet_scope": "user"})  # says nothing of the system's
     assert make_plan(glm, facts_for(glm, "pro6000-matched", podman=captured_for_user),
                      scope=Scope.SYSTEM).report.other_scope is None
+
+
+def test_the_dry_run_pins_the_gpus_render_pins(glm: Recipe, facts_for: Callable[..., HostFacts]) -> None:
+    """One rule for a unit's GPUs (plan.placement.place_gpus): the dry run's unit names the GPUs `render` would,
+    and shows placeholders exactly where render could not pin any."""
+    from rigctl.host.facts import GpuInventory
+    from rigctl.plan.placement import place_gpus
+
+    seen = facts_for(glm, "pro6000-mixed")
+    blind = seen.model_copy(update={"gpu": GpuInventory(available=False, error="NVML Shared Library Not Found")})
+    named = ["GPU-11111111-2222-3333-4444-555555555555", "GPU-66666666-7777-8888-9999-000000000000"]
+    # NVML unavailable and --gpus given: the operator's GPUs, as `render --gpus` writes them (the dry run
+    # used to show indices 0 and 1 instead)
+    plan = make_plan(glm, blind, scope="system", gpus=named)
+    unit = plan.rendered.files[0].text if plan.rendered else ""
+    assert all(f"AddDevice=nvidia.com/gpu={g}" in unit for g in named) and "AddDevice=nvidia.com/gpu=0" not in unit
+    assert not plan.ok  # preflight still fails without NVML: nothing would be installed
+    cases = [(seen, None), (seen, [g.uuid for g in seen.gpu.devices[:2]]), (blind, named), (blind, None),
+             (facts_for(glm, "rtx6000d-pair"), None)]
+    for facts, gpus in cases:
+        plan = make_plan(glm, facts, scope="system", gpus=gpus)
+        placed = place_gpus(glm, facts, gpus)
+        unit = plan.rendered.files[0].text if plan.rendered else ""
+        assert plan.placeholders is not placed.pinned, (gpus, placed)
+        if placed.pinned:
+            assert placed.ids and all(f"AddDevice=nvidia.com/gpu={i}" in unit for i in placed.ids), (gpus, unit)
+            assert plan.gpu_ids == placed.ids

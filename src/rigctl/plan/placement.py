@@ -1,9 +1,10 @@
 """Which GPUs a rendered unit names: the layout `up` would choose, pinned by UUID.
 
-``render`` and ``up`` go through the same two steps: ``choose_gpus`` over the host's facts (this host's
-NVML, or a captured inventory), then ``Choice.unit_ids`` for the device names. Only when there are no GPU
-facts at all does a unit fall back to what the recipe says (``gpus.select``) or to indices 0..N-1, and
-then it is a guess that the caller must show as a warning.
+``render`` and ``up`` (``plan.make_plan``) go through ``place_gpus``: ``choose_gpus`` over the host's facts
+(this host's NVML, or a captured inventory; the plan hands in preflight's choice), then ``Choice.unit_ids``
+for the device names. Only when there are no GPU facts at all does a unit fall back to the GPUs --gpus
+names, to what the recipe says (``gpus.select``) or to indices 0..N-1; the last is a guess that the caller
+must show as a warning.
 """
 
 from __future__ import annotations
@@ -36,9 +37,18 @@ class Placement:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def pinned(self) -> bool:
+        """Whether the unit names real GPUs: a layout fitted them, or the operator named them."""
+        return self.ok and self.ids is not None
 
-def place_gpus(recipe: Recipe, facts: HostFacts | None, explicit: Sequence[str] | None = None) -> Placement:
-    """The unit's GPUs on the host ``facts`` describe. ``explicit``: --gpus (indices or UUIDs)."""
+
+def place_gpus(recipe: Recipe, facts: HostFacts | None, explicit: Sequence[str] | None = None, *,
+               choice: Choice | None = None) -> Placement:
+    """The unit's GPUs on the host ``facts`` describe. ``explicit``: --gpus (indices or UUIDs). ``choice``:
+    the layout preflight already chose over these facts and ``explicit`` (the plan's), else chosen here.
+    The one rule for `render`, `up` and its dry run; each caller decides what a placement that is not
+    ``ok`` (or not ``pinned``) means for it."""
     if recipe.gpus.count == 0:
         return Placement(ids=[])
     if facts is None or not facts.gpu.available:
@@ -51,7 +61,7 @@ def place_gpus(recipe: Recipe, facts: HostFacts | None, explicit: Sequence[str] 
         return Placement(ids=None, warning=(
             f"{why}: the unit names GPU indices {indices}, a guess that may pick the wrong cards; render on the "
             "GPU host, or pass --inventory FILE (a `rigctl inventory --json` from it) or --gpus UUID,..."))
-    choice = choose_gpus(recipe, facts, explicit)
+    choice = choice if choice is not None else choose_gpus(recipe, facts, explicit)
     if not choice.ok:
         detail = [*choice.problems, *(r for r in choice.reasons if "left out" in r)]
         return Placement(ids=None, choice=choice, problems=detail or [f"no layout of {choice.wanted} GPU(s)"])

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from rigctl.errors import RigctlError
 from rigctl.host.facts import HostFacts, PodmanFacts
 from rigctl.places import Scope, install_dir
+from rigctl.plan.placement import place_gpus
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, fmt
 from rigctl.preflight.registry import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
@@ -171,8 +172,9 @@ def make_plan(
         notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
     plan = Plan(recipe, scope, report, target.podman or DEFAULT_PODMAN, notes=notes)
     plan.quadlet_version, plan.quadlet_path = target.quadlet, target.quadlet_path
-    plan.gpu_ids = report.choice.unit_ids  # as `render` pins them
-    plan.placeholders = recipe.gpus.count > 0 and not report.choice.ok
+    placement = place_gpus(recipe, facts, gpus, choice=report.choice)  # the rule `render` pins them by
+    plan.gpu_ids = placement.ids if placement.ids is not None else report.choice.unit_ids
+    plan.placeholders = recipe.gpus.count > 0 and not placement.pinned
     if plan.placeholders:
         notes.append("no valid GPU layout on this host: the unit shows GPU indices as placeholders")
     # This host's podman first. One too old for the unit: its refusal is part of the plan (not a crash), and
