@@ -150,10 +150,10 @@ def test_the_other_scope_is_judged_from_the_facts_gathered(glm: Recipe, facts_fo
 
 
 def test_the_dry_run_pins_the_gpus_render_pins(glm: Recipe, facts_for: Callable[..., HostFacts]) -> None:
-    """One rule for a unit's GPUs (plan.placement.place_gpus): the dry run's unit names the GPUs `render` would,
+    """One rule for a unit's GPUs (plan.plan.place_gpus): the dry run's unit names the GPUs `render` would,
     and shows placeholders exactly where render could not pin any."""
     from rigctl.host.facts import GpuInventory
-    from rigctl.plan.placement import place_gpus
+    from rigctl.plan.plan import place_gpus
 
     seen = facts_for(glm, "pro6000-mixed")
     blind = seen.model_copy(update={"gpu": GpuInventory(available=False, error="NVML Shared Library Not Found")})

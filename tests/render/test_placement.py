@@ -14,8 +14,7 @@ from tests.support.nvml_fake import FakeNvml
 
 from rigctl.host.facts import HostFacts
 from rigctl.host.nvml import probe_gpus
-from rigctl.plan.placement import place_gpus
-from rigctl.plan.plan import make_plan
+from rigctl.plan.plan import make_plan, place_gpus
 from rigctl.podman_versions import DEFAULT_PODMAN
 from rigctl.recipe.load import load
 from rigctl.recipe.model import Recipe

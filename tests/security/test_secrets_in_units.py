@@ -20,8 +20,7 @@ from rigctl.deploy.install import install_files
 from rigctl.doctor.rules import UNIT_RULES
 from rigctl.host.unitfile import MergedUnit, parse
 from rigctl.places import Scope
-from rigctl.plan.placement import place_gpus
-from rigctl.plan.plan import parse_version, podman_target
+from rigctl.plan.plan import parse_version, place_gpus, podman_target
 from rigctl.plan.rendering import render_quadlet
 from rigctl.preflight.registry import CHECKS, run_preflight
 from rigctl.preflight.secrets import option_secrets, secret_name, unit_secrets

@@ -15,6 +15,12 @@ Which podman a unit is rendered for, and which quadlet generator will read it, i
 is what the facts found: this host's podman, or a captured inventory's; and a quadlet generator found there
 counts only for the manager scope it was found for (``PodmanFacts.generator_for``). No podman found: the
 default, said in a note.
+
+Which GPUs a unit names is one rule as well (``place_gpus``): the layout `up` would choose, pinned by UUID
+(``choose_gpus`` over the facts, this host's NVML or a captured inventory; the plan hands in preflight's
+choice; then ``Choice.unit_ids``). Only when there are no GPU facts at all does a unit fall back to the
+GPUs --gpus names, to what the recipe says (``gpus.select``) or to indices 0..N-1; the last is a guess that
+the caller must show as a warning.
 """
 
 from __future__ import annotations
@@ -25,15 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rigctl.errors import RigctlError
+from rigctl.exitcodes import ExitCode
 from rigctl.host.facts import HostFacts, PodmanFacts
 from rigctl.places import Scope, install_dir
-from rigctl.plan.placement import place_gpus
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, fmt
+from rigctl.preflight.layout import Choice, choose_gpus
 from rigctl.preflight.registry import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
 from rigctl.render.units import Note, RenderedUnits, render_units
-from rigctl.util.jsonable import jsonable
 from rigctl.util.publish import openai_url
 from rigctl.util.text import clip
 
@@ -86,6 +92,55 @@ def podman_target(
     return PodmanTarget(found, quadlet, source, elsewhere=elsewhere, quadlet_path=path)
 
 
+class NoLayoutError(RigctlError):
+    """The host's GPUs were seen and none of the layouts the recipe allows fits them."""
+
+    exit_code = ExitCode.CHECKS_FAILED
+    code = "no-gpu-layout"
+
+
+@dataclass(frozen=True)
+class Placement:
+    ids: list[str] | None  # the unit's device names; None: no GPU facts, the unit falls back
+    choice: Choice | None = None  # None: no GPU facts (or the recipe needs no GPU)
+    problems: list[str] = field(default_factory=list)  # why no layout fits the GPUs that were seen
+    warning: str | None = None  # set when the unit's GPUs are a guess
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the unit names real GPUs: a layout fitted them, or the operator named them."""
+        return self.ok and self.ids is not None
+
+
+def place_gpus(recipe: Recipe, facts: HostFacts | None, explicit: Sequence[str] | None = None, *,
+               choice: Choice | None = None) -> Placement:
+    """The unit's GPUs on the host ``facts`` describe. ``explicit``: --gpus (indices or UUIDs). ``choice``:
+    the layout preflight already chose over these facts and ``explicit`` (the plan's), else chosen here.
+    The one rule for `render`, `up` and its dry run; each caller decides what a placement that is not
+    ``ok`` (or not ``pinned``) means for it."""
+    if recipe.gpus.count == 0:
+        return Placement(ids=[])
+    if facts is None or not facts.gpu.available:
+        if explicit:  # the operator named them; nothing to check them against here
+            return Placement(ids=list(explicit))
+        if recipe.gpus.select is not None:
+            return Placement(ids=None)  # the recipe names them
+        why = "no GPU facts" if facts is None else f"no GPU facts here (NVML is unavailable: {facts.gpu.error})"
+        indices = ", ".join(map(str, range(recipe.gpus.count)))
+        return Placement(ids=None, warning=(
+            f"{why}: the unit names GPU indices {indices}, a guess that may pick the wrong cards; render on the "
+            "GPU host, or pass --inventory FILE (a `rigctl inventory --json` from it) or --gpus UUID,..."))
+    choice = choice if choice is not None else choose_gpus(recipe, facts, explicit)
+    if not choice.ok:
+        detail = [*choice.problems, *(r for r in choice.reasons if "left out" in r)]
+        return Placement(ids=None, choice=choice, problems=detail or [f"no layout of {choice.wanted} GPU(s)"])
+    return Placement(ids=choice.unit_ids, choice=choice)
+
+
 @dataclass
 class Plan:
     recipe: Recipe
@@ -133,8 +188,8 @@ class Plan:
             "scope": str(self.scope),
             "dry_run": True,
             "would_install": self.ok,
-            "findings": jsonable(self.report.findings),
-            "gpus": jsonable(choice.gpus),
+            "findings": self.report.findings,  # typed until the edge: util.jsonable turns them into data
+            "gpus": choice.gpus,
             "layout": {"wanted": choice.wanted, "explicit": choice.explicit, "reasons": choice.reasons,
                        "problems": choice.problems},
             "podman_version": fmt(self.podman_version),

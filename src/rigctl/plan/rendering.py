@@ -2,7 +2,7 @@
 is rendered for (``placement_for``: this host's facts, an inventory's, or the options), then the quadlet
 units (``render_quadlet``) or the Kubernetes / `podman kube play` manifests (``render_manifests``), written
 to a directory when asked. The renderer itself (``rigctl.render``) only turns values into files; what a box
-has is decided here, by the planner's rules (``plan.plan.podman_target``, ``plan.placement``)."""
+has is decided here, by the planner's rules (``plan.plan.podman_target``, ``plan.plan.place_gpus``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import InvalidInputError
 from rigctl.places import Scope, install_path
-from rigctl.plan.placement import NoLayoutError, Placement, place_gpus
-from rigctl.plan.plan import PodmanTarget, podman_target
+from rigctl.plan.plan import NoLayoutError, Placement, PodmanTarget, place_gpus, podman_target
 from rigctl.podman_versions import DEFAULT_PODMAN, fmt
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
