@@ -110,6 +110,8 @@ def inventory_notes(command: str, about: dict[str, Any]) -> None:
 def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:
     def view(out: TextIO) -> None:
         from rigctl.doctor.unit_findings import UnitFinding
+
+        # every line below may hold what a host answered: each goes through shown_line (or fix_lines)
         for inventory_line in inventory_lines(about) if about else []:
             out.write(f"{'  ' if inventory_line.startswith('warning:') else ''}{shown_line(inventory_line)}\n")
         out.write(f"rigctl fleet {result.command}: {len(result.hosts)} host(s), "
