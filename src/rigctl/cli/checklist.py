@@ -92,7 +92,6 @@ class CheckInfo:
     source: str = ""  # module.function, for whoever wants to read it
 
 
-
 def all_checks() -> list[CheckInfo]:
     """Every check, in each registry's order: preflight, verify, doctor."""
     return [*_preflight(), *_verify(), *_doctor()]

@@ -17,7 +17,7 @@ from rigctl.fleet.answer import answer_failure, note_version, parse_answer
 from rigctl.fleet.doctor_answer import RemoteDoctor, checked_findings, checked_fix, malformed_finding
 from rigctl.fleet.inventory import Host
 from rigctl.fleet.result import HostResult
-from rigctl.fleet.script import new_boundary, section_rc, split_sections
+from rigctl.fleet.script import run_script, section_rc
 from rigctl.fleet.snapshot import (
     OTHER_HOMES_NOTE,
     PATH_REFUSED,
@@ -27,7 +27,7 @@ from rigctl.fleet.snapshot import (
     snapshot_meta,
     snapshot_roots,
 )
-from rigctl.fleet.ssh import Transport, output_cut, unreachable
+from rigctl.fleet.ssh import Transport
 from rigctl.fleet.visible import brief, shown, shown_line, tail
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
 from rigctl.host.unit import Unit
@@ -85,16 +85,10 @@ def _no_remote_fix(host: Host, units: Sequence[Unit], facts: DoctorFacts) -> dic
 def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False) -> HostResult:
     """``rigctl doctor`` on ``host`` (through the remote rigctl, else a snapshot audited here); with
     ``fix``, ``doctor --fix`` through the remote rigctl, and on a host without one nothing changed."""
-    result = HostResult(host.name, host.destination)
-    boundary = new_boundary()
-    done = ssh.run(host, doctor_script(boundary, host.program, fix=fix), timeout=timeout)
-    if unreachable(done):
-        return result.not_reached(done)
-    cut = output_cut(done)
-    if cut is not None:
-        result.error = f"doctor: {cut}"
+    result, done, sections = run_script(host, ssh, timeout, "doctor",
+                                        lambda b: doctor_script(b, host.program, fix=fix))
+    if sections is None:
         return result
-    sections = split_sections(done.stdout, boundary)
     if "via rigctl" in sections:
         _remote_doctor(result, host, sections, done.stderr, fix=fix)
     else:

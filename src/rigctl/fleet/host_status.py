@@ -11,8 +11,8 @@ from rigctl.exitcodes import ExitCode
 from rigctl.fleet.answer import note_version, one_value, parse_answer
 from rigctl.fleet.inventory import Host
 from rigctl.fleet.result import HostResult
-from rigctl.fleet.script import new_boundary, section_rc, split_sections
-from rigctl.fleet.ssh import Transport, output_cut, remote_command, unreachable
+from rigctl.fleet.script import run_script, section_rc
+from rigctl.fleet.ssh import Transport, remote_command
 from rigctl.fleet.visible import shown_line, tail
 from rigctl.host.unitdirs import SERVICE_HINT
 
@@ -98,16 +98,9 @@ def _unit_rows(section: str) -> list[dict[str, Any]]:
 
 
 def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
-    result = HostResult(host.name, host.destination)
-    boundary = new_boundary()
-    done = ssh.run(host, _status_script(boundary, host.program), timeout=timeout)
-    if unreachable(done):
-        return result.not_reached(done)
-    cut = output_cut(done)
-    if cut is not None:  # what is missing could be any host's failure: not an ok with fewer rows
-        result.error = f"status: {cut}"
+    result, done, sections = run_script(host, ssh, timeout, "status", lambda b: _status_script(b, host.program))
+    if sections is None:
         return result
-    sections = split_sections(done.stdout, boundary)
     if "end" not in sections:
         result.error = f"status script did not finish (exit {done.rc}): {tail(done.stderr)}"
         return result

@@ -5,11 +5,34 @@ forge a header)."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+
+from rigctl.fleet.inventory import Host
+from rigctl.fleet.result import HostResult
+from rigctl.fleet.ssh import Transport, output_cut, unreachable
+from rigctl.util.proc import Completed
 
 
 def new_boundary() -> str:
     """A section boundary no host can have guessed."""
     return "@@rigctl-" + secrets.token_hex(6)
+
+
+def run_script(host: Host, ssh: Transport, timeout: float, label: str,
+               script: Callable[[str], str]) -> tuple[HostResult, Completed, dict[str, str] | None]:
+    """Send ``script(boundary)`` to ``host`` and split what it printed into sections. The sections are None
+    when there is nothing to read: ``result`` then says why (unreachable, or its output cut short: what
+    is missing could be any host's failure, never an ok with fewer rows)."""
+    result = HostResult(host.name, host.destination)
+    boundary = new_boundary()
+    done = ssh.run(host, script(boundary), timeout=timeout)
+    if unreachable(done):
+        return result.not_reached(done), done, None
+    cut = output_cut(done)
+    if cut is not None:
+        result.error = f"{label}: {cut}"
+        return result, done, None
+    return result, done, split_sections(done.stdout, boundary)
 
 
 def split_sections(text: str, boundary: str) -> dict[str, str]:

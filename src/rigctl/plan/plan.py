@@ -40,6 +40,7 @@ from rigctl.preflight.registry import PreflightReport, run_preflight
 from rigctl.recipe.model import Recipe
 from rigctl.render.escape import RenderError
 from rigctl.render.units import Note, RenderedUnits, render_units
+from rigctl.util.jsonable import jsonable
 from rigctl.util.publish import openai_url
 from rigctl.util.text import clip
 
@@ -188,8 +189,8 @@ class Plan:
             "scope": str(self.scope),
             "dry_run": True,
             "would_install": self.ok,
-            "findings": self.report.findings,  # typed until the edge: util.jsonable turns them into data
-            "gpus": choice.gpus,
+            "findings": jsonable(self.report.findings),
+            "gpus": jsonable(choice.gpus),
             "layout": {"wanted": choice.wanted, "explicit": choice.explicit, "reasons": choice.reasons,
                        "problems": choice.problems},
             "podman_version": fmt(self.podman_version),

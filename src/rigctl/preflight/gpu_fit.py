@@ -578,7 +578,6 @@ class GpuMemoryUse:
     basis: str
 
 
-
 def planned_vs_used(recipe: Recipe, gpu_ids: Sequence[str], devices: Sequence[Gpu], pids: Collection[int], *,
                     local: LocalCheckpoint | None = None) -> list[GpuMemoryUse]:
     """Per GPU of a deployment (``gpu_ids``: its record's, NVML indexes or UUIDs; none recorded: the GPUs
