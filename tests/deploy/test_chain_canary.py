@@ -62,7 +62,7 @@ def _recipe(rig: Rig, name: str, port: int, **env: str) -> Path:
 
 def _deploy(rig: Rig, name: str, port: int) -> Path:
     code, doc = rig.run("up", str(_recipe(rig, name, port)), "--user")
-    assert code == 0, doc
+    assert code == 0, json.dumps(doc, indent=1)  # whole: a failed warmup's reason is deep in the document
     return rig.workdir / "knob" / "mode"
 
 
