@@ -352,9 +352,12 @@ def _install_and_run(
 
     result.wait = wait
     if wait is not None and wait.status is not WaitStatus.READY:
-        return _failed_warmup(recipe, result, wait, adapters=adapters, dirs=dirs, options=options)
-    if wait is not None and wait.engine_log:
-        _remember_engine_log(dirs.state, recipe.name, wait.engine_log)
+        return _failed_warmup(recipe, result, wait, record, adapters=adapters, dirs=dirs, options=options)
+    if wait is not None and wait.engine_log and record.engine_log != wait.engine_log:
+        # where the engine's output goes: `logs` reads it once no container is left (the record this up
+        # wrote, under the deployment's lock: nobody else has written it since)
+        record.engine_log = wait.engine_log
+        records.save(dirs.state, record)
     if wait is not None and wait.readiness is not None and wait.readiness.max_model_len not in (None,
                                                                                              recipe.context_length):
         result.max_model_len_warning = (
@@ -366,14 +369,6 @@ def _install_and_run(
     result.exit_code = ExitCode.OK
     result.message = f"{recipe.served_name} ready at {result.endpoint}"
     return result
-
-
-def _remember_engine_log(state: Path, name: str, path: str) -> None:
-    """Keep where the engine's output goes in the record: ``logs`` reads it once no container is left."""
-    record = records.load_record(state, name)
-    if record is not None and record.engine_log != path:
-        record.engine_log = path
-        records.save(state, record)
 
 
 def _recipe_digest(files: Mapping[str, str]) -> str:
@@ -432,7 +427,8 @@ def _record_boot(
 
 
 def _failed_warmup(
-    recipe: Recipe, result: UpResult, wait: WaitResult, *, adapters: Adapters, dirs: Dirs, options: UpOptions,
+    recipe: Recipe, result: UpResult, wait: WaitResult, record: records.DeploymentRecord, *, adapters: Adapters,
+    dirs: Dirs, options: UpOptions,
 ) -> UpResult:
     tail = wait.tail or adapters.podman.logs(recipe.container_name, tail=40)
     wait.tail = tail
@@ -460,15 +456,13 @@ def _failed_warmup(
         adapters.systemd.reset_failed(result.unit)
         result.stopped_after_failure = True
     result.message = f"{wait.status}: {wait.detail}"
-    record = records.load_record(dirs.state, recipe.name)
-    if record is not None:
-        record.engine_log = wait.engine_log or record.engine_log  # one write with the failure, not two
-        record.last_failure = {
-            "at": adapters.clock.time(), "status": str(wait.status), "detail": wait.detail,
-            "exit_status": wait.exit_status, "phase": wait.phase, "last_lines": tail,
-            "signatures": [s.id for s in result.signatures],
-        }
-        records.save(dirs.state, record)
+    record.engine_log = wait.engine_log or record.engine_log  # one write with the failure, not two
+    record.last_failure = {
+        "at": adapters.clock.time(), "status": str(wait.status), "detail": wait.detail,
+        "exit_status": wait.exit_status, "phase": wait.phase, "last_lines": tail,
+        "signatures": [s.id for s in result.signatures],
+    }
+    records.save(dirs.state, record)
     return result
 
 
