@@ -16,7 +16,7 @@ class ExitCode(IntEnum):
     DEPLOY_FAILED = 4  # deployment failed, or a swap rolled back
     NOT_FOUND = 5  # no such deployment (a name that is neither deployed nor a recipe)
     HOST_UNREACHABLE = 6  # ssh could not reach the host, or the host has no rigctl to run
-    SERVICE_DOWN = 7  # status: a rigctl service is failed, restarting, down while deployed, or unknown (no answer)
+    SERVICE_DOWN = 7  # status: a rigctl service is failed, restarting, down while deployed, not serving, or unknown
     INTERNAL = 70  # a bug (EX_SOFTWARE); also a failed rollback
     LOCK_HELD = 75  # another rigctl holds this service's lock; retry later (EX_TEMPFAIL)
     INTERRUPTED = 130  # Ctrl-C

@@ -35,6 +35,9 @@ Options (each also readable from the environment variable named in brackets)
       runaway           when --runaway-concurrency requests are in flight, answers run to max_tokens
                         and stop with finish_reason "length"
       hang              /health stays 200, completions never answer
+      engine-dead       the server stays up with its engine dead: /health answers 503 and completions 500, as
+                        vLLM's API server does after EngineDeadError with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1
+                        (or while its shutdown hangs); --mode-file is read for /health too
       cut-off           streamed answers stop half-way: the connection closes with no finish_reason and no
                         [DONE] (plain, non-streamed answers stay whole)
   --context-limit N           [FAKE_VLLM_CONTEXT_LIMIT] default 2048 (context-loss)
@@ -88,7 +91,7 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = {"healthy", "word-salad", "nondeterministic", "drift", "context-loss", "crash-under-load", "runaway", "hang",
-         "cut-off"}
+         "cut-off", "engine-dead"}
 PROTOCOLS = ("vllm", "minimal", "chat-only", "sglang", "llamacpp", "tabbyapi")
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 NEEDLE_RE = re.compile(r"access code for the ([A-Za-z]+) archive is ([A-Za-z0-9-]+)")
@@ -392,7 +395,9 @@ class Handler(BaseHTTPRequestHandler):
         protocol = self.state.args.protocol
         minimal = protocol == "minimal"
         if path == "/health":
-            if protocol in DIALECT_HEALTH and self.state.ready:
+            if self.state.ready and "engine-dead" in modes_now(self.state.args):
+                self.send_text(503, "")  # vLLM's /health on EngineDeadError: 503, empty body
+            elif protocol in DIALECT_HEALTH and self.state.ready:
                 self.send_json(200, DIALECT_HEALTH[protocol])
             elif protocol == "llamacpp" and not self.state.ready:
                 self.send_json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
@@ -568,6 +573,10 @@ class Handler(BaseHTTPRequestHandler):
                 crash(s)
             if "hang" in s.args.modes:
                 time.sleep(3600)  # behind a green /health: the vllm#39863 shape
+                return
+            if "engine-dead" in s.args.modes:
+                self.send_error_json(500, "EngineCore encountered an issue. See stack trace (above) for the root "
+                                          "cause.", kind="EngineDeadError")
                 return
             pieces, finish = plan_answer(s, prompt, max_tokens, in_flight)
             time.sleep(s.args.prefill_delay * prompt_tokens / 1000)

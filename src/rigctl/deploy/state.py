@@ -87,7 +87,10 @@ class DeploymentRecord:
     installed_at: float = 0.0
     last_failure: dict[str, Any] | None = None
     engine_log: str = ""  # the engine's k8s-file log as its container named it (shared by the unit's containers)
-    stopped_at: float | None = None  # when `rigctl down` stopped it (kept): a unit down since then is meant to be
+    stopped_at: float | None = None  # when `rigctl down` stopped it (kept): a unit down since then is meant to be down
+    # the recipe's warmup budget when it was deployed: `status` calls a unit active longer than this and still
+    # not ready not-serving (None in records of an older rigctl: not judged by it)
+    warmup_budget_s: int | None = None
     version: int = RECORD_VERSION
 
     def to_json(self) -> str:

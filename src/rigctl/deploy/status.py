@@ -124,13 +124,15 @@ def _learnt(item: Managed) -> tuple[dict[str, Any] | None, dict[str, Any] | None
     return history.canary_state(state_dir, item.record.recipe).summary(), boot.to_dict() if boot else None
 
 
-# serving: active and ready; starting: its first warmup; not-ready: active, no restart, /health says no;
-# restarting: it died and systemd is bringing it back (waiting, or warming up again); failed: systemd gave up;
-# down: inactive though deployed (not stopped by `rigctl down`); stopped: by `rigctl down`; unknown: no answer
-VERDICTS = ("serving", "starting", "not-ready", "restarting", "failed", "down", "stopped", "unknown")
+# serving: active and ready; starting: its first warmup; not-ready: active, no restart, /health says no, within
+# its warmup budget; not-serving: active, no restart, not ready though this start was ready before or its
+# warmup budget is spent (an engine that hangs or died behind a live API server); restarting: it died and
+# systemd is bringing it back (waiting, or warming up again); failed: systemd gave up; down: inactive though
+# deployed (not stopped by `rigctl down`); stopped: by `rigctl down`; unknown: no answer
+VERDICTS = ("serving", "starting", "not-ready", "not-serving", "restarting", "failed", "down", "stopped", "unknown")
 # unknown fails too: a model whose manager did not answer is not known to serve, and a script reading exit 0
 # would take it for one that does
-FAILING = frozenset({"restarting", "failed", "down", "unknown"})
+FAILING = frozenset({"not-serving", "restarting", "failed", "down", "unknown"})
 EVENTS_WINDOW_S = 7 * 24 * 3600.0  # how far back podman's events are asked about a container's last death
 
 
@@ -187,8 +189,9 @@ def _phase(events: Sequence[ContainerEvent], container_id: str) -> str:
 
 
 def judge(unit: UnitState | None, health: str, *, record: records.DeploymentRecord | None,
-          exit_: LastExit | None) -> tuple[str, str]:
-    """(verdict, the sentence that says it)."""
+          exit_: LastExit | None, ready_at: float | None = None, now: float | None = None) -> tuple[str, str]:
+    """(verdict, the sentence that says it). ``ready_at``: when rigctl last saw this deployment become ready
+    (its last boot's end, seconds since the epoch); ``now``: the wall clock, for the tests."""
     ended = f" after {exit_.words()}" if exit_ is not None else ""
     if unit is None:
         return "unknown", "the service manager did not answer"
@@ -214,6 +217,16 @@ def judge(unit: UnitState | None, health: str, *, record: records.DeploymentReco
         return "restarting", f"warming up again{ended or ' after a restart'} (restart {restarts})"
     if active == "activating":
         return "starting", "starting"
+    now = time.time() if now is None else now
+    since = _wall(unit.active_since_mono_us)
+    if ready_at is not None and since is not None and ready_at >= since:
+        # this very start was ready once: no warmup is left to wait for
+        return "not-serving", (f"active but no longer ready ({health}): it was ready at "
+                               f"{time.strftime('%H:%M', time.localtime(ready_at))} and has not restarted since")
+    budget = record.warmup_budget_s if record is not None else None
+    if budget is not None and since is not None and now - since > budget:
+        return "not-serving", (f"active for {now - since:.0f} s and still not ready ({health}): past its warmup "
+                               f"budget of {budget} s")
     return "not-ready", f"active but not ready ({health})"
 
 
@@ -263,11 +276,12 @@ def describe(
         since = time.time() - record.installed_at if record and record.installed_at else EVENTS_WINDOW_S
         events = podman.events(container, since_s=min(EVENTS_WINDOW_S, since + 60.0))
     exit_ = last_exit(unit, events, info.id if info and info.running else None, record)
-    verdict, verdict_detail = judge(unit, health, record=record, exit_=exit_)
+    canary, last_boot = _learnt(item)
+    ready_at = last_boot["at"] if last_boot and last_boot.get("status") == "ready" else None
+    verdict, verdict_detail = judge(unit, health, record=record, exit_=exit_, ready_at=ready_at)
     # the engine's workers hold the memory, not the process podman names as the container's
     pids = process_tree(info.pid) if info and info.pid else None
     gpu_mib = gpu.used_by(pids) if pids is not None else None
-    canary, last_boot = _learnt(item)
     return ServiceStatus(
         recipe=record.recipe if record else None, scope=item.scope, unit=item.unit,
         unit_file=str(item.unit_file) if item.unit_file else None, active=active, sub=sub, restarts=restarts,

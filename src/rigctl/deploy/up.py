@@ -291,7 +291,7 @@ def _install_and_run(
             recipe=recipe.name, scope=result.scope, unit=unit, container=recipe.container_name,
             unit_dir=str(dirs.units), unit_files=sorted(files), endpoint=result.endpoint,
             served_name=recipe.served_name, image=recipe.image, gpu_ids=result.gpu_ids,
-            health_path=recipe.engine.health_path,
+            health_path=recipe.engine.health_path, warmup_budget_s=recipe.service.warmup_budget_s,
             recipe_source=recipe_source, installed_at=clock.time(),
         )
         records.save(dirs.state, record)
