@@ -153,3 +153,26 @@ def test_piped_dry_run_prose_fits_its_width(tmp_path: Path, columns: int) -> Non
     prose = lines[:unit_start] + lines[unit_end + 1:]
     assert any(line.startswith("# render note") for line in prose)  # the notes are among the lines judged
     assert not [line for line in prose if overflows(line, columns)]
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+@pytest.mark.parametrize("command", [["recipes"], ["checks"], ["doctor", "--path", "EMPTY"]])
+def test_piped_lists_wrap_their_prose(tmp_path: Path, columns: int, command: list[str]) -> None:
+    """`recipes`' descriptions, `checks`' "guards" column and doctor's summary and directory list wrap at the
+    width (before, each was one line of up to 150 characters): at 80 each continuation under the start of its
+    column, at 60 (too narrow for a column beside the others) on lines of their own under the row, as its
+    header is."""
+    (tmp_path / "EMPTY").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "NO_COLOR"}}
+    env |= {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "COLUMNS": str(columns)}
+    argv = [str(tmp_path / "EMPTY") if word == "EMPTY" else word for word in command]
+    done = subprocess.run([sys.executable, "-m", "rigctl", *argv], capture_output=True, text=True, env=env,
+                          timeout=100, check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) > 3 and not [line for line in lines if overflows(line, columns)], done.stdout
+    if command[0] != "doctor" and columns == 80:  # a continuation starts under the header's last word
+        start = lines[0].rindex(" ") + 1
+        continued = [line for line in lines[1:] if line.startswith(" " * start) and line.strip()]
+        assert continued and all(not line[start - 1].strip() and line[start].strip() for line in continued)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.output import note
-from rigctl.cli.views.draw import View
+from rigctl.cli.views.draw import View, prose
 from rigctl.fleet.visible import shown, shown_line
 from rigctl.severity import Severity
 
@@ -48,10 +48,10 @@ def doctor(report: DoctorReport) -> View:
     def view(out: TextIO) -> None:
         counts = report.counts()
         driver = report.facts.driver_version or "none seen (CDI checks skipped)"
-        out.write(f"rigctl doctor: {len(report.units)} serving unit(s); driver {driver}; "
-                  f"{counts['fail']} fail, {counts['warn']} warn\n")
+        prose(out, f"{len(report.units)} serving unit(s); driver {driver}; {counts['fail']} fail, "
+                   f"{counts['warn']} warn", first="rigctl doctor: ", rest="  ")
         if not report.units:
-            out.write(f"  no serving units under: {', '.join(report.roots)}\n")
+            prose(out, ", ".join(report.roots), first="  no serving units under: ", rest="    ")
         for skip in report.skipped:
             out.write(f"  not read: {skip.path}: {skip.reason}\n")
         for c in report.canaries:

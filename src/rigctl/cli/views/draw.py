@@ -145,6 +145,19 @@ def prose(out: TextIO, text: str, *, first: str = "", rest: str | None = None, w
         out.write(part + "\n")
 
 
+def last_column(out: TextIO, cells: str, text: str, *, width: int | None = None) -> None:
+    """A row of a list whose last column is prose: ``cells`` (the other columns, laid out, with the gap
+    after them), then ``text`` wrapped within ``width`` (default ``columns``), its later lines under its
+    first; where that leaves the prose less than ``plaintable.READABLE`` twice over, it goes on lines of
+    its own under the row."""
+    room = width or columns(out)
+    if room - len(cells) >= 2 * plaintable.READABLE:
+        prose(out, text, first=cells, width=room)
+        return
+    out.write(cells.rstrip() + "\n")
+    prose(out, text, first="    ", width=room)
+
+
 def paragraph(out: TextIO, label: Cell, text: str, *, width: int | None = None) -> None:
     """``label: text`` as prose wrapped within ``width`` (default ``columns``), its later lines indented
     under the text; a backtick span (a command to copy) is never broken, so only a span longer than the

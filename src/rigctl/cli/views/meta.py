@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.draw import View
+from rigctl.cli.views.draw import View, last_column
 from rigctl.util.text import columns, printable
 
 if TYPE_CHECKING:
@@ -62,10 +62,10 @@ def checks_list(checks: Sequence[CheckInfo]) -> View:
 
     def view(out: TextIO) -> None:
         width = max([len(c.id) for c in checks] + [2])
-        out.write(f"{'ID':<{width}}  {'KIND':<9}  {'FORCE':<5}  GUARDS\n")
+        last_column(out, f"{'ID':<{width}}  {'KIND':<9}  {'FORCE':<5}  ", "GUARDS")
         for c in checks:
             force = "-" if c.force is None else ("yes" if c.force else "no")
-            out.write(f"{c.id:<{width}}  {c.kind:<9}  {force:<5}  {c.summary}\n")
+            last_column(out, f"{c.id:<{width}}  {c.kind:<9}  {force:<5}  ", c.summary)
         out.write(f"\n{len(checks)} checks; `rigctl explain ID` says more about one\n")
 
     return view

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.draw import View
+from rigctl.cli.views.draw import View, last_column, prose
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -24,17 +24,18 @@ def recipes(rows: Sequence[dict[str, Any]], searched: Sequence[Path]) -> View:
     def view(out: TextIO) -> None:
         width = max([len(printable(r["name"])) for r in rows] + [4])
         o_width = max([len(_origin(r)) for r in rows] + [6])
-        out.write(f"{'NAME':<{width}}  {'ORIGIN':<{o_width}}  {'GPUS':>4}  {'CONTEXT':>9}  DESCRIPTION\n")
+        last_column(out, f"{'NAME':<{width}}  {'ORIGIN':<{o_width}}  {'GPUS':>4}  {'CONTEXT':>9}  ", "DESCRIPTION")
         for r in rows:
             gpus = "-" if r["gpus"] is None else str(r["gpus"])
             ctx = "-" if r["context_length"] is None else f"{r['context_length']:,}"
             about = printable(r["description"], LINE_LIMIT) if r["valid"] else "INVALID, see below"
-            out.write(f"{printable(r['name']):<{width}}  {_origin(r):<{o_width}}  {gpus:>4}  {ctx:>9}  {about}\n")
+            last_column(out, f"{printable(r['name']):<{width}}  {_origin(r):<{o_width}}  {gpus:>4}  {ctx:>9}  ", about)
         for r in rows:
             if not r["valid"]:
                 out.write(f"\ninvalid  {printable(r['path'])}\n")
                 out.writelines(f"  {printable(problem, LINE_LIMIT)}\n" for problem in r["problems"])
-        out.write(f"\nsearched: {', '.join(str(d) for d in searched)}\n")
+        out.write("\n")
+        prose(out, ", ".join(str(d) for d in searched), first="searched: ", rest="  ")
 
     return view
 
