@@ -176,3 +176,24 @@ def test_piped_lists_wrap_their_prose(tmp_path: Path, columns: int, command: lis
         start = lines[0].rindex(" ") + 1
         continued = [line for line in lines[1:] if line.startswith(" " * start) and line.strip()]
         assert continued and all(not line[start - 1].strip() and line[start].strip() for line in continued)
+
+
+@pytest.mark.parametrize("columns", [200, 80])
+def test_the_inventory_never_cuts_a_gpu_uuid(tmp_path: Path, columns: int) -> None:
+    """`inventory` on the real H200 capture: a GPU's UUID is what --gpus takes, so it is never cut into a
+    narrow column (at 80, piped from a real H100, it came out as three pieces); it stays in the table where
+    the table fits the width, else goes on a line of its own under its GPU's row."""
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "NO_COLOR"}}
+    env |= {"XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": str(columns)}
+    done = subprocess.run([sys.executable, "-c", _FAKE_NVML, str(REPO), str(CAPTURE), "inventory"],
+                          capture_output=True, text=True, env=env, timeout=100, check=False)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    uuid = "GPU-bf1b89c8-b248-e7e3-5c2a-4bab27d75285"  # the capture's
+    lines = done.stdout.splitlines()
+    (holding,) = [line for line in lines if uuid in line]
+    header = next(line for line in lines if line.startswith("#  name"))
+    if columns == 80:
+        assert holding.strip() == f"uuid {uuid}" and "uuid" not in header
+    else:
+        assert holding.startswith("0  NVIDIA H200") and header.endswith("uuid")
+    assert not [line for line in lines if overflows(line, columns)], done.stdout

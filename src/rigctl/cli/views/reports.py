@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli import plaintable
-from rigctl.cli.views.draw import Cell, View, columns, line, overhead, paragraph, table
+from rigctl.cli.views.draw import Cell, View, columns, line, overhead, paragraph, prose, table
 from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
 
@@ -26,7 +26,7 @@ def facts(found: HostFacts) -> View:
         else:
             line(out, f"GPUs: none visible ({printable(inv.error)})")
         if inv.devices:
-            rows: list[list[Cell]] = []
+            rows: list[list[str]] = []
             for g in inv.devices:
                 used = "-" if g.memory_used_mib is None else f"{g.memory_used_mib:,}"
                 procs = f" ({len(g.processes)} procs)" if g.processes else ""
@@ -35,26 +35,32 @@ def facts(found: HostFacts) -> View:
                              f"{g.memory_total_mib or 0:,}", used + procs, printable(g.compute_capability or "-"),
                              power, "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-",
                              printable(g.uuid)])
-            table(out, ("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid"), rows)
+            headers = ("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid")
+            natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+            if sum(natural) + overhead(out, len(headers)) <= columns(out):
+                table(out, headers, rows)
+            else:  # a UUID is copied whole (--gpus): under its row rather than cut into a narrow column
+                table(out, headers[:-1], [row[:-1] for row in rows], below=[f"uuid {row[-1]}" for row in rows])
         if inv.pairs:
             from rigctl.preflight.links import describe_pair
 
             for p in inv.pairs:
-                line(out, printable(describe_pair(inv, p).text, LINE_LIMIT))
+                prose(out, printable(describe_pair(inv, p).text, LINE_LIMIT), rest="  ")
         line(out, f"/dev/shm: {(found.shm.total_bytes or 0) / 2**30:.1f} GiB")
         pod = found.podman
         line(out, f"podman: {printable(pod.version) if pod.installed else 'not installed'}"
                   f"{' (API ' + printable(pod.api_socket) + ')' if pod.api_ok else ''}, {len(pod.images)} image(s), "
                   f"quadlet: {printable(pod.quadlet or 'none')}")
-        line(out, f"CDI specs: {', '.join(printable(s.path) for s in found.cdi.specs) or 'none'}")
+        prose(out, ", ".join(printable(s.path) for s in found.cdi.specs) or "none", first="CDI specs: ", rest="  ")
         sd = found.systemd
         line(out, f"systemd: system manager {'yes' if sd.system_manager else 'no'}, user manager "
                   f"{'yes' if sd.user_manager else 'no'}, linger {sd.linger}")
         for probe in found.paths:
             free = "?" if probe.free_bytes is None else f"{probe.free_bytes / 2**30:,.1f} GiB free"
-            line(out, f"path {printable(probe.path)}: {'present' if probe.exists else 'missing'}, {free} "
-                      f"on {printable(probe.probed)}")
-        line(out, f"listening ports: {', '.join(str(x.port) for x in found.ports.listening) or 'none'}")
+            prose(out, f"path {printable(probe.path)}: {'present' if probe.exists else 'missing'}, {free} "
+                       f"on {printable(probe.probed)}", rest="  ")
+        ports = ", ".join(str(x.port) for x in found.ports.listening) or "none"
+        prose(out, ports, first="listening ports: ", rest="  ")
         for section, err in found.probe_errors.items():
             line(out, (f"probe {printable(section)} failed: {printable(err, LINE_LIMIT)}", "red"))
 
