@@ -76,3 +76,41 @@ def test_every_serving_unit_the_loader_knows_is_listed(tmp_path: Path) -> None:
     result = host_status(Host(name="box", ssh="box"), LocalShell(tmp_path), timeout=30)
     listed = [row.split()[0] for row in result.data["units"]]
     assert listed == [f"{name}.service" for name in engines], result.data
+
+
+def _rigctl_status(bindir: Path, services: list[dict[str, str]]) -> str:
+    """A stand-in rigctl on the host whose `status --json` judges ``services`` (exit 0: none failing)."""
+    doc = {"rigctl": "1", "command": "status", "ok": True, "services": services, "failing": [], "version": "0.1.0"}
+    (bindir / "status.json").write_text(json.dumps(doc))
+    script = bindir / "rigctl"
+    script.write_text(f"#!/bin/sh\n[ \"$1\" = status ] || exit 2\ncat '{bindir}/status.json'\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_canary_between_runs_and_a_stopped_model_are_not_down(tmp_path: Path) -> None:
+    """A canary's oneshot service is inactive between its runs, and a unit that `rigctl down` stopped is
+    ``stopped`` in the host's own `rigctl status`: neither fails the host (both did: any rigctl-named unit
+    not active was "not running"). A failed canary run, or a model the host's rigctl does not judge and that
+    is not active, still does."""
+    _podman(tmp_path, stdout="[]", stderr="", rc=0)
+    _systemctl(tmp_path, ["rigctl-a.service loaded active running rigctl: a",
+                          "rigctl-a-canary.service loaded inactive dead rigctl canary of a"])
+    quiet = host_status(Host(name="box", ssh="box"), LocalShell(tmp_path), timeout=30)
+    assert quiet.ok is True and not any(line.startswith("  FAIL") for line in quiet.summary), quiet.summary
+
+    _systemctl(tmp_path, ["rigctl-a.service loaded active running rigctl: a",
+                          "rigctl-a-canary.service loaded failed failed rigctl canary of a"])
+    failed = host_status(Host(name="box", ssh="box"), LocalShell(tmp_path), timeout=30)
+    assert failed.ok is False and "  FAIL system rigctl-a-canary.service: failed (failed)" in failed.summary
+
+    _systemctl(tmp_path, ["rigctl-b.service loaded inactive dead rigctl: b"])
+    unjudged = host_status(Host(name="box", ssh="box"), LocalShell(tmp_path), timeout=30)
+    assert unjudged.ok is False  # no rigctl there to say it was stopped on purpose
+
+    program = _rigctl_status(tmp_path, [{"unit": "rigctl-b.service", "scope": "system", "recipe": "b",
+                                         "verdict": "stopped", "verdict_detail": "stopped by `rigctl down`"}])
+    stopped = host_status(Host(name="box", ssh="box", rigctl=program), LocalShell(tmp_path), timeout=30)
+    assert stopped.ok is True, stopped.summary
+    assert "  ok   system rigctl-b.service: inactive (dead)" in stopped.summary
+    assert stopped.data["rigctl_units"][0]["verdict"] == "stopped"

@@ -15,6 +15,7 @@ from rigctl.fleet.script import run_script, section_rc
 from rigctl.fleet.ssh import Transport, remote_command
 from rigctl.fleet.visible import shown_line, tail
 from rigctl.host.unitdirs import SERVICE_HINT
+from rigctl.render.canary_units import service_deployment
 
 # the services fleet status lists on a host without rigctl: rigctl's, and those the unit loader reads as
 # serving (a container tool or a known engine: ``SERVICE_HINT``), by their names
@@ -124,7 +125,11 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
         "podman_error": podman_error,
     }
     running = [c for c in containers if c["state"] == "running"]
-    down = [u for u in units if u["active"] == "failed" or (u["rigctl"] and u["active"] != "active")]
+    judged: list[str] = []  # the host's own rigctl status, read first: its verdicts decide for its units
+    rigctl_ok = _remote_status(result, host, sections, judged) if "rigctl status" in sections else True
+    verdicts = {(row["scope"], row["unit"]): row["verdict"] for row in result.data.get("rigctl_units") or []}
+    down = [u for u in units if u["active"] == "failed" or (u["rigctl"] and u["active"] != "active"
+                                                            and _down(u, verdicts))]
     result.summary.append(
         f"{shown_line(result.data['hostname'], 100)}: {len(running)}/{len(containers)} container(s) running"
         + (f"; {podman_error}" if podman_error else "")
@@ -140,23 +145,31 @@ def host_status(host: Host, ssh: Transport, timeout: float) -> HostResult:
             result.summary.append(f"  {mark} {u['scope']} {u['unit']}: {u['active']} ({u['sub']})")
     for g in result.data["gpus"]:
         result.summary.append(f"  gpu {g['index']} {g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB")
-    rigctl_ok = True
-    if "rigctl status" in sections:
-        rigctl_ok = _remote_status(result, host, sections)
+    result.summary += judged
     result.ok = (podman_error is None or podman_error == "podman is not installed") and not down and rigctl_ok
     return result
 
 
-def _remote_status(result: HostResult, host: Host, sections: dict[str, str]) -> bool:
+def _down(unit: dict[str, Any], verdicts: dict[tuple[str, str], str]) -> bool:
+    """Whether a rigctl-looking unit that systemd does not show active is down. The host's rigctl decides for
+    the units it judged (one stopped by `rigctl down` is ``stopped``, not failing); a canary's oneshot
+    service is inactive between its runs (a failed run is ``failed``, counted as every failed unit is)."""
+    verdict = verdicts.get((unit["scope"], unit["unit"]))
+    if verdict is not None:
+        return verdict in FAILING
+    return not (service_deployment(unit["unit"]) is not None and unit["active"] == "inactive")
+
+
+def _remote_status(result: HostResult, host: Host, sections: dict[str, str], summary: list[str]) -> bool:
     """The host's own ``rigctl status --json`` (its verdict of each rigctl unit) into ``result.data
-    ["rigctl_units"]``; False when a unit does not serve (the host's status exited 7) or the answer
-    cannot be understood."""
+    ["rigctl_units"]``, its lines into ``summary``; False when a unit does not serve (the host's status
+    exited 7) or the answer cannot be understood."""
     rc = section_rc(sections, "rigctl rc ")
     document, problem = parse_answer(sections.get("rigctl status", ""), rc if rc is not None else -1, command="status")
     if problem is None and rc not in (0, ExitCode.SERVICE_DOWN):
         problem = f"it exited {rc}"
     if problem is not None or document is None:
-        result.summary.append(f"FAIL rigctl status on {host.name}: {shown_line(problem or 'no answer', 300)}")
+        summary.append(f"FAIL rigctl status on {host.name}: {shown_line(problem or 'no answer', 300)}")
         result.data["rigctl_units"] = None
         return False
     note_version(result, document)
@@ -183,9 +196,9 @@ def _remote_status(result: HostResult, host: Host, sections: dict[str, str]) -> 
     result.data["rigctl_units"] = rows
     for row in rows:
         mark = "FAIL" if row in failing else "ok  "
-        result.summary.append(f"  {mark} rigctl {row['scope']} {row['unit']}: {row['verdict']}"
+        summary.append(f"  {mark} rigctl {row['scope']} {row['unit']}: {row['verdict']}"
                               + (f" ({row['detail']})" if row["detail"] and row["detail"] != row["verdict"] else ""))
     down = rc == ExitCode.SERVICE_DOWN or bool(failing)
     if down:
-        result.summary.append(f"FAIL {len(failing) or '?'} rigctl model(s) not serving on {host.name}")
+        summary.append(f"FAIL {len(failing) or '?'} rigctl model(s) not serving on {host.name}")
     return not down

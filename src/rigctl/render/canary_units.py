@@ -19,7 +19,7 @@ CANARY_LABEL = "rigctl.canary"  # in each unit's [Unit] X- key: the units rigctl
 SLACK_S = 30  # TimeoutStartSec= beyond the run's own bound: systemd's backstop, never the normal end
 
 
-_PREFIX, _TIMER = "rigctl-", "-canary.timer"
+_PREFIX, _TIMER, _SERVICE = "rigctl-", "-canary.timer", "-canary.service"
 
 
 def timer_name(deployment: str) -> str:
@@ -29,14 +29,23 @@ def timer_name(deployment: str) -> str:
 def timer_deployment(name: str) -> str | None:
     """The deployment a canary timer's file name is for (``timer_name`` read back), or None for any other
     name, or one whose middle is no recipe name."""
-    if not (name.startswith(_PREFIX) and name.endswith(_TIMER)):
-        return None
-    deployment = name[len(_PREFIX):-len(_TIMER)]
-    return deployment if recipe_name_problem(deployment) is None else None
+    return _named(name, _TIMER)
 
 
 def service_name(deployment: str) -> str:
-    return f"rigctl-{deployment}-canary.service"
+    return f"{_PREFIX}{deployment}{_SERVICE}"
+
+
+def service_deployment(name: str) -> str | None:
+    """The deployment a canary service's name is for (``service_name`` read back), or None."""
+    return _named(name, _SERVICE)
+
+
+def _named(name: str, suffix: str) -> str | None:
+    if not (name.startswith(_PREFIX) and name.endswith(suffix)):
+        return None
+    deployment = name[len(_PREFIX):-len(suffix)]
+    return deployment if recipe_name_problem(deployment) is None else None
 
 
 def unit_names(deployment: str) -> list[str]:
