@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +241,25 @@ def test_yaml_merge_keys_still_override(tmp_path: Path) -> None:
     merged.write_text("base: &b {a: 1, b: 2}\nthing:\n  <<: *b\n  b: 3\n")
     assert read_yaml_mapping(merged)["thing"] == {"a": 1, "b": 3}
     assert data["name"] == "glm53-flash"
+
+
+@pytest.mark.parametrize("path", ["/health", "/", "/v1/health.json", "/a-b_c", "//health", "//other/x", "health",
+                                  "/he alth", "/health?x=1", "/h\r\n"])
+def test_the_recipe_and_the_probe_take_the_same_health_paths(path: str) -> None:
+    """One rule: a health path the recipe takes is one the probe sends. ``//health`` passed the recipe and was
+    refused by the client on every poll, so `up` waited out the whole warmup budget for a model that was up."""
+    from rigctl.errors import InvalidInputError, UsageError
+    from rigctl.recipe.load import load
+    from rigctl.verify.client import Endpoint
+
+    try:
+        load("qwen3-8b-vllm", sets=[f"engine.health_path={json.dumps(path)}"])
+        recipe_takes = True
+    except InvalidInputError:
+        recipe_takes = False
+    try:
+        Endpoint("http://127.0.0.1:8000", "m", health_path=path)
+        probe_takes = True
+    except UsageError:
+        probe_takes = False
+    assert recipe_takes == probe_takes == (path in {"/health", "/", "/v1/health.json", "/a-b_c"})

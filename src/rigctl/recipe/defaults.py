@@ -6,6 +6,9 @@ from __future__ import annotations
 
 MAX_CONTEXT = 16_777_216  # the largest context_length a recipe may give, and the largest max_model_len believed
 HEALTH_PATH = "/health"  # engine.health_path
+# what a health path may be, for the recipe and for the client that probes it: a path on the endpoint, never
+# "//host/..." (a network-path reference: the probe would go to another host than the endpoint's)
+HEALTH_PATH_PATTERN = r"^/([A-Za-z0-9._-][A-Za-z0-9._/-]*)?$"  # no look-ahead: pydantic's regex has none
 WARMUP_BUDGET_S = 1800  # service.warmup_budget_s: becomes TimeoutStartSec
 RESTART_SEC = 10  # service.restart_sec
 STOP_TIMEOUT_S = 120  # service.stop_timeout_s: the engine's own stop timeout (podman --stop-timeout)

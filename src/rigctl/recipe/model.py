@@ -376,7 +376,7 @@ class Engine(Strict):
     args: list[UnitStr] = Field(default_factory=empty_list)
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     port: Port
-    health_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]*$")] = defaults.HEALTH_PATH
+    health_path: Annotated[str, Field(pattern=defaults.HEALTH_PATH_PATTERN)] = defaults.HEALTH_PATH
 
 
 # --- GPUs -------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from rigctl.errors import RigctlError, UsageError
-from rigctl.recipe.defaults import HEALTH_PATH
+from rigctl.recipe.defaults import HEALTH_PATH, HEALTH_PATH_PATTERN
 from rigctl.util.publish import MODELS_PATH, OPENAI_PATH
 from rigctl.verify.enginejson import EngineJSONError, as_count, parse
 
@@ -109,9 +109,7 @@ class Endpoint:
         if self.api_key and not _VISIBLE_ASCII.fullmatch(self.api_key):
             # It goes into an HTTP header: a CR/LF would split it, a non-ASCII character crash the encoder.
             raise UsageError("the API key must be printable ASCII without spaces or control characters")
-        if not _VISIBLE_ASCII.fullmatch(self.health_path) or not self.health_path.startswith("/") \
-                or self.health_path.startswith("//"):
-            # "//host/x" or "http://host/x" would send the health probe to another host than base_url's.
+        if not re.fullmatch(HEALTH_PATH_PATTERN, self.health_path):  # the recipe's rule
             raise UsageError(f"health path {self.health_path!r}: must be a path on the endpoint, like /health")
         if url.endswith(OPENAI_PATH):
             url = url[: -len(OPENAI_PATH)]  # operators paste OpenAI base URLs; the API paths are added here
