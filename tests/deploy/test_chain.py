@@ -20,7 +20,7 @@ def _status_of(rig: Rig, unit: str) -> dict[str, object]:
     assert code in (0, 7), doc
     assert (code == 7) == bool(doc["failing"]) and doc["ok"] is (code == 0), doc
     row = next((s for s in doc["services"] if s["unit"] == unit), {})
-    assert (unit in doc["failing"]) == (row.get("verdict") in ("restarting", "failed", "down")), doc
+    assert (unit in doc["failing"]) == (row.get("verdict") in ("not-serving", "restarting", "failed", "down")), doc
     return row
 
 

@@ -18,6 +18,7 @@ from rigctl.cli import views
 from rigctl.cli.output import Outcome
 from rigctl.cli.root import app, finish, scope_choice
 from rigctl.errors import UsageError
+from rigctl.recipe.reference import digest_of
 from rigctl.util import safefs
 from rigctl.util.text import version_line
 
@@ -93,7 +94,7 @@ def _export(report: Any, deployed: Any, path: str) -> str:
     soak = report.get("soak")
     record = deployed.record if deployed is not None else None
     image = record.image if record else (deployed.recipe.image if deployed is not None and deployed.recipe else None)
-    digest = image.split("@", 1)[1] if image and "@sha256:" in image else None
+    digest = digest_of(image) if image else None
     if deployed is not None and digest is None:
         info = PodmanCli().container(deployed.container)
         digest = info.image_digest if info is not None else None

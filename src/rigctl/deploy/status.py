@@ -28,6 +28,7 @@ from rigctl.host.unitfile import MergedUnit
 from rigctl.host.unitsnapshot import scope_units
 from rigctl.places import Dirs, Scope, quadlet_file
 from rigctl.recipe.defaults import HEALTH_PATH
+from rigctl.recipe.reference import digest_of
 from rigctl.util.jsonable import jsonable
 
 
@@ -260,8 +261,8 @@ def describe(
 
     info = podman.container(container) if container else None
     digest = info.image_digest if info and info.image_digest else None
-    if digest is None and image and "@sha256:" in image:
-        digest = image.split("@", 1)[1]
+    if digest is None and image:
+        digest = digest_of(image)
 
     health = "down"
     if active == "active" and endpoint and model:

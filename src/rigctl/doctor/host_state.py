@@ -20,7 +20,7 @@ from rigctl.host.quadlet import find_quadlet
 from rigctl.host.unit import Unit
 from rigctl.host.unitfile import UnitParseError
 from rigctl.places import Scope
-from rigctl.recipe.model import pinned
+from rigctl.recipe.reference import pinned
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Literal
 from rigctl.host.runargs import exec_words, parse_run
 from rigctl.host.unitfile import WHITESPACE, Entry, MergedUnit
 from rigctl.podman_args import RunCommand, podman_args
+from rigctl.recipe.reference import repository_of
 
 UnitKind = Literal["container", "service"]  # a quadlet .container, or any .service
 
@@ -57,7 +58,7 @@ def find_engine(words: list[str] | tuple[str, ...], image: str = "") -> str | No
         for engine, pattern in ENGINE_PATTERNS.items():
             if word and pattern.search(word):
                 return engine
-    repository = image.split("@", 1)[0].rsplit(":", 1)[0] if image else ""
+    repository = repository_of(image) if image else ""
     for engine, pattern in IMAGE_ENGINES.items():
         if repository and pattern.search(repository):
             return engine

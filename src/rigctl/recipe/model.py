@@ -29,6 +29,7 @@ from pydantic import (
 from rigctl.podman_args import RunCommand, podman_args
 from rigctl.recipe import defaults
 from rigctl.recipe.names import recipe_name_problem
+from rigctl.recipe.reference import IMAGE_RE
 from rigctl.util.fields import empty_list
 
 # The exact error podman prints for `--ipc=host --shm-size=...` (podman 4.x and 5.x).
@@ -119,23 +120,6 @@ def _image_pinned(value: str) -> str:
             )
         raise ValueError(f"{value!r} is not a valid NAME[:TAG]@sha256:<64 lowercase hex> reference")
     return value
-
-
-_NAME_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
-IMAGE_RE = re.compile(
-    rf"(?P<name>{_DOMAIN}{_NAME_COMPONENT}(?:/{_NAME_COMPONENT})*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"@(?P<digest>sha256:[0-9a-f]{64})"
-)
-
-_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
-
-
-def pinned(image: str) -> bool:
-    """Whether an image reference names its content (``@sha256:`` and 64 hex digits at its end): the one rule
-    for the recipe's image, doctor's image-pinned rule and which images doctor looks a digest up for."""
-    return _PINNED.search(image) is not None
 
 
 UnitStr = Annotated[str, AfterValidator(_no_control)]

@@ -29,7 +29,7 @@ import yaml
 from rigctl.errors import RigctlError
 from rigctl.exitcodes import ExitCode
 from rigctl.findings import Finding
-from rigctl.recipe.model import IMAGE_RE
+from rigctl.recipe.reference import IMAGE_RE
 from rigctl.severity import Severity
 
 GPU_RESOURCE = "nvidia.com/gpu"

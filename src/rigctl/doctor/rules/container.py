@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rigctl.doctor.edits import Edit, Remove, ReplaceWord
 from rigctl.doctor.rules.context import Hit, RuleContext, entry_with
-from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR, pinned
+from rigctl.recipe.model import PODMAN_IPC_SHM_ERROR
+from rigctl.recipe.reference import pinned
 
 
 def ipc_shm(ctx: RuleContext) -> list[Hit]:
