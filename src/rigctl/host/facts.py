@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeI
 from rigctl.places import Scope
 from rigctl.podman_versions import Version, find_version
 from rigctl.util.fields import empty_list
+from rigctl.util.publish import every_address, same_address
 
 FACTS_SCHEMA = "1"  # the "rigctl" key of the document; bump on incompatible changes
 
@@ -395,11 +396,10 @@ class Ports(_Fact):
 
     def holder(self, port: int, address: str = "127.0.0.1") -> Listener | None:
         """The listener that would collide with publishing ``address:port``."""
-        wildcard = {"0.0.0.0", "::", "*", ""}
         for lis in self.listening:
             if lis.port != port:
                 continue
-            if address in wildcard or lis.address in wildcard or lis.address == address:
+            if every_address(address) or every_address(lis.address) or same_address(lis.address, address):
                 return lis
         return None
 

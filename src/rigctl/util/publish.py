@@ -70,6 +70,39 @@ def spell_publish(address: str | None, host_port: int | str, container_port: int
     return f"{head}{host_port}:{container_port}{proto}"
 
 
+def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return None
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return mapped or ip
+
+
+def every_address(address: str | None) -> bool:
+    """Whether a bind or publish address means every address: none, ``*``, or an unspecified IP however it
+    is spelt (``0.0.0.0``, ``::``, ``0:0:0:0:0:0:0:0``, ``[::]``)."""
+    if not address or address.strip("[]") in ("", "*"):
+        return True
+    ip = _ip(address)
+    return ip is not None and ip.is_unspecified
+
+
+def loopback_only(address: str) -> bool:
+    """Whether an address is reached from this host alone: ``localhost`` or a loopback IP however it is
+    spelt (``127.0.0.2``, ``::1``, ``[0:0:0:0:0:0:0:1]``)."""
+    if address.strip("[]").lower() == "localhost":
+        return True
+    ip = _ip(address)
+    return ip is not None and ip.is_loopback
+
+
+def same_address(a: str, b: str) -> bool:
+    """Whether two addresses are the same one, however each is spelt."""
+    ip_a, ip_b = _ip(a), _ip(b)
+    return ip_a == ip_b if ip_a is not None and ip_b is not None else a.strip("[]") == b.strip("[]")
+
+
 def client_url(address: str | None, port: int | str) -> str:
     """``http://HOST:PORT`` for a server published on ``address`` (None or "": every address): an unspecified
     address is reached over the loopback of its family, an IPv6 address is bracketed, a name is kept."""

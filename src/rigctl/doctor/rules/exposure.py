@@ -15,15 +15,10 @@ from rigctl.host.serving import (
     ServingSpec,
 )
 from rigctl.severity import Severity
-from rigctl.util.publish import parse_publish, spell_publish
+from rigctl.util.publish import loopback_only, parse_publish, spell_publish
 
 _AUTH_ENV = re.compile(r"(^|_)API_(KEY|KEYS|TOKEN|TOKENS)$")
 _AUTH_ARGS = ("--api-key", "--api-keys", "--api-key-file", "--api-token")
-
-
-def _is_loopback(address: str) -> bool:
-    host = address.strip("[]")
-    return host.startswith("127.") or host in ("::1", "localhost")
 
 
 def split_publish(spec: str) -> tuple[str | None, str, str, str]:
@@ -55,7 +50,7 @@ def published(ctx: RuleContext) -> list[Hit]:
     edits: list[Edit] = []
     for publish in spec.publish:
         ip, host_port, container_port, suffix = split_publish(publish)
-        if ip is not None and _is_loopback(ip):
+        if ip is not None and loopback_only(ip):
             continue
         exposed.append(f"port {publish} is published on {ip or 'every address'}")
         local = spell_publish("127.0.0.1", host_port, container_port, suffix)
@@ -68,7 +63,7 @@ def published(ctx: RuleContext) -> list[Hit]:
     if spec.runner == "engine" or host_net:
         bind = _engine_host(spec.engine_args)
         default_all = bind is None and spec.engine in ENGINE_BINDS_ALL_BY_DEFAULT
-        if (bind is not None and not _is_loopback(bind)) or default_all:
+        if (bind is not None and not loopback_only(bind)) or default_all:
             where = "the host network" if host_net else "the host"
             exposed.append(
                 f"{spec.engine or 'the engine'} listens on {bind or 'every address (its default)'} on {where}"
