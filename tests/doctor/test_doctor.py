@@ -383,3 +383,20 @@ def test_local_image_digest_pins_for_real(tmp_path: Path, need: Callable[[bool, 
         assert inspect.ok, inspect.describe()  # podman resolves the pinned reference to the same image
     finally:
         run(["podman", "rmi", "-f", name], timeout=60)
+
+
+def test_doctor_accepts_the_warmup_budget_rigctl_rendered(tmp_path: Path) -> None:
+    """A recipe may give its model a short warmup (300 s for an 8B model): the unit rigctl renders from it
+    (Notify=healthy, TimeoutStartSec=300) is rigctl's own decision, which `up`'s watch and `status` judge by,
+    and doctor no longer fails it nor "fixes" it to 1800 s; a unit that is not rigctl's still gets the rule."""
+    out = tmp_path / "units"
+    rendered = CliRunner().invoke(app, ["render", "qwen3-8b-vllm", "--set", "service.warmup_budget_s=300",
+                                        "--podman-version", "5.4", "--quadlet-version", "5.4", "--gpus", "GPU-x",
+                                        "--out", str(out)])
+    assert rendered.exit_code == 0, rendered.output
+    (unit,) = out.iterdir()
+    text = unit.read_text()
+    assert "Notify=healthy" in text and "TimeoutStartSec=300" in text
+    assert audit([Unit.of(str(unit), text)], NO_HOST) == []
+    foreign = text.replace("Label=rigctl.managed=true\n", "")
+    assert {f.id for f in audit([Unit.of(str(unit), foreign)], NO_HOST)} == {"notify-healthy-short-timeout"}
