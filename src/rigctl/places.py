@@ -59,6 +59,9 @@ def resolve_scope(user: bool, system: bool) -> Scope:
 
 SYSTEM_UNIT_DIR = Path("/etc/containers/systemd")
 USER_UNIT_SUBDIR = Path("containers/systemd")  # under $XDG_CONFIG_HOME (default ~/.config)
+# where each manager reads plain unit files an administrator wrote (rigctl's canary timers go there)
+SYSTEM_SYSTEMD_DIR = Path("/etc/systemd/system")
+USER_SYSTEMD_SUBDIR = Path("systemd/user")  # under $XDG_CONFIG_HOME
 
 
 def install_dir(scope: Scope, *, config_home: Path | None = None) -> Path:
@@ -76,7 +79,12 @@ def install_path(scope: Scope, name: str, *, config_home: Path | None = None) ->
 def quadlet_service(container_file: str) -> str:
     """The service quadlet generates from ``NAME.container`` when the file gives no ``ServiceName=`` (rigctl's
     never do): ``NAME.service``. ``host.unit.Unit.service`` reads a ServiceName= too."""
-    return container_file.rsplit("/", 1)[-1].removesuffix(".container") + ".service"
+    return container_service(container_file.rsplit("/", 1)[-1].removesuffix(".container"))
+
+
+def container_service(container: str) -> str:
+    """The service of rigctl's container ``NAME`` (its quadlet file is ``NAME.container``): ``NAME.service``."""
+    return f"{container}.service"
 
 
 def quadlet_file(service: str) -> str:

@@ -37,7 +37,7 @@ from rigctl.deploy.install import install_files, remove_files
 from rigctl.deploy.state import deployment_lock
 from rigctl.errors import CommandError, LockHeldError, UsageError
 from rigctl.invocation import current
-from rigctl.places import Scope
+from rigctl.places import SYSTEM_SYSTEMD_DIR, USER_SYSTEMD_SUBDIR, Scope
 from rigctl.render.canary_units import CanaryUnits, render, service_name, timer_deployment, timer_name, unit_names
 
 DEFAULT_CHECKS = ("health", "smoke", "repetition")
@@ -48,8 +48,6 @@ MAX_EVERY_S = 7 * 24 * 3600
 DEFAULT_TIMEOUT_S = 120
 TTFT_PROBE = "The capital of France is"
 TTFT_TOKENS = 16
-SYSTEM_SYSTEMD_DIR = Path("/etc/systemd/system")
-USER_SYSTEMD_SUBDIR = Path("systemd/user")
 
 
 def systemd_dir(scope: Scope) -> Path:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from rigctl.deploy.state import DeploymentRecord, is_record_name, locate, not_deployed, search_scopes
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
-from rigctl.places import Dirs, Scope
+from rigctl.places import Dirs, Scope, container_service
 from rigctl.recipe.load import load
 from rigctl.recipe.model import CrashSignature, Recipe
+from rigctl.recipe.names import default_container
 
 if TYPE_CHECKING:
     from rigctl.verify.client import Endpoint
@@ -43,11 +44,11 @@ class FoundDeployment:
     def container(self) -> str:
         if self.record is not None:
             return self.record.container
-        return self.recipe.container_name if self.recipe is not None else f"rigctl-{self.name}"
+        return self.recipe.container_name if self.recipe is not None else default_container(self.name)
 
     @property
     def unit(self) -> str:
-        return self.record.unit if self.record is not None else f"{self.container}.service"
+        return self.record.unit if self.record is not None else container_service(self.container)
 
     @property
     def signatures(self) -> tuple[CrashSignature, ...]:

@@ -52,7 +52,7 @@ from rigctl.host.facts import GIB, MIB, Gpu, HostFacts
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.procfs import process_tree
 from rigctl.host.quadlet import find_quadlet
-from rigctl.places import Dirs, Scope
+from rigctl.places import Dirs, Scope, container_service
 from rigctl.plan.plan import Plan, make_plan
 from rigctl.recipe.model import Recipe
 from rigctl.render.canary_units import timer_name
@@ -546,7 +546,7 @@ class HostSwapDeploy:
 
     def stop(self, side: Side, *, remove: bool) -> DownResult:
         a = self.adapters
-        return down(side.name, unit=f"{side.recipe.container_name}.service", container=side.recipe.container_name,
+        return down(side.name, unit=container_service(side.recipe.container_name), container=side.recipe.container_name,
                     unit_dir=self.dirs.units, state_dir=self.dirs.state, remove=remove,
                     stop_timeout_s=side.recipe.service.stop_timeout_s, systemd=a.systemd, podman=a.podman,
                     gpu=a.gpu, clock=a.clock)
@@ -586,7 +586,7 @@ class HostSwapDeploy:
         place = self.canary
         if place is None:
             raise DeployError("no systemd to install the canary with")
-        return canaries.move(held, target.name, engine_unit=f"{target.recipe.container_name}.service",
+        return canaries.move(held, target.name, engine_unit=container_service(target.recipe.container_name),
                              command=canaries.command_for(target.name, self.scope, place.executable),
                              unit_dir=place.unit_dir, state_dir=self.dirs.state, systemd=place.units,
                              now=self.adapters.clock.time())

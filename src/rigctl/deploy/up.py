@@ -37,7 +37,7 @@ from rigctl.host.early import EarlyProbes
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import probe_ports
 from rigctl.invocation import named_dir
-from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope, quadlet_service
+from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope, quadlet_file, quadlet_service
 from rigctl.plan.plan import Plan, make_plan, notes_dict
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
@@ -307,7 +307,7 @@ def _install_and_run(
                         records.delete(dirs.state, recipe.name)
                     if removed:
                         said += f"\n(removed what this up installed: {', '.join(str(p) for p in removed)})"
-                container = f"{dirs.units / unit.removesuffix('.service')}.container"
+                container = dirs.units / quadlet_file(unit)
                 if rejected:
                     raise DeployError(f"systemd has no {unit} after daemon-reload: the quadlet generator rejected "
                                       f"{container}:\n{said}",

@@ -27,6 +27,7 @@ from typing import Literal
 from rigctl.host.unit import SearchScope, SourceFile, Unit, generated_service
 from rigctl.host.unitfile import dropin_dirs
 from rigctl.invocation import default_below
+from rigctl.places import SYSTEM_SYSTEMD_DIR, SYSTEM_UNIT_DIR, USER_SYSTEMD_SUBDIR, USER_UNIT_SUBDIR
 
 RootKind = Literal["quadlet", "systemd", "path"]
 
@@ -108,22 +109,22 @@ def default_roots(home: str, runtime_dir: str | None, uid: int, other_homes: Seq
     runtime = runtime_dir.rstrip("/") if runtime_dir else None
     roots = [
         Root("/run/containers/systemd", "quadlet", "system"),  # quadlet 5.x: transient units
-        Root("/etc/containers/systemd", "quadlet", "system"),
+        Root(str(SYSTEM_UNIT_DIR), "quadlet", "system"),
         Root("/usr/share/containers/systemd", "quadlet", "system"),
         *(Root(path, "systemd", "system") for path in (
-            "/etc/systemd/system.control", "/run/systemd/system.control", "/etc/systemd/system",
+            "/etc/systemd/system.control", "/run/systemd/system.control", str(SYSTEM_SYSTEMD_DIR),
             "/etc/systemd/system.attached", "/run/systemd/system", "/run/systemd/system.attached",
             "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")),
     ]
     if runtime:  # before the config directory: quadlet reads it first
         roots.append(Root(f"{runtime}/containers/systemd", "quadlet", "user", own))
     roots += [
-        Root(f"{config}/containers/systemd", "quadlet", "user", own),
+        Root(f"{config}/{USER_UNIT_SUBDIR}", "quadlet", "user", own),
         Root(USERS_DIR, "quadlet", "user", per_uid=True),  # before users/UID, as quadlet reads them
         Root(f"{USERS_DIR}/{uid}", "quadlet", "user", own),
         Root(f"{config}/systemd/user.control", "systemd", "user", own),
         *([Root(f"{runtime}/systemd/user.control", "systemd", "user", own)] if runtime else []),
-        Root(f"{config}/systemd/user", "systemd", "user", own),
+        Root(f"{config}/{USER_SYSTEMD_SUBDIR}", "systemd", "user", own),
         Root("/etc/systemd/user", "systemd", "user"),
         *([Root(f"{runtime}/systemd/user", "systemd", "user", own)] if runtime else []),
         Root("/run/systemd/user", "systemd", "user"),

@@ -20,7 +20,8 @@ import yaml
 
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
 from rigctl.invocation import current
-from rigctl.recipe.names import recipe_name_problem
+from rigctl.places import container_service
+from rigctl.recipe.names import default_container, recipe_name_problem
 from rigctl.util.safefs import RECIPE_LIMIT, MiB, format_size, read_text
 from rigctl.util.text import clip
 
@@ -284,7 +285,7 @@ def name_mismatch(path: Path, name: str) -> str | None:
     if path.stem == name:
         return None
     said = (f"{path}: name: {name!r} differs from the file name {path.stem!r}: rigctl serves it as {name} "
-            f"(unit rigctl-{name}.service)")
+            f"(unit {container_service(default_container(name))} unless its container.name says otherwise)")
     try:
         found = resolve(name).path
     except RecipeNotFoundError:

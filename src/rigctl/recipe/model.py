@@ -28,7 +28,7 @@ from pydantic import (
 
 from rigctl.podman_args import RunCommand, podman_args
 from rigctl.recipe import defaults
-from rigctl.recipe.names import recipe_name_problem
+from rigctl.recipe.names import default_container, recipe_name_problem
 from rigctl.recipe.reference import IMAGE_RE
 from rigctl.util.fields import empty_list
 
@@ -645,7 +645,7 @@ class Recipe(Strict):
 
     @property
     def container_name(self) -> str:
-        return self.container.name or f"rigctl-{self.name}"
+        return self.container.name or default_container(self.name)
 
     @property
     def publish(self) -> Publish:

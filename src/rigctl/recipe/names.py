@@ -10,6 +10,11 @@ RECIPE_NAME_MAX = 63
 _RECIPE_NAME = re.compile(rf"[a-z0-9][a-z0-9._-]{{0,{RECIPE_NAME_MAX - 1}}}")
 
 
+def default_container(name: str) -> str:
+    """The container (and so the quadlet file and unit) of recipe ``name`` when it names none: rigctl-NAME."""
+    return f"rigctl-{name}"
+
+
 def recipe_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a recipe or its container, or None when it can."""
     if len(name) > RECIPE_NAME_MAX:
