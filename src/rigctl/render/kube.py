@@ -50,8 +50,10 @@ from rigctl.render import escape
 from rigctl.render.escape import RenderError
 from rigctl.render.kubelint import (
     DNS_LABEL_1123,
+    DNS_SUBDOMAIN,
     EXPANDED_FIELDS,
     GPU_RESOURCE,
+    NAME_PART,
     SHM_PATH,
     LintExpectations,
     lint,
@@ -128,8 +130,6 @@ def security_context() -> dict[str, Any]:
     }
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _SIZE = re.compile(r"([1-9][0-9]*)([bkmgBKMG]?)")
 _BINARY_SUFFIX = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
 
@@ -204,7 +204,7 @@ def node_product_values(recipe: Recipe, override: Sequence[str] | None, notes: l
         values = list(dict.fromkeys(gpu_product_label(p) for p in recipe.gpus.products))
         source = "gpus.products"
     for value in values:
-        if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        if len(value) > 63 or not NAME_PART.fullmatch(value):
             problem = (f"{source}: {value!r} cannot be a node label value (letters, digits, '-', '_', '.', at most "
                        "63, starting and ending with a letter or digit)")
             if override:
@@ -341,7 +341,7 @@ def _env(recipe: Recipe, process: EngineProcess, target: KubeTarget, expanded: t
     env: list[Any] = [{"name": name, "value": dollars(value) if "env" in expanded else value}
                       for name, value in process.env]
     for secret in recipe.container.secrets:
-        if len(secret.name) > 253 or not _DNS_SUBDOMAIN.fullmatch(secret.name):
+        if len(secret.name) > 253 or not DNS_SUBDOMAIN.fullmatch(secret.name):
             raise RenderError(
                 f"container.secrets: {secret.name!r} cannot name a Kubernetes Secret (lowercase letters, digits, "
                 "'-' and '.')",
@@ -677,7 +677,7 @@ def render_kube(
         if verify_image is not None:
             raise UsageError("--verify-job is for Kubernetes: podman kube play runs no Jobs",
                              fix=f"on the box, run `rigctl verify {recipe.name}` once it is up")
-    if model_pvc is not None and (len(model_pvc) > 253 or not _DNS_SUBDOMAIN.fullmatch(model_pvc)):
+    if model_pvc is not None and (len(model_pvc) > 253 or not DNS_SUBDOMAIN.fullmatch(model_pvc)):
         raise UsageError(f"--model-pvc {model_pvc!r}: not a claim name (lowercase letters, digits, '-' and '.')")
     if node_products and (target != "kube" or recipe.gpus.count == 0):
         raise UsageError("--node-product selects Kubernetes nodes by GPU product: it needs --target kube and a "

@@ -36,8 +36,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 SHM_PATH = "/dev/shm"
 
 # Kubernetes' qualified name: an optional DNS-subdomain prefix and a name of at most 63 characters.
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")  # a qualified name's name, a label value
 # Unprefixed resource names a container may ask for; anything else needs a domain prefix.
 _STANDARD = re.compile(r"cpu|memory|ephemeral-storage|hugepages-[0-9]+[KMGTPE]i?")
 # A CDI device name (vendor/class=device): what podman >= 5.4 takes as a kube play resource key.
@@ -358,9 +358,9 @@ def resource_name_problem(name: str, *, cdi_names: bool = False) -> str | None:
         return (f"{name!r} is a CDI device name (podman kube play >= 5.4), which Kubernetes refuses: '=' is not "
                 "allowed in a resource name")
     prefix, _, part = name.rpartition("/")
-    if not part or len(part) > 63 or not _NAME_PART.fullmatch(part):
+    if not part or len(part) > 63 or not NAME_PART.fullmatch(part):
         return f"{name!r} is not a qualified name"
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
         return f"{name!r}: its prefix {prefix!r} is not a DNS subdomain"
     if not prefix and not _STANDARD.fullmatch(name):
         return f"{name!r} is neither a standard resource (cpu, memory, ...) nor prefixed by a domain"
