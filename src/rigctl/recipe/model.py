@@ -525,6 +525,11 @@ class Service(Strict):
     stop_timeout_s: int = Field(default=defaults.STOP_TIMEOUT_S, ge=1, le=3600)
 
     @property
+    def unit_stop_timeout_s(self) -> int:
+        """The unit's TimeoutStopSec (quadlet, podman kube): the engine's stop timeout and a grace after it."""
+        return self.stop_timeout_s + defaults.STOP_GRACE_S
+
+    @property
     def stop_wait_s(self) -> float:
         """How long rigctl waits for `systemctl stop` of this unit (``defaults.stop_wait_s``)."""
         return defaults.stop_wait_s(self.stop_timeout_s)

@@ -44,7 +44,6 @@ from rigctl.errors import UsageError
 from rigctl.findings import Finding
 from rigctl.places import Scope
 from rigctl.podman_versions import DEFAULT_PODMAN, PODMAN_FLOOR, QUADLET_FIRST, Version, fmt
-from rigctl.recipe.defaults import STOP_GRACE_S
 from rigctl.recipe.model import SpecDraft
 from rigctl.render import escape
 from rigctl.render.escape import RenderError
@@ -602,7 +601,7 @@ def _kube_unit(recipe: Recipe, unit_name: str, yaml_name: str, *, podman: Versio
         f"RestartSec={service.restart_sec}",
         "# Long warmups (TP warmup, CUDA graph capture) must not hit systemd's default 90 s start timeout.",
         f"TimeoutStartSec={service.warmup_budget_s}",
-        f"TimeoutStopSec={service.stop_timeout_s + STOP_GRACE_S}",
+        f"TimeoutStopSec={service.unit_stop_timeout_s}",
         "",
         "[Install]",
         f"WantedBy={Scope(scope).boot_target}",

@@ -25,7 +25,6 @@ from rigctl.podman_versions import (
     fmt,
     has_key,
 )
-from rigctl.recipe.defaults import STOP_GRACE_S
 from rigctl.render import escape
 from rigctl.render.escape import RenderError
 from rigctl.util import safefs
@@ -378,7 +377,7 @@ def render_units(
             "restart": recipe.service.restart,
             "restart_sec": recipe.service.restart_sec,
             "timeout_start": recipe.service.warmup_budget_s,
-            "timeout_stop": recipe.service.stop_timeout_s + STOP_GRACE_S,
+            "timeout_stop": recipe.service.unit_stop_timeout_s,
             "exec_start_pre": exec_start_pre,
         },
         "wanted_by": Scope(scope).boot_target,

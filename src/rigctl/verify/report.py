@@ -65,6 +65,14 @@ class VerifyReport:
         }
 
 
+HEALTH_TIMEOUT_S = 10.0  # the most a health or models request may take
+
+
+def health_timeout(request_timeout_s: float) -> float:
+    """How long /health and /v1/models may take: a request's bound, at most ``HEALTH_TIMEOUT_S``."""
+    return min(HEALTH_TIMEOUT_S, float(request_timeout_s))
+
+
 @dataclass(frozen=True)
 class Expectations:
     """What the served model must do. ``context`` is the expected max_model_len (None: take the server's);
@@ -76,7 +84,7 @@ class Expectations:
     needle: NeedleSettings = field(default_factory=NeedleSettings)
     soak: SoakSettings = field(default_factory=SoakSettings)
     request_timeout_s: float = REQUEST_TIMEOUT_S
-    health_timeout_s: float = 10.0
+    health_timeout_s: float = HEALTH_TIMEOUT_S  # /health and /v1/models: ``health_timeout`` of the request's
     signatures: tuple[CrashSignature, ...] = ()
 
     def __post_init__(self) -> None:
@@ -96,7 +104,7 @@ class Expectations:
             needle=verification.needle,
             soak=verification.soak,
             request_timeout_s=float(verification.request_timeout_s),
-            health_timeout_s=min(10.0, float(verification.request_timeout_s)),
+            health_timeout_s=health_timeout(verification.request_timeout_s),
             signatures=signatures,
         )
 

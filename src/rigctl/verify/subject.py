@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rigctl.errors import UsageError
 from rigctl.recipe.model import Recipe
 from rigctl.verify.client import Endpoint
-from rigctl.verify.report import Expectations, endpoint_for
+from rigctl.verify.report import Expectations, endpoint_for, health_timeout
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def for_url(given: Overrides) -> tuple[Endpoint, Expectations]:
 def _tuned(expect: Expectations, given: Overrides) -> Expectations:
     if given.timeout is not None:
         expect = dataclasses.replace(expect, request_timeout_s=given.timeout,
-                                     health_timeout_s=min(10.0, given.timeout))
+                                     health_timeout_s=health_timeout(given.timeout))
     if given.concurrency is not None or given.requests is not None:
         soak = expect.soak.model_copy(update={
             k: v for k, v in (("concurrency", given.concurrency), ("requests", given.requests)) if v is not None})
