@@ -89,3 +89,18 @@ def test_a_registered_check_that_raises_is_isolated_and_still_judged(fake_engine
     assert repetition is not None
     assert repetition.message == "probe request failed: RuntimeError: a bug in the probe"
     assert repetition.figures["outputs_checked"] == 2  # the smoke answer and the greeting
+
+
+def test_every_chosen_set_of_checks_names_registered_ones() -> None:
+    """`up`'s checks after ready, the canary's default and allowed ones, and the kube verify Job's each choose
+    from REGISTRY: a check renamed there cannot leave a name here that --checks would refuse at run time."""
+    from rigctl.deploy.canary import ALLOWED_CHECKS, DEFAULT_CHECKS
+    from rigctl.deploy.up import VERIFY_CHECKS
+    from rigctl.render.kube import VERIFY_CHECKS as KUBE_JOB_CHECKS
+
+    chosen = {"up": VERIFY_CHECKS, "canary default": DEFAULT_CHECKS, "canary allowed": ALLOWED_CHECKS,
+              "kube job": tuple(KUBE_JOB_CHECKS.split(","))}
+    assert {what: [c for c in checks if c not in REGISTRY] for what, checks in chosen.items()} == {
+        what: [] for what in chosen}
+    assert set(DEFAULT_CHECKS) <= set(ALLOWED_CHECKS)
+    assert set(parse_checks(KUBE_JOB_CHECKS)) == set(KUBE_JOB_CHECKS.split(","))  # the Job's --checks is accepted

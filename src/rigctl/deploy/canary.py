@@ -313,7 +313,7 @@ async def _probe(recipe: Any, endpoint: Any, checks: tuple[str, ...], request_ti
     async with HttpEngine(endpoint, max_connections=8) as engine:
         report = await run_checks_async(endpoint, expect, checks, engine=engine)
         results = [{"id": c.id, "status": c.status} for c in report.checks]
-        failing = next((c for c in report.checks if c.status in ("fail", "error")), None)
+        failing = next((c for c in report.checks if c.severity.failing), None)
         if failing is not None:
             return CanaryVerdict(False, results, failing.id, history.clip_reason(failing.message))
         if baseline is not None:
