@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rigctl.host.cdi import nvidia_specs, stale
+from rigctl.host.cdi import CDI_DIRS, nvidia_specs, stale
 from rigctl.host.facts import GIB, PathProbe
 from rigctl.places import Scope
 from rigctl.podman_versions import NOTIFY_HEALTHY, PODMAN_FLOOR, QUADLET_FIRST, QUADLET_KEYS
@@ -124,7 +124,7 @@ def check_cdi(ctx: Context) -> Verdict:
     gen = "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
     specs = nvidia_specs(cdi)
     if not specs:
-        where = " or ".join(cdi.dirs) or "/etc/cdi"
+        where = " or ".join(cdi.dirs or CDI_DIRS)  # a capture without them: where the toolkit looks
         broken = [f"{s.path}: {s.error}" for s in cdi.specs if s.error]
         return fail(f"no CDI spec for nvidia.com/gpu in {where}" + (f" ({'; '.join(broken)})" if broken else ""),
                     f"install nvidia-container-toolkit and `{gen}`")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules.context import HostHit, RuleContext
-from rigctl.host.cdi import nvidia_specs, stale
+from rigctl.host.cdi import CDI_DIRS, nvidia_specs, stale
 from rigctl.podman_args import NVIDIA_CDI_KIND
 
 _GENERATE = "nvidia-ctk cdi generate --output="
@@ -38,7 +38,7 @@ def cdi_stale(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]
 def cdi_missing(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:
     if facts.driver_version is None or nvidia_specs(facts.cdi):
         return []
-    where = " or ".join(facts.cdi.dirs) or "/etc/cdi or /var/run/cdi"
+    where = " or ".join(facts.cdi.dirs or CDI_DIRS)
     return [
         HostHit(
             path,
