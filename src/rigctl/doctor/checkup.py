@@ -15,7 +15,7 @@ from rigctl.doctor.audit import audit, serving_units
 from rigctl.doctor.discover import local_roots, path_roots
 from rigctl.doctor.fix import FixPlan, fix_refusal, plan_fixes, rewrite
 from rigctl.doctor.host_state import DoctorFacts, live_units, local_facts
-from rigctl.doctor.unit_findings import UnitFinding
+from rigctl.doctor.unit_findings import SPOKEN, UnitFinding
 from rigctl.errors import CommandError, InvalidInputError, UsageError
 from rigctl.host.unit import Unit
 from rigctl.host.unitdirs import Root, collect
@@ -78,7 +78,7 @@ class DoctorReport:
         return self.fix_error is None and not not_in_effect and not any(f.fails for f in self.final)
 
     def counts(self) -> dict[str, int]:
-        out = {"fail": 0, "warn": 0, "info": 0}
+        out = {str(severity): 0 for severity in SPOKEN}  # the severities doctor speaks, worst first
         for f in self.final:
             out[f.severity] += 1
         return out

@@ -33,6 +33,7 @@ from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE
 from rigctl.host.unit import Unit
 from rigctl.host.unitdirs import collect
 from rigctl.recipe.problems import format_validation_error
+from rigctl.severity import Severity
 from rigctl.util.jsonable import jsonable
 
 
@@ -68,7 +69,7 @@ def _remote_doctor(result: HostResult, host: Host, sections: dict[str, str], std
             judged = checked["remaining"] + malformed
         else:
             judged = result.findings
-    result.ok = bool(document["ok"]) and not any(f["severity"] == "fail" for f in judged)
+    result.ok = bool(document["ok"]) and not any(f["severity"] == Severity.FAIL for f in judged)
 
 
 def _no_remote_fix(host: Host, units: Sequence[Unit], facts: DoctorFacts) -> dict[str, Any]:
@@ -121,8 +122,8 @@ def host_doctor(host: Host, ssh: Transport, timeout: float, *, fix: bool = False
         if skipped:
             result.summary.append(f"{len(skipped)} file(s) not read: " + "; ".join(
                 shown(f"{s.path}: {s.reason}") for s in skipped[:5]))
-    fails = sum(1 for f in result.findings if f.get("severity") == "fail")
-    warns = sum(1 for f in result.findings if f.get("severity") == "warn")
+    fails = sum(1 for f in result.findings if f.get("severity") == Severity.FAIL)
+    warns = sum(1 for f in result.findings if f.get("severity") == Severity.WARN)
     units_seen = result.data.get("units") or []
     fixed = result.data.get("fix")
     result.summary.append(f"{len(units_seen)} serving unit(s); {fails} fail, {warns} warn"
