@@ -222,12 +222,12 @@ def judge(unit: UnitState | None, health: str, *, record: records.DeploymentReco
     since = _wall(unit.active_since_mono_us)
     if ready_at is not None and since is not None and ready_at >= since:
         # this very start was ready once: no warmup is left to wait for
-        return "not-serving", (f"active but no longer ready ({health}): it was ready at "
-                               f"{time.strftime('%H:%M', time.localtime(ready_at))} and has not restarted since")
+        return "not-serving", (f"no longer ready, though active and not restarted since it was ready at "
+                               f"{time.strftime('%H:%M', time.localtime(ready_at))}: {health}")
     budget = record.warmup_budget_s if record is not None else None
     if budget is not None and since is not None and now - since > budget:
-        return "not-serving", (f"active for {now - since:.0f} s and still not ready ({health}): past its warmup "
-                               f"budget of {budget} s")
+        return "not-serving", (f"still not ready after {now - since:.0f} s active, past its warmup budget of "
+                               f"{budget} s: {health}")
     return "not-ready", f"active but not ready ({health})"
 
 

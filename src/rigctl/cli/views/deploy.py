@@ -176,7 +176,7 @@ def status(services: Sequence[ServiceStatus]) -> View:
             out.write(f"{printable(s.unit)} ({s.scope})  {verdict}  {printable(s.active)}/{printable(s.sub)}  "
                       f"health {printable(s.health)}\n")
             if s.verdict_detail and s.verdict_detail != s.verdict:
-                out.write(f"  {printable(s.verdict_detail, LINE_LIMIT)}\n")
+                prose(out, printable(s.verdict_detail, LINE_LIMIT), first="  ")
             restarts = "?" if s.restarts is None else s.restarts  # None: the manager did not say
             said = " in the unit file" if s.restart_policy_from == "unit file" else ""  # the manager did not say
             out.write(f"  restarts {restarts} (Restart={policy or '?'}{said})  up {uptime}  GPU memory {gpu_mem}\n")
@@ -186,8 +186,8 @@ def status(services: Sequence[ServiceStatus]) -> View:
             out.write(f"  endpoint {printable(s.endpoint or '-')}  model {printable(s.model or '-')}\n")
             out.write(f"  image {printable(s.image or '-')}\n")
             if s.restart_policy and s.restart_policy != "always":
-                out.write(f"  warning: Restart={policy}: an engine that exits 0 on a crash stays "
-                          "down; use Restart=always\n")
+                prose(out, f"Restart={policy}: an engine that exits 0 on a crash stays down; use Restart=always",
+                      first="  warning: ", rest="    ")
             if s.last_failure:
                 lf = s.last_failure
                 out.write(f"  last failed warmup: {printable(lf.get('status'))}: "
@@ -196,8 +196,8 @@ def status(services: Sequence[ServiceStatus]) -> View:
             _learnt_lines(out, s)
         failing = [s for s in services if s.failing]
         if failing:
-            out.write(f"{len(failing)} of {len(services)} service(s) not serving: "
-                      f"{', '.join(printable(s.unit) for s in failing)} (`rigctl logs NAME` says why)\n")
+            prose(out, f"{len(failing)} of {len(services)} service(s) not serving: "
+                       f"{', '.join(printable(s.unit) for s in failing)} (`rigctl logs NAME` says why)", rest="  ")
 
     return view
 
