@@ -125,16 +125,21 @@ def _share(natural: Sequence[int], width: int) -> list[int]:
     return widths
 
 
+def natural(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    """Each column's width unwrapped: its header or its widest cell."""
+    return [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+
+
 def floors(headers: Sequence[str], rows: Sequence[Sequence[str]], keep: int = 0,
            minimum: Sequence[int] | None = None) -> list[int]:
     """Each column's narrowest: the first ``keep`` columns as wide as their widest cell (ids, results:
     never wrapped), any other as its longest backtick span, or ``minimum`` of it where that is more
     (a message column a view wants readable), never more than its widest cell."""
-    natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-    base = [natural[i] if i < keep else least([row[i] for row in rows]) for i in range(len(headers))]
+    widest = natural(headers, rows)
+    base = [widest[i] if i < keep else least([row[i] for row in rows]) for i in range(len(headers))]
     if minimum is None:
         return base
-    return [max(b, min(m, n)) for b, m, n in zip(base, minimum, natural, strict=True)]
+    return [max(b, min(m, n)) for b, m, n in zip(base, minimum, widest, strict=True)]
 
 
 def fits(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, *, keep: int = 0) -> bool:
@@ -151,8 +156,8 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str 
     """The table as lines of text, each at most ``width`` characters (unless the ``floors`` of ``keep``,
     ``minimum`` and the backtick spans need more), ending in a newline. ``below``: for each row, a text
     printed on full lines under it (indented), or None."""
-    natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-    widths = fit(natural, max(len(headers), width - len(GAP) * (len(headers) - 1)),
+    widest = natural(headers, rows)
+    widths = fit(widest, max(len(headers), width - len(GAP) * (len(headers) - 1)),
                  floors(headers, rows, keep, minimum))
     lines = [title] if title else []
 

@@ -94,7 +94,7 @@ def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *
     from rich.text import Text
 
     plain = [[_plain(c) for c in row] for row in rows]
-    natural = [max([len(h), *(len(row[i]) for row in plain)]) for i, h in enumerate(headers)]
+    natural = plaintable.natural(headers, plain)
     # rich's box and padding take three characters a column, and one more
     widths = plaintable.fit(natural, max(len(headers), width - 3 * len(headers) - 1),
                             plaintable.floors(headers, plain, keep, minimum))

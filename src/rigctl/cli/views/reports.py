@@ -36,8 +36,7 @@ def facts(found: HostFacts) -> View:
                              power, "on" if g.mig_enabled else "off" if g.mig_enabled is False else "-",
                              printable(g.uuid)])
             headers = ("#", "name", "pci id", "memory MiB", "used", "cc", "power W", "mig", "uuid")
-            natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-            if sum(natural) + overhead(out, len(headers)) <= columns(out):
+            if sum(plaintable.natural(headers, rows)) + overhead(out, len(headers)) <= columns(out):
                 table(out, headers, rows)
             else:  # a UUID is copied whole (--gpus): under its row rather than cut into a narrow column
                 table(out, headers[:-1], [row[:-1] for row in rows], below=[f"uuid {row[-1]}" for row in rows])
