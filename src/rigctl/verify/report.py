@@ -84,7 +84,7 @@ class Expectations:
     needle: NeedleSettings = field(default_factory=NeedleSettings)
     soak: SoakSettings = field(default_factory=SoakSettings)
     request_timeout_s: float = REQUEST_TIMEOUT_S
-    health_timeout_s: float = HEALTH_TIMEOUT_S  # /health and /v1/models: ``health_timeout`` of the request's
+    health_timeout_s: float = HEALTH_TIMEOUT_S  # /health and /v1/models (``health_timeout``)
     signatures: tuple[CrashSignature, ...] = ()
 
     def __post_init__(self) -> None:
