@@ -179,7 +179,18 @@ def _usage_error_object(err: Exception) -> int:
     return emit_error(command or "rigctl", UsageError(message, fix=fix), as_json=True)
 
 
+def _never_fail_to_print() -> None:
+    """Views escape what they print (``util.text.printable``); should a value slip past that, a character
+    the stream cannot encode (a lone surrogate from an engine's JSON) is written as an escape, not raised
+    as UnicodeEncodeError halfway through a report."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="backslashreplace")
+
+
 def main() -> None:
+    _never_fail_to_print()
     argv = sys.argv[1:]
     code = _root_help(argv)
     if code is None and argv and argv[0].endswith("-completion"):

@@ -33,18 +33,26 @@ def version_line() -> str:
     return f"rigctl {VERSION} (Python {version_facts()['python']})"
 
 
-# What a terminal would act on rather than show: C0 controls (ESC starts CSI/OSC sequences, BEL ends
-# OSC 8 links and OSC 52 clipboard writes), DEL, C1 controls (U+009B is CSI by itself) and the bidi
-# overrides that reorder what a reader sees. Text views print values from files, NVML and remote
-# hosts, so every such value goes through ``printable`` (and ``for_rich`` where rich parses markup).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# What a terminal would act on rather than show, or what a reader cannot see: C0 controls (ESC starts
+# CSI/OSC sequences, BEL ends OSC 8 links and OSC 52 clipboard writes), DEL, C1 controls (U+009B is CSI by
+# itself, U+0085 is a line break to some readers), every format character (Unicode's Cf: the bidi overrides,
+# marks and isolates, zero-width characters, BOM, tag characters), the line and paragraph separators, and a
+# lone surrogate (no encoder writes one: printed as it is, it raises UnicodeEncodeError and the view dies).
+# Every value a view, the Prometheus text or a journal line carries from a file, NVML, an engine or a remote
+# host goes through ``printable`` (and ``for_rich`` where rich parses markup).
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f]"
+)
 CELL_LIMIT = 200  # a table cell or a value in a line: names, versions, paths
 LINE_LIMIT = 4000  # a whole message
 
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable(value: object, limit: int | None = CELL_LIMIT) -> str:
