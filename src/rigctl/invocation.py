@@ -10,9 +10,13 @@ only where root alone could have put it there:
 
 - every component of the path as given (links included, as ``lstat`` sees them) is owned by root;
 - a link among them leads to a path whose every component root owns too;
-- none of them but a sticky one (``/tmp``) is writable by anyone else;
+- none of them is writable by anyone else, but a sticky one (``/tmp``) above it; the directory itself never
+  is (a sticky shared directory is no home: anyone may make ``rigctl/`` in it first);
 - where it does not exist yet, the directory it would be made in is root's and writable by nobody else (a
   ``/tmp/x`` that does not exist may be made by anyone first; a ``/root/.local/state`` only by root).
+
+``path_refusal`` is that rule for any path and its owners (root and the invoking user by default): what
+rigctl reads as its own configuration, state, cache or code passes it, or is refused with its reason.
 
 Otherwise root's own directory is used (its home from the password database, the XDG defaults below it,
 ``/run/user/0``), and the refusal is said once on stderr (``notice``). For anyone else, their environment is
@@ -24,6 +28,7 @@ A leaf: the standard library only, so every layer can ask.
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import stat
@@ -126,10 +131,38 @@ def _password_home(uid: int) -> Path:
     return Path(home) if home.startswith("/") else Path("/")
 
 
-def roots_own(value: str) -> str | None:
-    """None when ``value`` is a directory path that only root could have put in place (see the module's
-    rules); else why not, in a few words."""
-    path = os.path.normpath(value)
+def shared(st: os.stat_result) -> bool:
+    """Whether someone besides the owner may write ``st``: others may, or the group may and it is not the
+    owner's private group (a group with no member but the owner, as Debian's OpenSSH accepts for a umask of
+    002)."""
+    if st.st_mode & stat.S_IWOTH:
+        return True
+    return bool(st.st_mode & stat.S_IWGRP) and not _private_group(st.st_gid, st.st_uid)
+
+
+def _private_group(gid: int, uid: int) -> bool:
+    try:
+        group = grp.getgrgid(gid)
+        owner = pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    members = set(group.gr_mem)
+    return members <= {owner.pw_name} and (bool(members) or owner.pw_gid == gid)
+
+
+def path_refusal(value: str, owners: frozenset[int] | None = None) -> str | None:
+    """The trust rule, as OpenSSH's StrictModes: None when the path ``value`` and every directory above it
+    (as given, links included as ``lstat`` sees them, and every component a link leads through) are owned
+    by one of ``owners`` (default: root and this process's user) and writable by no one else; else why, in
+    a few words. A sticky directory (``/tmp``) may be writable by others above the path, never as the path
+    itself: nobody can move an entry of ours out of it, but anyone may make a new name in it first. So a
+    sticky shared directory is no home, and a path that does not exist yet counts only where the directory
+    it would be made in is writable by no one else."""
+    trusted = owners if owners is not None else frozenset({0, os.geteuid()})
+    return _walk_refusal(os.path.normpath(value), trusted, 0)
+
+
+def _walk_refusal(path: str, owners: frozenset[int], links: int) -> str | None:
     if not os.path.isabs(path):
         return "not an absolute path"
     parts = [p for p in path.split("/") if p]
@@ -138,6 +171,7 @@ def roots_own(value: str) -> str | None:
     here = "/"
     for i, part in enumerate(["", *parts]):
         here = os.path.join(here, part) if part else "/"
+        last = i == len(parts)
         try:
             st = os.lstat(here)
         except FileNotFoundError:
@@ -146,29 +180,49 @@ def roots_own(value: str) -> str | None:
                 pst = os.stat(parent)
             except OSError:
                 return f"{parent} cannot be read"
-            if pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            if pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and shared(pst):
                 return f"{here} does not exist, and {parent} is writable by others: anyone may make it first"
-            return None  # below root's own directory: only root can make the rest
+            return None  # below a directory only a trusted owner changes: only they can make the rest
         except OSError as exc:
             return f"{here} cannot be read ({exc.strerror or exc})"
-        if st.st_uid != 0:
+        if st.st_uid not in owners:
             return f"{here} is owned by uid {st.st_uid}"
-        if (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
-                and not stat.S_ISLNK(st.st_mode)):
-            return f"{here} is writable by others"
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                real = os.path.realpath(here)
-            except OSError:
-                return f"{here} is a link that cannot be resolved"
-            why = roots_own(real) if real != here else "a link loop"
-            if why is not None:
-                return f"{here} leads to {real}: {why}"
+        if stat.S_ISLNK(st.st_mode):  # its own owner is trusted and no one else could place it: judge where it leads
+            if links >= 40:
+                return f"{here}: too many symbolic links"
+            real = os.path.realpath(here)
             rest = parts[i:]
-            return roots_own(os.path.join(real, *rest)) if rest else None
-        if not stat.S_ISDIR(st.st_mode):
+            why = _walk_refusal(os.path.join(real, *rest) if rest else real, owners, links + 1)
+            return None if why is None else f"{here} leads to {real}: {why}"
+        if shared(st) and (last or not st.st_mode & stat.S_ISVTX):
+            if st.st_mode & stat.S_ISVTX and stat.S_ISDIR(st.st_mode):
+                return f"{here} is a sticky directory anyone can write: shared, not a home"
+            return f"{here} is writable by others"
+        if not last and not stat.S_ISDIR(st.st_mode):
             return f"{here} is not a directory"
     return None
+
+
+_DISTRUSTED: dict[str, str] = {}  # path -> why, for this run's notice (a path is said once)
+
+
+def distrust(path: str, why: str) -> None:
+    """Remember that ``path`` failed the trust rule, for the one notice the command line prints."""
+    if len(_DISTRUSTED) < 100:
+        _DISTRUSTED.setdefault(path, why)
+
+
+def take_distrusted() -> list[str]:
+    """The notice's lines, a path each, once: the paths refused since the last call, with why."""
+    lines = [f"rigctl: not used: {_shown(path, 400)}: {_shown(why, 400)}" for path, why in _DISTRUSTED.items()]
+    _DISTRUSTED.clear()
+    return lines
+
+
+def roots_own(value: str) -> str | None:
+    """None when ``value`` is a directory path that only root could have put in place (``path_refusal``
+    with root the only owner); else why not, in a few words."""
+    return path_refusal(value, frozenset({0}))
 
 
 def decide(environ: dict[str, str] | os._Environ[str], euid: int, uid: int) -> Invocation:

@@ -140,9 +140,9 @@ def metrics_cmd(
         text = metrics.exposition(_rows(scope_choice(user, system)))
         path = None
         if textfile is not None:
-            with safefs.own_dir(textfile) as d:
+            with safefs.open_out(textfile) as d:  # never made: a mistyped collector directory is an error
                 d.write_atomic(metrics.FILE_NAME, text.encode(), mode=0o644)
-            path = str(textfile / metrics.FILE_NAME)
+                path = str(Path(d.path) / metrics.FILE_NAME)
         payload = {"textfile": path, "exposition": text}
         return Outcome("metrics", True, payload, view=views.metrics(text, path))
 

@@ -7,6 +7,7 @@ root help (both register every command) do without."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -86,7 +87,7 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
     finish("verify", as_json, produce)
 
 
-def _export(report: Any, deployed: Any, path: str) -> str:
+def _export(report: Any, deployed: Any, where: str) -> str:
     """Write the soak's figures to ``path`` (``verify.export``); the path written."""
     from rigctl.host.nvml import probe_gpus  # noqa: PLC0415 - the core: NVML, only for an export
     from rigctl.verify.export import gpu_facts, soak_export  # noqa: PLC0415 - the core
@@ -103,5 +104,7 @@ def _export(report: Any, deployed: Any, path: str) -> str:
                       recipe=deployed.name if deployed is not None else None,
                       recipe_source=record.recipe_source if record else None, image=image, image_digest=digest,
                       gpus=gpus, gpu_note=note, version=version_line(), answers=report.answers)
-    safefs.write_own(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
-    return path
+    head, name = os.path.split(os.path.abspath(where))
+    with safefs.open_out(head) as directory:
+        directory.write_atomic(safefs.check_name(name), (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
+        return os.path.join(directory.path, name)  # where it really went

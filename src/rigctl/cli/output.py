@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from rigctl.errors import InvalidInputError, RigctlError
 from rigctl.exitcodes import ExitCode
+from rigctl.invocation import take_distrusted
 from rigctl.util.jsonable import jsonable
 from rigctl.util.text import CELL_LIMIT, LINE_LIMIT, SCHEMA_VERSION, envelope, printable
 
@@ -131,7 +132,14 @@ def for_rich(value: object, limit: int | None = CELL_LIMIT) -> str:
     return escape(printable(value, limit))
 
 
+def _say_distrusted() -> None:
+    """The paths this run did not use because they fail the trust rule: on stderr, a line each."""
+    for line in take_distrusted():
+        warn(line)
+
+
 def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
+    _say_distrusted()
     stream = out or sys.stdout
     if as_json:
         stream.write(to_json(envelope(outcome.command, outcome.ok, _with_overrides(jsonable(outcome.payload)))))
@@ -144,6 +152,7 @@ def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
 
 
 def emit_error(command: str, err: RigctlError, *, as_json: bool) -> int:
+    _say_distrusted()
     if as_json:
         error: dict[str, Any] = {"code": err.code, "message": err.message}
         if isinstance(err, InvalidInputError):

@@ -17,7 +17,7 @@ from rigctl.fleet.inventory import HOSTS_FILE_LIMIT, HostsFile, Inventory
 from rigctl.invocation import current
 from rigctl.recipe.catalog import load_yaml
 from rigctl.recipe.problems import Origin, format_validation_error
-from rigctl.util.safefs import read_text
+from rigctl.util.safefs import read_own, read_text
 
 
 def default_inventory_path() -> Path:
@@ -52,7 +52,12 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
             fix="write one (hosts: [{name: box, ssh: user@box, tags: [gpu]}]), or pass --hosts FILE "
                 "(rigctl's hosts file or an Ansible inventory, INI or YAML)",
         )
-    text = read_text(chosen, limit=HOSTS_FILE_LIMIT)
+    if path is None:  # rigctl's own configuration: an inventory is code, so it must pass the trust rule
+        got = read_own(chosen, limit=HOSTS_FILE_LIMIT)
+        assert got is not None
+        text = got.text(chosen)
+    else:
+        text = read_text(chosen, limit=HOSTS_FILE_LIMIT)
     if detect_format(text) == "ansible-ini":
         return ansible.from_ini(text, str(chosen))
     data = load_yaml(text, chosen)

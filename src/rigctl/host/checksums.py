@@ -90,7 +90,7 @@ class ChecksumCache:
         self.path = path or cache_path()
         self._lock = threading.Lock()
         try:
-            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True)
+            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True, own=True)
         except InvalidInputError:
             raw = None
         self._data: dict[str, dict[str, Any]] = _entries(raw)

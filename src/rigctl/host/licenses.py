@@ -51,7 +51,7 @@ def read_acceptances(path: Path | None = None) -> tuple[list[LicenseAcceptance],
     not UTF-8, not JSON, too deeply nested, the wrong shape) is no records plus why."""
     path = path or store_path()
     try:
-        data = load_json(path, limit=RECORD_LIMIT, missing_ok=True)
+        data = load_json(path, limit=RECORD_LIMIT, missing_ok=True, own=True)
     except JsonFileError as exc:
         return [], f"{path}: not a license record ({exc.why})"
     if data is None:

@@ -29,7 +29,7 @@ from rigctl.recipe.catalog import (
 from rigctl.recipe.load import validate_data
 from rigctl.recipe.names import recipe_name_problem
 from rigctl.recipe.schema import SCHEMA_FILE, modeline, recipe_schema, schema_text
-from rigctl.util.safefs import RECIPE_LIMIT, SafeDir, read_text
+from rigctl.util.safefs import RECIPE_LIMIT, SafeDir, check_name, open_out, read_text
 
 MODELINE_PREFIX = "# yaml-language-server:"
 
@@ -64,10 +64,11 @@ def new_recipe(name: str, source_name: str, *, out: Path | None = None) -> NewRe
         if taken:
             raise InvalidInputError([f"{taken[0]}: already exists; rigctl new does not overwrite it"],
                                     fix=f"choose another NAME, or edit {taken[0]} itself")
-    directory = SafeDir.open(target.parent, create=out is None)
+    directory = SafeDir.at(target.parent, create=True) if out is None else open_out(target.parent)
     with directory:
-        directory.write_new(target.name, text.encode())
+        directory.write_new(check_name(target.name), text.encode())
         problem = _write_schema(directory)
+        target = Path(directory.path) / target.name  # where it really went
     return NewRecipe(name, str(target), str(target.parent / SCHEMA_FILE), str(source.path), notes,
                      schema_written=problem is None, schema_problem=problem)
 

@@ -393,12 +393,12 @@ def write_files(files: Sequence[RenderedFile], out_dir: Path) -> list[Path]:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a directory", fix="give a directory to write the units into")
     try:
-        directory = safefs.SafeDir.at(out_dir, create=True)
+        directory = safefs.open_out(out_dir, create=True)
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     written = []
     with directory:
         for unit in files:
             directory.write_atomic(unit.name, unit.text.encode(), mode=0o644)
-            written.append(out_dir / unit.name)
+            written.append(Path(directory.path) / unit.name)  # where it really went, a link followed or not
     return written

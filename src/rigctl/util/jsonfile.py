@@ -66,11 +66,13 @@ def parse_json(data: bytes, path: str | os.PathLike[str], *, fix: str | None = N
 
 
 def load_json(path: str | os.PathLike[str], *, limit: int, missing_ok: bool = False, nofollow: bool = False,
-              fix: str | None = None) -> Any:
+              own: bool = False, fix: str | None = None) -> Any:
     """The JSON value in ``path`` (None when missing and ``missing_ok``). A FIFO, device, directory,
-    oversized file (or, with ``nofollow``, a symbolic link) is refused without blocking."""
+    oversized file (or, with ``nofollow``, a symbolic link) is refused without blocking; with ``own`` (rigctl's
+    own state or cache), so is a file that fails the trust rule (``safefs.read_own``)."""
     try:
-        got = safefs.read_file(path, limit=limit, nofollow=nofollow, missing_ok=missing_ok)
+        got = (safefs.read_own(path, limit=limit, missing_ok=missing_ok) if own
+               else safefs.read_file(path, limit=limit, nofollow=nofollow, missing_ok=missing_ok))
     except InvalidInputError as exc:
         raise JsonFileError(path, exc.problems[0].removeprefix(f"{os.fspath(path)}: "), fix=fix) from None
     if got is None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rigctl.errors import InvalidInputError
-from rigctl.invocation import current, is_root
+from rigctl.invocation import current, distrust, is_root, path_refusal, shared
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -158,6 +158,54 @@ def read_text_or_none(path: str | os.PathLike[str], *, limit: int) -> str | None
     return None if got is None else got.text(path)
 
 
+def own_refusal(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` is not rigctl's own to read or write (``invocation.path_refusal``: it, and every
+    directory above it, owned by root or this user and writable by no one else; a sticky shared directory
+    only above it); None when it is."""
+    return path_refusal(os.path.abspath(os.fspath(path)))
+
+
+def _not_own(path: str | os.PathLike[str], why: str) -> FileRefused:
+    distrust(os.fspath(path), why)
+    return refuse(path, f"not rigctl's own ({why})",
+                  fix="make it and the directories above it owned by you (or root) and writable by no one else, "
+                      "or remove it")
+
+
+def _make_own(path: str, mode: int) -> None:
+    """Make the missing directories of ``path``, each only below one that passes the trust rule; the
+    directory they are made in may be a sticky shared one (``/tmp``), as the rule allows above a path."""
+    missing: list[str] = []
+    here = path
+    while not os.path.lexists(here) and here != "/":
+        missing.append(os.path.basename(here))
+        here = os.path.dirname(here)
+    for name in reversed(missing):
+        why = own_refusal(here)
+        if why is not None:
+            try:
+                st = os.lstat(here)
+            except OSError:
+                raise _not_own(here, why) from None
+            sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+            if not (sticky_dir and own_refusal(os.path.dirname(here) or "/") is None and _mine(st.st_uid)):
+                raise _not_own(here, why)
+        here = os.path.join(here, name)
+        with contextlib.suppress(FileExistsError):  # someone else's by then: the rule above refuses it
+            os.mkdir(here, mode)
+
+
+def read_own(path: str | os.PathLike[str], *, limit: int, missing_ok: bool = False) -> ReadFile | None:
+    """``read_file`` for rigctl's own configuration, state and cache: refused unless the path passes the
+    trust rule (``own_refusal``); a link is followed only where the rule holds for it and what it leads to."""
+    why = own_refusal(path)
+    if why is not None:
+        if missing_ok and not os.path.lexists(path) and "does not exist" in why:
+            return None  # nothing there to trust or distrust (its directory is not ours either: nothing is made)
+        raise _not_own(path, why)
+    return read_file(path, limit=limit, missing_ok=missing_ok)
+
+
 def check_name(name: str) -> str:
     """One path component: no separator, no NUL, not ``.`` or ``..``, at most 255 bytes."""
     if not name or name in (".", "..") or "/" in name or "\0" in name or len(name.encode()) > 255:
@@ -192,8 +240,20 @@ class SafeDir:
 
     @classmethod
     def at(cls, path: str | os.PathLike[str], *, create: bool = False, mode: int = 0o755) -> SafeDir:
-        """A directory of rigctl's own (its state, unit or lock directory), trusted as given."""
-        return cls.open(path, create=create, mode=mode)
+        """A directory of rigctl's own (its state, unit or lock directory), made when missing with
+        ``create``: refused unless it passes the trust rule (``own_refusal``), after the making too (a name
+        taken first in a sticky directory is someone else's)."""
+        if create:
+            _make_own(os.path.abspath(os.fspath(path)), mode)
+        why = own_refusal(path)
+        if why is not None:
+            raise _not_own(path, why)
+        handle = cls.open(path)
+        st = handle.stat()
+        if not _mine(st.st_uid) or shared(st):  # replaced between the rule and the open: not by anyone we trust
+            handle.close()
+            raise _not_own(path, "it changed while it was opened")
+        return handle
 
     def subdir(self, name: str, *, create: bool = False, mode: int = 0o755) -> SafeDir:
         check_name(name)
@@ -384,7 +444,7 @@ class Given:
     link: bool = False
 
 
-def open_given(path: str | os.PathLike[str]) -> Given:
+def open_given(path: str | os.PathLike[str], *, walked: bool = False) -> Given:
     """Open a path someone named (``doctor --path``), component by component from ``/`` with
     O_NOFOLLOW, following a symbolic link only where this user or root placed it (``_trusted_link``): a
     link in a directory another uid owns or can write (group/other-writable without the sticky bit) is
@@ -393,7 +453,8 @@ def open_given(path: str | os.PathLike[str]) -> Given:
     relative to: what happens to the path after this call redirects nothing.
 
     A link as the last component is returned unfollowed (``link``) when it is not trusted; one above it
-    is refused. ``..`` goes back to the directory the walk came from (as the kernel does after a link)."""
+    is refused. ``..`` goes back to the directory the walk came from (as the kernel does after a link).
+    The directory is named as given, or with ``walked`` where the walk really went (links resolved)."""
     shown = os.fspath(path)
     absolute = shown if shown.startswith("/") else os.path.join(os.getcwd(), shown)
     todo = [p for p in absolute.split("/") if p not in ("", ".")]
@@ -435,7 +496,7 @@ def open_given(path: str | os.PathLike[str]) -> Given:
                     raise refuse(shown, f"{where} is {kind_of(st.st_mode)}, not a directory")
                 return _given(stack, shown, name)
             stack.append(here.subdir(name))  # O_NOFOLLOW: swapped for a link meanwhile, it is refused
-        return _given(stack, shown, None)
+        return _given(stack, shown if not walked else None, None)
     except BaseException:
         for d in stack:
             d.close()
@@ -450,15 +511,47 @@ def leads_to_dir(d: SafeDir, name: str) -> bool:
         return False
 
 
-def _given(stack: list[SafeDir], shown: str, name: str | None, *, link: bool = False) -> Given:
-    """The last directory of the walk: the path itself named as the caller gave it, or the directory
-    holding the last component named as walked (where it really is); the others closed."""
+def _given(stack: list[SafeDir], shown: str | None, name: str | None, *, link: bool = False) -> Given:
+    """The last directory of the walk: the path itself named as the caller gave it (``shown``), or the
+    directory holding the last component named as walked (where it really is); the others closed."""
     top = stack.pop()
     for d in stack:
         d.close()
-    if name is None:
+    if name is None and shown is not None:
         top.path = shown
     return Given(top, name, link)
+
+
+def open_out(path: str | os.PathLike[str], *, create: bool = False, mode: int = 0o755) -> SafeDir:
+    """A directory named on the command line for rigctl to write into (``render --out``, ``verify
+    --export``, ``metrics --textfile``): walked as ``open_given`` walks, so a link is followed only where
+    this user or root placed it, and with ``create`` its missing components are made one by one inside
+    the directory reached so far, never through a link. The result's ``path`` is where the walk really
+    went, for the report."""
+    shown = os.fspath(path)
+    absolute = os.path.normpath(shown if shown.startswith("/") else os.path.join(os.getcwd(), shown))
+    missing: list[str] = []
+    here = absolute
+    while create and here != "/" and not os.path.lexists(here):
+        missing.append(os.path.basename(here))
+        here = os.path.dirname(here)
+    given = open_given(here, walked=True)
+    if given.name is not None:
+        where = os.path.join(given.dir.path, given.name)
+        given.dir.close()
+        why = ("a symbolic link another user could have placed: not followed" if given.link
+               else "not a directory")
+        raise refuse(shown, f"{where} is {why}", fix="name a directory of your own (or the one the link leads to)")
+    handle = given.dir
+    try:
+        for name in reversed(missing):
+            nxt = handle.subdir(name, create=True, mode=mode)
+            handle.close()
+            handle = nxt
+    except BaseException:
+        handle.close()
+        raise
+    return handle
 
 
 @contextlib.contextmanager
