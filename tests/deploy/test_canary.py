@@ -151,12 +151,37 @@ def test_runs_are_rotated(tmp_path: Path) -> None:
     assert len(state.runs) == history.RUNS_KEPT and state.counts["runs"] == history.RUNS_KEPT + 5
 
 
-def test_a_damaged_canary_record_counts_as_none(tmp_path: Path) -> None:
-    (tmp_path / "history").mkdir()
-    (tmp_path / "history" / "demo.canary.json").write_text("{not json")
+def test_no_canary_record_is_no_canary(tmp_path: Path) -> None:
     assert history.canary_state(tmp_path, "demo").summary() is None
     with pytest.raises(UsageError):
         runs(tmp_path, verdicts(True), 1, Units())
+
+
+@pytest.mark.parametrize("damage", ["not JSON", "too big", "a list", "settings"])
+def test_a_damaged_canary_record_is_a_failing_canary_its_run_records(tmp_path: Path, damage: str) -> None:
+    """Never "no canary", never a run of the default checks: the run records the failure and why, and the
+    canary stays failing until its settings are written again."""
+    (tmp_path / "history").mkdir()
+    path = tmp_path / "history" / "demo.canary.json"
+    install_config(tmp_path)
+    sound = json.loads(path.read_text())
+    text = {"not JSON": "{not json", "a list": "[]",
+            "too big": json.dumps({**sound, "padding": "x" * history.safefs.RECORD_LIMIT}),
+            "settings": json.dumps({**sound, "config": {**sound["config"], "timeout_s": 10**400}})}[damage]
+    path.write_text(text)
+    summary = history.canary_state(tmp_path, "demo").summary()
+    assert summary is not None and summary["unreadable"] and str(path) in summary["unreadable"]
+    asked: list[float] = []
+    units = Units()
+    done = runs(tmp_path, lambda t: asked.append(t) or canary.CanaryVerdict(True, []), 2, units)
+    assert not asked and units.restarts() == 0  # nothing run, nothing restarted on settings it cannot know
+    assert [r.ok for r in done] == [False, False] and done[0].failed_check == "canary"
+    assert "cannot be read" in (done[0].reason or "")
+    state = history.canary_state(tmp_path, "demo")
+    assert state.unreadable and state.consecutive_failures == 2 and len(state.runs) == 2
+    written = json.loads(path.read_text())
+    assert written["config"] is not None  # never `config: null`, which would read as "no canary"
+    assert len(path.read_bytes()) <= history.safefs.RECORD_LIMIT
 
 
 def test_install_and_remove(tmp_path: Path) -> None:

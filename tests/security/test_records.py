@@ -11,7 +11,9 @@ traceback; every write is a fresh temporary renamed in the opened directory, nev
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -500,3 +502,347 @@ def test_a_record_naming_an_odd_engine_log_is_refused(tmp_path: Path, engine_log
     assert any(p.startswith("engine_log ") for p in rec.problems())
     fine = records.DeploymentRecord(**{**rec.__dict__, "engine_log": "/var/lib/rigctl/logs/rigctl-x.log"})
     assert fine.problems() == []
+
+
+# --- issue #31: canary and boot history, and the deployment record, as hostile input -------------------
+#
+# Each view reads the same files: `status`, `metrics` and `canary NAME` are driven through the real CLI on
+# one deployment whose records were damaged or written by hostile engine output.
+
+HOSTILE_TEXT = "a\x1b[31mred\x1b]8;;http://x\x07link\r\nnext\u009bc\u2028\u202e\ufeff\ud800z"
+CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+
+
+def deployed(box: Box, name: str = NAME, **changes: Any) -> Path:
+    (box.units / f"rigctl-{name}.container").write_text("[Container]\nLabel=rigctl.managed=true\nImage=img\n")
+    return box.write_record(box.record(name, **changes), name)
+
+
+def canary_record(box: Box, doc: dict[str, Any] | bytes, name: str = NAME) -> Path:
+    path = box.states / "history" / f"{name}.canary.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(doc if isinstance(doc, bytes) else json.dumps(doc).encode())
+    return path
+
+
+def sound_canary(**changes: Any) -> dict[str, Any]:
+    run = {"at": 1_700_000_000.0, "ok": False, "duration_s": 1.5, "checks": [{"id": "smoke", "status": "fail"}],
+           "failed_check": "smoke", "reason": "salad", "ttft_ms": 12.0, "itl_ms": 2.0, "action": "restarted"}
+    return {"version": 1, "deployment": NAME,
+            "config": {"every_s": 600, "checks": ["smoke"], "on_failure": "restart", "after": 2, "timeout_s": 60,
+                       "installed_at": 1_699_999_000.0, "baseline": None},
+            "runs": [run], "consecutive_failures": 1, "restarted_in_streak": True,
+            "restarts": [{"at": 1_700_000_000.0, "unit": f"{CONTAINER}.service", "after_failures": 2,
+                          "reason": "salad"}],
+            "counts": {"runs": 3, "failures": 1, "restarts": 1}, **changes}
+
+
+def boots_record(box: Box, boots: list[dict[str, Any]], name: str = NAME) -> None:
+    path = box.states / "history" / f"{name}.boots.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, "deployment": name, "boots": boots}))
+
+
+def sound_boot(**changes: Any) -> dict[str, Any]:
+    return {"at": 1_699_999_500.0, "recipe_digest": "sha256:r", "image": "img", "image_digest": None,
+            "status": "ready", "total_s": 42.0, "phases": [{"phase": "loading", "s": 40.0}], **changes}
+
+
+def views(box: Box, name: str = NAME) -> dict[str, subprocess.CompletedProcess[str]]:
+    return {"status": rigctl("status", "--user", env=box.env),
+            "status --json": rigctl("status", "--user", "--json", env=box.env),
+            "metrics": rigctl("metrics", "--user", env=box.env),
+            "canary": rigctl("canary", name, "--user", env=box.env),
+            "canary --json": rigctl("canary", name, "--user", "--json", env=box.env)}
+
+
+def exposition_samples(text: str) -> list[Any]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def no_crash(done: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    for command, ran in done.items():
+        assert "Traceback" not in ran.stderr and ran.returncode not in (70, 2), (command, ran.returncode, ran.stderr)
+
+
+# item 5: a record that cannot be read is a failing, visible state
+
+def _too_big(box: Box) -> Path:
+    doc = sound_canary()
+    doc["padding"] = "x" * (RECORD_LIMIT + 10)  # valid JSON, past what its reader accepts
+    return canary_record(box, doc)
+
+
+def _linked(box: Box) -> Path:
+    target = box.root / "elsewhere.json"
+    target.write_text(json.dumps(sound_canary()))
+    path = box.states / "history" / f"{NAME}.canary.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(target)
+    return path
+
+
+UNREADABLE: dict[str, Callable[[Box], Path]] = {
+    "too big": _too_big,
+    "not JSON": lambda b: canary_record(b, b"{broken"),
+    "not UTF-8": lambda b: canary_record(b, NOT_UTF8),
+    "a list": lambda b: canary_record(b, b"[1, 2]"),
+    "a link": _linked,
+    "settings damaged": lambda b: canary_record(b, sound_canary(config={"every_s": "600", "checks": ["smoke"]})),
+    "baseline damaged": lambda b: canary_record(b, sound_canary(config={**sound_canary()["config"],
+                                                                        "baseline": {"answers": [{"x": 1}]}})),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(UNREADABLE))
+def test_an_unreadable_canary_record_is_failing_in_every_view(box: Box, damage: str) -> None:
+    deployed(box)
+    UNREADABLE[damage](box)
+    done = views(box)
+    no_crash(done)
+    assert "has no canary" not in done["canary"].stdout
+    assert "cannot be read" in done["canary"].stdout and done["canary"].returncode == 1, done["canary"]
+    shown = json.loads(done["canary --json"].stdout)
+    assert shown["ok"] is False and shown["canary"]["unreadable"], shown
+    assert "canary: cannot be read" in done["status"].stdout, done["status"].stdout
+    service = json.loads(done["status --json"].stdout)["services"][0]
+    assert service["canary"]["unreadable"]
+    ok = [s.value for s in exposition_samples(done["metrics"].stdout) if s.name == "rigctl_canary_ok"]
+    assert ok == [0], done["metrics"].stdout
+
+
+# items 6 and 7: hostile strings reach no view raw, and never break the exposition
+
+def test_hostile_strings_in_the_records_are_shown_escaped_and_parse_as_prometheus(box: Box) -> None:
+    deployed(box, served_name=HOSTILE_TEXT, image=HOSTILE_TEXT,
+             last_failure={"status": HOSTILE_TEXT, "detail": HOSTILE_TEXT, "signatures": [HOSTILE_TEXT]})
+    doc = sound_canary()
+    doc["config"]["checks"] = [HOSTILE_TEXT]
+    doc["runs"][0].update(reason=HOSTILE_TEXT, failed_check=HOSTILE_TEXT, action=HOSTILE_TEXT,
+                          checks=[{"id": HOSTILE_TEXT, "status": HOSTILE_TEXT}])
+    doc["restarts"][0].update(reason=HOSTILE_TEXT, unit=HOSTILE_TEXT)
+    canary_record(box, doc)
+    boots_record(box, [sound_boot(status=HOSTILE_TEXT, image=HOSTILE_TEXT,
+                                  phases=[{"phase": HOSTILE_TEXT, "s": 1.0}])])
+    done = views(box)
+    no_crash(done)
+    for command in ("status", "canary", "metrics"):
+        out = done[command].stdout
+        assert not CONTROLS.search(out), (command, out)
+    assert "salad" not in done["canary"].stdout and "\\x1b[31mred" in done["canary"].stdout
+    samples = exposition_samples(done["metrics"].stdout)
+    info = [s for s in samples if s.name == "rigctl_deployment_info"]
+    assert len(info) == 1 and info[0].labels["deployment"] == NAME and "\\x1b[31mred" in info[0].labels["model"]
+    assert {s.name for s in samples} >= {"rigctl_up", "rigctl_canary_ok", "rigctl_canary_runs_total"}
+    textfile = box.root / "prom"
+    textfile.mkdir()
+    written = rigctl("metrics", "--user", "--textfile", str(textfile), env=box.env)
+    assert written.returncode == 0 and "Traceback" not in written.stderr, written.stderr
+    assert len(exposition_samples((textfile / "rigctl.prom").read_text())) == len(samples)
+
+
+def test_a_lone_surrogate_in_an_engines_error_is_kept_and_shown_escaped(box: Box, tmp_path: Path) -> None:
+    """verify reads it from the engine's JSON error; the canary keeps it as the failure's reason; every
+    view afterwards shows it escaped."""
+    import http.server
+    import threading
+
+    class Engine(http.server.BaseHTTPRequestHandler):
+        def _send(self, code: int, body: str) -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/v1/models"):
+                self._send(200, json.dumps({"data": [{"id": "m", "max_model_len": 4096}]}))
+            else:
+                self._send(200, "{}")
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self._send(500, '{"error": {"message": "bad \\ud800 \\u001b[31m \\u2028 x"}}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        for extra in ((), ("--json",)):
+            done = rigctl("verify", "--url", url, "--model", "m", "--checks", "health,smoke", *extra, env=box.env)
+            assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+            assert not CONTROLS.search(done.stdout) and "\\ud800" in done.stdout, done.stdout
+        from rigctl.deploy import canary, history
+
+        deployed(box)
+        state_dir = box.states
+        history.save_canary(state_dir, NAME, history.CanaryState(config=history.CanaryConfig(
+            600, ["smoke"], "none", 2, 60)))
+
+        def probe(request_timeout_s: float) -> canary.CanaryVerdict:
+            reason = "'The capital of France is': POST /v1/completions answered 500: bad \ud800 \x1b[31m x"
+            return canary.CanaryVerdict(False, [], "smoke", reason)
+
+        canary.run_once(NAME, engine_unit=f"{CONTAINER}.service", scope=Scope.USER, state_dir=state_dir, probe=probe,
+                        systemd=None, lock=lambda: None)  # type: ignore[arg-type]
+    finally:
+        server.shutdown()
+    done = views(box)
+    no_crash(done)
+    for command in ("status", "canary"):
+        assert "\\ud800" in done[command].stdout and not CONTROLS.search(done[command].stdout), done[command].stdout
+
+
+# item 7: every number read from a record or a history is bounded and typed
+
+DAMAGED_NUMBERS: dict[str, Any] = {
+    "negative": -5, "huge": 10**400, "huge float": 1e308, "nan string": "NaN", "inf string": "inf",
+    "nan": float("nan"), "infinity": float("-inf"), "bool": True, "numeric string": "12", "object": {"a": 1},
+    "list": [1], "null": None,
+}
+
+
+def _damage_history(box: Box, value: Any) -> None:
+    doc = sound_canary()
+    for key in ("every_s", "timeout_s", "after", "installed_at"):
+        doc["config"][key] = value
+    for key in ("at", "duration_s", "ttft_ms", "itl_ms"):
+        doc["runs"][0][key] = value
+    doc["runs"].append({**doc["runs"][0], "ok": value})
+    doc["consecutive_failures"] = value
+    doc["restarted_in_streak"] = value
+    doc["restarts"][0].update(at=value, after_failures=value)
+    doc["counts"] = {"runs": value, "failures": value, "restarts": value}
+    canary_record(box, doc)
+    boots_record(box, [sound_boot(at=value), sound_boot(total_s=value),
+                       sound_boot(phases=[{"phase": "loading", "s": value}])])
+
+
+@pytest.mark.parametrize("value", sorted(DAMAGED_NUMBERS))
+def test_damaged_history_numbers_crash_no_view(box: Box, value: str) -> None:
+    deployed(box)
+    _damage_history(box, DAMAGED_NUMBERS[value])
+    done = views(box)
+    no_crash(done)
+    for command in ("status", "canary"):
+        assert done[command].returncode in (0, 1, 7) and not CONTROLS.search(done[command].stdout), done[command]
+    samples = exposition_samples(done["metrics"].stdout)
+    assert all(math.isfinite(s.value) and 0 <= s.value < 1e15 for s in samples), done["metrics"].stdout
+
+
+@pytest.mark.parametrize("value", sorted(DAMAGED_NUMBERS))
+@pytest.mark.parametrize("field", ["installed_at", "stopped_at", "warmup_budget_s", "last_failure.exit_status",
+                                   "last_failure.at"])
+def test_damaged_record_numbers_crash_no_view(box: Box, field: str, value: str) -> None:
+    damaged = DAMAGED_NUMBERS[value]
+    changes: dict[str, Any] = ({"last_failure": {"status": "died", "detail": "x", field.split(".")[1]: damaged,
+                                                 **({"exit_status": 137} if field.endswith(".at") else {})}}
+                               if field.startswith("last_failure.") else {field: damaged})
+    deployed(box, **changes)
+    canary_record(box, sound_canary())
+    for command in ("status", "metrics"):
+        ran = rigctl(command, "--user", env=box.env)
+        assert "Traceback" not in ran.stderr and ran.returncode in (0, 7), (command, ran.returncode, ran.stderr)
+        assert not CONTROLS.search(ran.stdout)
+        if command == "metrics":
+            assert all(math.isfinite(s.value) for s in exposition_samples(ran.stdout))
+
+
+def test_the_reader_bounds_each_number_of_the_canary_record() -> None:
+    """One reader: what comes out of it is typed and bounded, whatever was in the file."""
+    from rigctl.deploy import history
+
+    for value in DAMAGED_NUMBERS.values():
+        for key in ("at", "duration_s", "ttft_ms", "itl_ms"):
+            run = history.read_run({**sound_canary()["runs"][0], key: value})
+            assert run is not None
+            got = run[key]
+            assert got is None or (type(got) is float and math.isfinite(got) and 0 <= got < 1e12), (key, value, got)
+        if not isinstance(value, bool):
+            assert history.read_run({**sound_canary()["runs"][0], "ok": value}) is None
+
+
+# item 5: a record is refused at write when its reader would refuse it
+
+def test_a_baseline_whose_record_would_be_too_large_is_refused_up_front(tmp_path: Path) -> None:
+    from rigctl.deploy import canary, history
+
+    # fits the export's own limit as written, but not once re-encoded as \\uXXXX in the record
+    text = "é" * (RECORD_LIMIT // 12)
+    baseline = {"recipe": "demo", "model": "m", "date": "2026-01-01", "image_digest": None, "source": "/x.json",
+                "answers": [{"source": f"smoke[{i}]", "prompt": "p", "messages": None, "max_tokens": 16, "text": text}
+                            for i in range(5)]}
+    assert len(json.dumps(baseline, ensure_ascii=False).encode()) < RECORD_LIMIT
+    units, states = tmp_path / "units", tmp_path / "state"
+
+    class Systemd:
+        def __getattr__(self, name: str) -> Callable[..., None]:
+            raise AssertionError(f"systemd asked to {name} for a canary that was refused")
+
+    with pytest.raises(InvalidInputError, match="too large"):
+        canary.install("demo", engine_unit="rigctl-demo.service", every_s=600, checks=["smoke"], on_failure="none",
+                       after=2, timeout_s=60, command=["/usr/bin/python3"], unit_dir=units, state_dir=states,
+                       systemd=Systemd(), now=1.0, baseline=baseline)  # type: ignore[arg-type]
+    assert not units.exists() or not list(units.iterdir())
+    assert history.canary_state(states, "demo").summary() is None
+    # and the writer itself refuses what its reader would refuse, the file left as it was
+    history.save_canary(states, "demo", history.CanaryState(config=history.CanaryConfig(600, ["smoke"], "none", 2, 60)))
+    before = (states / "history" / "demo.canary.json").read_bytes()
+    big = history.CanaryState(config=history.CanaryConfig(600, ["smoke"], "none", 2, 60, baseline=baseline))
+    with pytest.raises(InvalidInputError, match="too large"):
+        history.save_canary(states, "demo", big)
+    assert (states / "history" / "demo.canary.json").read_bytes() == before
+
+
+def test_a_deployment_record_too_large_to_read_back_is_refused_at_write(tmp_path: Path) -> None:
+    rec = records.DeploymentRecord(recipe=NAME, scope=Scope.USER, unit=f"{CONTAINER}.service", container=CONTAINER,
+                                   unit_dir="/x/units", unit_files=[UNIT_FILE], endpoint="http://127.0.0.1:1",
+                                   served_name="m", image="i", last_failure={"detail": "\u00e9" * (RECORD_LIMIT // 5)})
+    with pytest.raises(InvalidInputError, match="too large"):
+        records.save(tmp_path, rec)
+    assert not (tmp_path / f"{NAME}.json").exists()
+
+
+# item 7: --every and --timeout are parsed strictly
+
+@pytest.mark.parametrize("args", [("--every", "²m"), ("--every", "٣m"), ("--every", "9" * 5000),
+                                  ("--every", "1e3"), ("--every", "-5m"), ("--every", "0m"), ("--every", "8d"),
+                                  ("--every", "10m", "--timeout", "³s"), ("--every", "10m", "--timeout", "10000000000s"),
+                                  ("--every", "10m", "--timeout", "0s"), ("--every", "10m", "--timeout", "2d"),
+                                  ("--every", "10m", "--after", "100000000")])
+def test_canary_spans_are_parsed_strictly(box: Box, args: tuple[str, ...]) -> None:
+    deployed(box)
+    done = rigctl("canary", NAME, "--user", *args, env=box.env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, (done.returncode, done.stderr)
+    shown = args[-1] if len(args[-1]) < 60 else args[-1][:20]
+    assert shown in done.stderr, done.stderr
+    assert not (box.root / "config" / "systemd").exists()  # nothing installed
+
+
+# item 7: the interpreter a root canary unit runs must be root's alone
+
+def test_a_root_canary_refuses_an_interpreter_someone_else_controls(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from rigctl import invocation
+    from rigctl.deploy import canary
+
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    python = venv / "python"
+    python.symlink_to(sys.executable)
+    if os.geteuid() == 0:
+        os.chown(tmp_path / "venv", 1000, 1000)  # a user's venv: its .pth files would run as root
+    monkeypatch.setattr(invocation, "is_root", lambda: True)
+    with pytest.raises(UsageError) as refused:
+        canary.command_for("demo", Scope.SYSTEM, str(python))
+    assert str(python) in str(refused.value) and refused.value.fix and "root" in refused.value.fix
+    trusted = "/usr/bin/python3"
+    if os.path.exists(trusted) and invocation.program_refusal(trusted) is None:
+        assert canary.command_for("demo", Scope.SYSTEM, trusted)[0] == trusted

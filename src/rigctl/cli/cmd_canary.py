@@ -67,8 +67,10 @@ def canary_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
         if every is not None:
             return _install(target, every, checks, on_failure, after=after, timeout=timeout, baseline=baseline)
         summary = history.canary_state(target.dirs.state, target.name).summary()
-        return Outcome("canary", True, {"deployment": target.name, "canary": summary},
-                       view=views.canary_summary(target.name, summary))
+        unreadable = summary is not None and summary["unreadable"] is not None  # a failing canary, said so
+        return Outcome("canary", not unreadable, {"deployment": target.name, "canary": summary},
+                       view=views.canary_summary(target.name, summary),
+                       exit_code=ExitCode.CHECKS_FAILED if unreadable else ExitCode.OK)
 
     finish("canary", as_json, produce)
 
@@ -80,7 +82,8 @@ def _install(target: FoundDeployment, every: str, checks: str | None, on_failure
     every_s = canary.parse_span(every, option="--every")
     timeout_s = canary.parse_span(timeout, option="--timeout") if timeout else min(every_s, canary.DEFAULT_TIMEOUT_S)
     chosen = split_list(checks, option="--checks") if checks else list(canary.DEFAULT_CHECKS)
-    canary.check_settings(every_s, chosen, after, timeout_s, minimum=canary.min_interval(dict(os.environ)))
+    said = {"every": every, **({"timeout": timeout} if timeout else {})}
+    canary.check_settings(every_s, chosen, after, timeout_s, minimum=canary.min_interval(dict(os.environ)), said=said)
     target.need_recipe()  # each run needs the recipe's expectations: refuse now, not at every run
     assert target.record is not None
     against = _baseline(baseline, target.name) if baseline is not None else None

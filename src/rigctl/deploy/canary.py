@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,15 +37,18 @@ from rigctl.deploy import history
 from rigctl.deploy.install import install_files, remove_files
 from rigctl.deploy.state import deployment_lock
 from rigctl.errors import CommandError, LockHeldError, UsageError
-from rigctl.invocation import current
+from rigctl.invocation import current, program_refusal
 from rigctl.places import SYSTEM_SYSTEMD_DIR, USER_SYSTEMD_SUBDIR, Scope
 from rigctl.render.canary_units import CanaryUnits, render, service_name, timer_deployment, timer_name, unit_names
+from rigctl.util.text import LINE_LIMIT, clip, printable
 
 DEFAULT_CHECKS = ("health", "smoke", "repetition")
 ALLOWED_CHECKS = ("health", "models", "smoke", "repetition", "determinism", "needle")  # the soak is too heavy
 MIN_EVERY_S = 60
 TEST_MIN_EVERY_S = 1  # below a minute only on the test bed (RIGCTL_TESTBED=1): see ``min_interval``
-MAX_EVERY_S = 7 * 24 * 3600
+MAX_EVERY_S = history.EVERY_MAX_S
+MAX_TIMEOUT_S = history.TIMEOUT_MAX_S  # a run's bound: far below systemd's TimeoutStartSec= and a thread's join
+MAX_AFTER = history.AFTER_MAX
 DEFAULT_TIMEOUT_S = 120
 TTFT_PROBE = "The capital of France is"
 TTFT_TOKENS = 16
@@ -64,32 +68,37 @@ def min_interval(env: dict[str, str]) -> int:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# ASCII digits only (str.isdigit takes "²" and int() "٣"), few enough that no span is huge before it is checked
+_SPAN = re.compile(r"([0-9]{1,9})([smhd]?)", re.ASCII)
 
 
 def parse_span(value: str, *, option: str) -> int:
-    """"10m", "90s", "2h", "1d" or plain seconds -> whole seconds."""
-    text = value.strip().lower()
-    scale = _UNITS.get(text[-1:])
-    number = text[:-1] if scale else text
-    if not number.isdigit():
-        raise UsageError(f"{option} {value!r}: give a span such as 30s, 10m, 2h or 1d")
-    return int(number) * (scale or 1)
+    """"10m", "90s", "2h", "1d" or plain seconds -> whole seconds; anything else is a usage error naming it."""
+    found = _SPAN.fullmatch(value.strip().lower()) if value.isascii() else None
+    if found is None:
+        raise UsageError(f"{option} {clip(value)}: give a span such as 30s, 10m, 2h or 1d (ASCII digits, then s, m, "
+                         "h or d)")
+    return int(found.group(1)) * _UNITS.get(found.group(2), 1)
 
 
-def check_settings(every_s: int, checks: Sequence[str], after: int, timeout_s: int, *, minimum: int) -> None:
+def check_settings(every_s: int, checks: Sequence[str], after: int, timeout_s: int, *, minimum: int,
+                   said: Mapping[str, str] | None = None) -> None:
+    """Refuse settings outside their bounds; ``said``: how the command line spelled --every and --timeout."""
+    every_said = (said or {}).get("every", f"{every_s}s")
+    timeout_said = (said or {}).get("timeout", f"{timeout_s}s")
     if not minimum <= every_s <= MAX_EVERY_S:
-        raise UsageError(f"--every {every_s}s: the interval is {minimum}s to {MAX_EVERY_S // 86400}d",
+        raise UsageError(f"--every {every_said}: the interval is {minimum}s to {MAX_EVERY_S // 86400}d",
                          fix="e.g. --every 10m")
     unknown = [c for c in checks if c not in ALLOWED_CHECKS]
     if unknown or not checks:
         fix = ("the baseline comes with --baseline FILE (a `rigctl verify NAME --export FILE`)" if "baseline" in unknown
                else "the soak is a load test: run it with `rigctl verify --checks soak`, not every interval")
-        raise UsageError(f"--checks: {', '.join(unknown) or 'none given'}: a canary runs {', '.join(ALLOWED_CHECKS)}",
-                         fix=fix)
-    if after < 1:
-        raise UsageError("--after: at least 1 consecutive failure")
-    if timeout_s < 1:
-        raise UsageError("--timeout: at least 1 s")
+        raise UsageError(f"--checks: {', '.join(clip(c) for c in unknown) or 'none given'}: a canary runs "
+                         f"{', '.join(ALLOWED_CHECKS)}", fix=fix)
+    if not 1 <= after <= MAX_AFTER:
+        raise UsageError(f"--after {after}: 1 to {MAX_AFTER} consecutive failures")
+    if not 1 <= timeout_s <= MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout {timeout_said}: a run's bound is 1s to {MAX_TIMEOUT_S // 60}m")
 
 
 class Units(Protocol):
@@ -127,10 +136,11 @@ def install(
     with deployment_lock(deployment, f"canary {deployment}", lock_dir):
         shown = [*checks, "baseline"] if baseline is not None else list(checks)
         files = render(CanaryUnits(deployment, engine_unit, every_s, timeout_s, tuple(shown), tuple(command)))
-        installed = install_files(unit_dir, files)
         state = history.canary_state(state_dir, deployment)
         config = history.CanaryConfig(every_s, list(checks), on_failure, after, timeout_s, now, baseline)
         before = state.config
+        history.check_canary_fits(state_dir, deployment, dataclasses.replace(state, config=config))
+        installed = install_files(unit_dir, files)
         same = before is not None and dataclasses.replace(before, installed_at=now) == config
         if same and before is not None:
             config.installed_at = before.installed_at  # the same canary again: it was installed then, not now
@@ -361,18 +371,18 @@ def run_once(
     the deployment's lock (``lock``: how to take it; by default ``service_lock``)."""
     state = history.canary_state(state_dir, deployment)
     config = state.config or fallback
-    if config is None and state.unreadable_config is not None:
-        config = history.CanaryConfig(0, [], "none", 1, 1)  # nothing is run: the record is the failure
+    if state.unreadable is not None:
+        config = history.CanaryConfig(1, ["canary"], "none", 1, 1)  # nothing is run: the record is the failure
     if config is None:
         raise UsageError(f"{deployment} has no canary", fix=f"`rigctl canary {deployment} --every 10m` installs one")
     start = clock()
     mono = time.monotonic()
-    if state.unreadable_config is not None:
-        # settings that are there but cannot be read (a damaged baseline, say) are a failing canary, never one
-        # that runs the defaults and so compares less than it was told to
-        verdict = CanaryVerdict(False, [], "canary",
-                                f"the canary's settings in its record cannot be read: `rigctl canary "
-                                f"{deployment} --every SPAN ...` writes them again")
+    if state.unreadable is not None:
+        # a record, or settings, that cannot be read (too large, damaged, a damaged baseline) are a failing
+        # canary, never one that runs the defaults and so compares less than it was told to
+        verdict = CanaryVerdict(False, [], "canary", history.clip_reason(
+            f"the canary's record cannot be read ({state.unreadable}); `rigctl canary {deployment} --every SPAN "
+            "...` writes its settings again"))
     else:
         verdict = bounded(probe, config.timeout_s)
     result = RunResult.of(verdict, deployment=deployment, at=start, duration_s=time.monotonic() - mono)
@@ -435,7 +445,17 @@ def service_lock(deployment: str, lock_dir: Path | None = None) -> Callable[[], 
 
 
 def command_for(deployment: str, scope: Scope, executable: str) -> list[str]:
-    """The service's command: this interpreter running rigctl, so the timer runs the rigctl that set it up."""
+    """The service's command: this interpreter running rigctl, so the timer runs the rigctl that set it up.
+
+    As root, the unit runs that interpreter as root every interval, with whatever its directories hold (a
+    virtual environment's .pth files run at start-up): it must be root's alone (``program_refusal``), or the
+    canary is refused. No other interpreter is chosen instead: it might run another rigctl, or none."""
+    why = program_refusal(executable)
+    if why is not None:
+        raise UsageError(
+            f"the canary's unit would run {printable(executable, LINE_LIMIT)} as root at every interval, but {why}",
+            fix="install rigctl where only root can write (a root-owned virtual environment, e.g. under /opt, or the "
+                "system's Python) and run `rigctl canary` with that interpreter")
     return [executable, "-m", "rigctl", "canary", deployment, "--run-once", f"--{scope}"]
 
 

@@ -10,20 +10,24 @@ written atomically through the one safe writer, one file each in ``<state dir>/h
   failures, whether this streak of failures already cost a restart, and counters for the metrics.
 
 They are separate from the deployment record on purpose: ``up`` rewrites the record whole on every
-deployment, and the canary's run writes its file while ``up`` may be writing the record. A file that
-cannot be read (damaged, a link, not ours) counts as empty: history is advice, never a reason to refuse.
+deployment, and the canary's run writes its file while ``up`` may be writing the record.
+
+Both are read as hostile input: every number goes through ``state.record_number`` (typed, finite, bounded) and
+what fails it is left out, never passed on. A boot history that cannot be read counts as empty (it is advice,
+never a reason to refuse). A canary record that cannot be read (damaged, too large, a link) is no "no canary":
+it is a failing canary, said by every view, and its timer's run records a failure instead of running checks
+it cannot know. Neither file is written larger than its reader accepts (``state.check_fits``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rigctl.deploy.state import check_record_name
+from rigctl.deploy.state import COUNT_MAX, SPAN_MAX, TIME_MAX, check_fits, check_record_name, record_number
 from rigctl.errors import InvalidInputError
 from rigctl.util import safefs
 from rigctl.util.jsonfile import JsonFileError, parse_json
@@ -35,6 +39,18 @@ RESTARTS_KEPT = 10
 HISTORY_MIN = 2  # ready boots of the same recipe and image before a stall is judged against them
 PHASE_FACTOR = 3.0  # a phase may take this many times its longest ready boot before it is a stall
 REASON_LIMIT = 300  # characters of a failing check's message kept per run
+# the canary's settings as a record may hold them (``canary.check_settings`` refuses the rest at install)
+EVERY_MAX_S = 7 * 24 * 3600
+TIMEOUT_MAX_S = 3600
+AFTER_MAX = 1000
+LATENCY_MAX_MS = 1e9
+NAME_LIMIT = 64  # characters of a check's id or status, a failing check's name, an action, a unit name
+CHECKS_KEPT = 16  # checks per run and per canary (there are six)
+PHASES_KEPT = 32
+# Room a canary record keeps for its runs and restarts beyond its settings: the runs are bounded
+# (RUNS_KEPT of them, each reason REASON_LIMIT characters, at most 6 bytes each as JSON writes them), so a
+# record whose settings fit this margin never grows past what its reader accepts.
+RUNS_RESERVE = 512 * 1024
 
 
 def history_dir(state_dir: Path) -> Path:
@@ -45,21 +61,29 @@ def _file(state_dir: Path, deployment: str, kind: str) -> Path:
     return history_dir(state_dir) / f"{check_record_name(deployment)}.{kind}.json"
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The JSON object in ``path`` ({} when missing) and why it could not be read (None: it could)."""
     try:
         got = safefs.read_file(path, limit=safefs.RECORD_LIMIT, nofollow=True, missing_ok=True)
         if got is None:
-            return {}
+            return {}, None
         data = parse_json(got.data, path)
-    except (JsonFileError, InvalidInputError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    except JsonFileError as exc:
+        return {}, exc.why
+    except InvalidInputError as exc:
+        return {}, exc.problems[0].removeprefix(f"{path}: ")
+    except ValueError as exc:
+        return {}, str(exc)
+    if not isinstance(data, dict):
+        return {}, "the top level is not a JSON object"
+    return data, None
 
 
 def _save(path: Path, data: Mapping[str, Any]) -> None:
+    encoded = (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+    check_fits(path, encoded)  # measured as written: ensure_ascii's \uXXXX can make text six times longer
     with safefs.own_dir(path.parent) as d:
-        d.write_atomic(path.name, (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode(),
-                       mode=0o644)
+        d.write_atomic(path.name, encoded, mode=0o644)
 
 
 def _remove(path: Path) -> bool:
@@ -71,10 +95,23 @@ def _remove(path: Path) -> bool:
         return handle.remove(path.name)
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+def _time(value: Any) -> float | None:
+    return record_number(value, high=TIME_MAX)
+
+
+def _span(value: Any) -> float | None:
+    return record_number(value, high=SPAN_MAX)
+
+
+def _count(value: Any) -> int:
+    return int(record_number(value, high=COUNT_MAX, integer=True) or 0)
+
+
+def _text(value: Any, limit: int) -> str | None:
+    """A string of the record, cut to ``limit`` characters; None for anything else."""
+    if not isinstance(value, str):
         return None
-    return float(value)
+    return value if len(value) <= limit else value[:limit] + "..."
 
 
 # --- boots ------------------------------------------------------------------------------------------
@@ -99,11 +136,13 @@ class Boot:
     def from_dict(cls, data: Any) -> Boot | None:
         if not isinstance(data, dict):
             return None
-        at, total = _num(data.get("at")), _num(data.get("total_s"))
+        at, total = _time(data.get("at")), _span(data.get("total_s"))
         phases = []
-        for item in data.get("phases") or []:
-            if isinstance(item, dict) and isinstance(item.get("phase"), str) and (s := _num(item.get("s"))) is not None:
-                phases.append((item["phase"], s))
+        raw = data.get("phases")
+        for item in raw[:PHASES_KEPT] if isinstance(raw, list) else []:
+            spent = _span(item.get("s")) if isinstance(item, dict) else None
+            if spent is not None and isinstance(item.get("phase"), str):
+                phases.append((item["phase"], spent))
         strings = [data.get(k) for k in ("recipe_digest", "image", "status")]
         if at is None or total is None or not all(isinstance(s, str) for s in strings):
             return None
@@ -114,7 +153,7 @@ class Boot:
 
 def boots(state_dir: Path, deployment: str) -> list[Boot]:
     """The recorded boots of ``deployment``, oldest first."""
-    raw = _load(_file(state_dir, deployment, "boots")).get("boots")
+    raw = _load(_file(state_dir, deployment, "boots"))[0].get("boots")
     found = [Boot.from_dict(b) for b in raw] if isinstance(raw, list) else []
     return [b for b in found if b is not None][-BOOTS_KEPT:]
 
@@ -187,25 +226,67 @@ class CanaryConfig:
 
     @classmethod
     def from_dict(cls, data: Any) -> CanaryConfig | None:
+        try:
+            return cls.read(data)
+        except ValueError:
+            return None
+
+    @classmethod
+    def read(cls, data: Any) -> CanaryConfig:
+        """The settings in a record; ValueError says why they cannot be used (a canary must never run with
+        less than it was told to: a damaged baseline is no baseline-less canary)."""
         if not isinstance(data, dict):
-            return None
-        every, after, timeout = data.get("every_s"), data.get("after"), data.get("timeout_s")
+            raise ValueError("the settings are not a JSON object")
+        if "unreadable" in data:  # a run found the record unreadable and said so here
+            raise ValueError(f"the record could not be read: {_text(data['unreadable'], REASON_LIMIT)}")
+        every = record_number(data.get("every_s"), low=1, high=EVERY_MAX_S, integer=True)
+        after = record_number(data.get("after"), low=1, high=AFTER_MAX, integer=True)
+        timeout = record_number(data.get("timeout_s"), low=1, high=TIMEOUT_MAX_S, integer=True)
+        if every is None or after is None or timeout is None:
+            raise ValueError(f"every_s, after or timeout_s is not a whole number within its bounds (every_s 1 to "
+                             f"{EVERY_MAX_S}, after 1 to {AFTER_MAX}, timeout_s 1 to {TIMEOUT_MAX_S})")
         checks = data.get("checks")
-        ints = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (every, after, timeout))
-        if not ints or not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
-            return None
+        if not isinstance(checks, list) or not 1 <= len(checks) <= CHECKS_KEPT or not all(
+                isinstance(c, str) and len(c) <= NAME_LIMIT for c in checks):
+            raise ValueError("checks is not a list of check names")
         if data.get("on_failure") not in ("restart", "none"):
-            return None
+            raise ValueError("on_failure is neither restart nor none")
         baseline = None
         if data.get("baseline") is not None:
             from rigctl.verify.export import Baseline  # noqa: PLC0415 - verify brings its HTTP client along
 
             parsed = Baseline.from_dict(data["baseline"])
-            if parsed is None:  # a damaged baseline must not turn into a canary that compares nothing
-                return None
+            if parsed is None:
+                raise ValueError("its baseline is damaged")
             baseline = parsed.to_dict()
-        return cls(int(str(every)), list(checks), str(data["on_failure"]), int(str(after)), int(str(timeout)),
-                   _num(data.get("installed_at")) or 0.0, baseline)
+        return cls(int(every), list(checks), str(data["on_failure"]), int(after), int(timeout),
+                   _time(data.get("installed_at")) or 0.0, baseline)
+
+
+def read_run(data: Any) -> dict[str, Any] | None:
+    """One run of a canary record, each field typed and bounded (a field that is not: None); None for an
+    entry that is no run (not an object, or no true/false verdict)."""
+    if not isinstance(data, dict) or not isinstance(data.get("ok"), bool):
+        return None
+    raw = data.get("checks")
+    checks = [{"id": str(_text(c.get("id"), NAME_LIMIT)), "status": str(_text(c.get("status"), NAME_LIMIT))}
+              for c in (raw[:CHECKS_KEPT] if isinstance(raw, list) else [])
+              if isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("status"), str)]
+    return {"at": _time(data.get("at")), "ok": data["ok"], "duration_s": _span(data.get("duration_s")),
+            "checks": checks, "failed_check": _text(data.get("failed_check"), NAME_LIMIT),
+            "reason": _text(data.get("reason"), REASON_LIMIT),
+            "ttft_ms": record_number(data.get("ttft_ms"), high=LATENCY_MAX_MS),
+            "itl_ms": record_number(data.get("itl_ms"), high=LATENCY_MAX_MS),
+            "action": _text(data.get("action"), NAME_LIMIT)}
+
+
+def read_restart(data: Any) -> dict[str, Any] | None:
+    """One restart the canary made, typed and bounded as ``read_run``'s fields are."""
+    if not isinstance(data, dict):
+        return None
+    return {"at": _time(data.get("at")), "unit": _text(data.get("unit"), NAME_LIMIT + 16),
+            "after_failures": record_number(data.get("after_failures"), high=COUNT_MAX, integer=True),
+            "reason": _text(data.get("reason"), REASON_LIMIT)}
 
 
 @dataclass
@@ -218,6 +299,8 @@ class CanaryState:
     counts: dict[str, int] = field(default_factory=lambda: {"runs": 0, "failures": 0, "restarts": 0})
     # the record's settings as found when they could not be read (kept as they are, written back untouched)
     unreadable_config: Any = None
+    # why the record, or its settings, cannot be read: a failing canary (None: it could be read)
+    unreadable: str | None = None
 
     def to_dict(self, deployment: str) -> dict[str, Any]:  # the canary record on disk (read back by its loader)
         return {"version": 1, "deployment": deployment,
@@ -235,10 +318,11 @@ class CanaryState:
 
     def summary(self) -> dict[str, Any] | None:
         """What `status` shows: interval, last run and result, consecutive failures, last failure's reason."""
-        if self.config is None and not self.runs:
+        if self.config is None and not self.runs and self.unreadable is None:
             return None
         last, failed = self.last, self.last_failure()
         return {
+            "unreadable": self.unreadable,
             "interval_s": self.config.every_s if self.config else None,
             "checks": self.config.checks if self.config else [],
             "on_failure": self.config.on_failure if self.config else None,
@@ -256,24 +340,45 @@ class CanaryState:
 
 
 def canary_state(state_dir: Path, deployment: str) -> CanaryState:
-    data = _load(_file(state_dir, deployment, "canary"))
-    state = CanaryState(config=CanaryConfig.from_dict(data.get("config")))
-    if state.config is None and data.get("config") is not None:
-        state.unreadable_config = data["config"]
-    runs = data.get("runs")
-    state.runs = [r for r in runs if isinstance(r, dict)][-RUNS_KEPT:] if isinstance(runs, list) else []
-    failures = data.get("consecutive_failures")
-    state.consecutive_failures = failures if isinstance(failures, int) and failures >= 0 else 0
+    """The canary's record; one that cannot be read is a state with ``unreadable`` said, never an empty one."""
+    path = _file(state_dir, deployment, "canary")
+    data, why = _load(path)
+    if why is not None:
+        # the run writes its failure in place of the file: the settings say why, so the canary stays failing
+        # until `rigctl canary NAME --every ...` writes them again
+        return CanaryState(unreadable=f"{path}: {why}", unreadable_config={"unreadable": why})
+    state = CanaryState()
+    if data.get("config") is not None:
+        try:
+            state.config = CanaryConfig.read(data["config"])
+        except ValueError as exc:
+            state.unreadable_config = data["config"]
+            state.unreadable = f"{path}: its settings: {exc}"
+    runs, restarts = data.get("runs"), data.get("restarts")
+    found_runs = [read_run(r) for r in runs[-RUNS_KEPT:]] if isinstance(runs, list) else []
+    state.runs = [r for r in found_runs if r is not None]
+    found_restarts = [read_restart(r) for r in restarts[-RESTARTS_KEPT:]] if isinstance(restarts, list) else []
+    state.restarts = [r for r in found_restarts if r is not None]
+    state.consecutive_failures = _count(data.get("consecutive_failures"))
     state.restarted_in_streak = data.get("restarted_in_streak") is True
-    restarts = data.get("restarts")
-    state.restarts = [r for r in restarts if isinstance(r, dict)][-RESTARTS_KEPT:] if isinstance(restarts, list) else []
     counts = data.get("counts")
     if isinstance(counts, dict):
         for key in state.counts:
-            value = counts.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                state.counts[key] = value
+            state.counts[key] = _count(counts.get(key))
     return state
+
+
+def check_canary_fits(state_dir: Path, deployment: str, state: CanaryState) -> None:
+    """Refuse settings whose record, with room for its runs (``RUNS_RESERVE``), would be larger than its
+    reader accepts: before anything is installed, not at the first run."""
+    path = _file(state_dir, deployment, "canary")
+    encoded = (json.dumps(state.to_dict(deployment), indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+    if len(encoded) + RUNS_RESERVE > safefs.RECORD_LIMIT:
+        raise InvalidInputError(
+            [f"{path}: the canary's record would be too large ({len(encoded):,} bytes as written, with its "
+             f"baseline; rigctl reads at most {safefs.RECORD_LIMIT - RUNS_RESERVE:,} of settings)"],
+            fix="export fewer or shorter answers (`rigctl verify NAME --checks smoke --export FILE`), or run the "
+                "canary without --baseline")
 
 
 def save_canary(state_dir: Path, deployment: str, state: CanaryState) -> None:

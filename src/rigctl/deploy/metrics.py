@@ -6,7 +6,12 @@ Names follow Prometheus' conventions: the ``rigctl_`` prefix, base units in the 
 ``_bytes``), ``_total`` on counters, ``_timestamp_seconds`` for a Unix time, and one ``# HELP`` and
 ``# TYPE`` per family. Each series carries ``deployment``, ``scope`` and ``unit`` labels; the model and image
 ride on ``rigctl_deployment_info`` (value 1) only, so they never split the other series. A figure rigctl
-does not know (no NVML, no canary yet) is left out, never written as 0.
+does not know (no NVML, no canary yet) is left out, never written as 0; a canary whose record cannot be read
+is a failing one (``rigctl_canary_ok`` 0).
+
+Label values come from records and engines: each goes through ``util.text.printable`` (no control character,
+line separator or lone surrogate reaches a scraper, which reads lines split at any of them) and then the
+format's own escaping; so does the HELP text.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from rigctl.util.text import printable
 
 MIB = 1 << 20
 FILE_NAME = "rigctl.prom"
@@ -51,8 +58,14 @@ class _Family:
 
 
 def escape_label(value: str) -> str:
-    """A label value as the text format carries it: backslash, double quote and line feed escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the text format carries it: shown escaped (``printable``), then backslash, double
+    quote and line feed escaped as the format says."""
+    return printable(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    """HELP text as the format carries it: backslash and line feed escaped, after ``printable``."""
+    return printable(text, None).replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _value(v: float) -> str:
@@ -69,7 +82,7 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("rigctl_service_restarts_total", "counter", "Restarts systemd counted (NRestarts) since the last start."),
     ("rigctl_gpu_memory_used_bytes", "gauge", "GPU memory the engine's processes use now (NVML)."),
     ("rigctl_gpu_memory_planned_bytes", "gauge", "GPU memory the recipe plans for (gpus.count x gpus.min_memory_mib)."),
-    ("rigctl_canary_ok", "gauge", "1 when the canary's last run passed, 0 when it failed."),
+    ("rigctl_canary_ok", "gauge", "1 when the canary's last run passed, 0 when it failed or its record is unreadable."),
     ("rigctl_canary_last_run_timestamp_seconds", "gauge", "Unix time of the canary's last run."),
     ("rigctl_canary_interval_seconds", "gauge", "How often the canary runs."),
     ("rigctl_canary_consecutive_failures", "gauge", "Canary runs failed in a row, up to the last one."),
@@ -99,7 +112,7 @@ def exposition(rows: Iterable[MetricRow]) -> str:
         add("rigctl_gpu_memory_planned_bytes", base,
             row.gpu_planned_mib * MIB if row.gpu_planned_mib else None)
         canary = row.canary or {}
-        result = canary.get("last_result")
+        result = "fail" if canary.get("unreadable") else canary.get("last_result")
         add("rigctl_canary_ok", base, None if result is None else (1 if result == "pass" else 0))
         add("rigctl_canary_last_run_timestamp_seconds", base, _number(canary.get("last_run_at")))
         add("rigctl_canary_interval_seconds", base, _number(canary.get("interval_s")))
@@ -128,7 +141,7 @@ def render_families(families: Iterable[_Family]) -> str:
     for family in families:
         if not family.samples:
             continue
-        lines.append(f"# HELP {family.name} {family.help}")
+        lines.append(f"# HELP {family.name} {escape_help(family.help)}")
         lines.append(f"# TYPE {family.name} {family.kind}")
         for labels, value in family.samples:
             inner = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())

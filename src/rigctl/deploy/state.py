@@ -23,6 +23,7 @@ import contextvars
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import stat
@@ -43,6 +44,35 @@ from rigctl.util.text import clip
 
 RECORD_VERSION = 1
 SUFFIX = ".json"
+
+# The bounds of every number rigctl reads back from its records and histories: a file is damaged or hostile
+# input, and a NaN, 10**400, a bool or a string where a number belongs must not reach arithmetic, a clock
+# (``time.localtime`` raises on them) or the Prometheus text.
+TIME_MAX = 253_402_300_799.0  # 9999-12-31: the last second ``time.strftime`` shows everywhere
+SPAN_MAX = 10_000_000.0  # seconds a boot, a phase or a run may be said to have taken (about 116 days)
+COUNT_MAX = 10**12  # runs, failures, restarts, exit statuses
+
+
+def record_number(value: object, *, high: float, low: float = 0.0, integer: bool = False) -> float | int | None:
+    """``value`` when it is a number (not a bool, not a string) within [low, high], finite, and whole where
+    ``integer`` asks; None otherwise. The one check for a number read from a record or a history."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if integer and not isinstance(value, int):
+        return None
+    if not low <= value <= high:  # an int past a float's range compares exactly: no OverflowError
+        return None
+    return int(value) if integer else float(value)
+
+
+# the deployment record's numbers, checked before its types are (pydantic would take "12", true or "nan"):
+# {field: (low, high, integer, may be null)}
+_NUMBERS: dict[str, tuple[float, float, bool, bool]] = {
+    "installed_at": (0.0, TIME_MAX, False, False), "stopped_at": (0.0, TIME_MAX, False, True),
+    "warmup_budget_s": (1, SPAN_MAX, True, True), "version": (1, COUNT_MAX, True, False),
+}
 
 # podman's container-name rule; a unit is "<container>.service" and its files "<container>.<suffix>"
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -128,6 +158,11 @@ def _from_data(data: Any) -> DeploymentRecord:
     if not isinstance(data, dict):
         raise ValueError("the top level is not a JSON object")
     known = set(DeploymentRecord.__dataclass_fields__)
+    for key, (low, high, integer, nullable) in _NUMBERS.items():
+        if key in data and not (nullable and data[key] is None) \
+                and record_number(data[key], low=low, high=high, integer=integer) is None:
+            kind = "a whole number" if integer else "a number"
+            raise ValueError(f"{key}: {clip(str(data[key])[:60])} is not {kind} from {low:g} to {high:g}")
     try:
         record = TypeAdapter(DeploymentRecord).validate_python({k: v for k, v in data.items() if k in known})
     except ValidationError as exc:
@@ -152,8 +187,19 @@ def record_path(directory: Path, recipe: str) -> Path:
 def save(directory: Path, record: DeploymentRecord) -> None:
     if problems := record.problems():
         raise InvalidInputError([f"deployment record of {clip(record.recipe)}: {p}" for p in problems])
+    data = record.to_json().encode()
+    check_fits(directory / f"{record.recipe}{SUFFIX}", data)
     with safefs.own_dir(directory) as d:
-        d.write_atomic(f"{record.recipe}{SUFFIX}", record.to_json().encode(), mode=0o644)
+        d.write_atomic(f"{record.recipe}{SUFFIX}", data, mode=0o644)
+
+
+def check_fits(path: Path, data: bytes) -> None:
+    """Refuse to write ``data`` to ``path`` when its reader would refuse it back (past ``RECORD_LIMIT``): a
+    record written but unreadable is a record lost."""
+    if len(data) > safefs.RECORD_LIMIT:
+        raise InvalidInputError(
+            [f"{path}: not written: the record would be too large ({len(data):,} bytes; rigctl reads at most "
+             f"{safefs.RECORD_LIMIT:,})"])
 
 
 def _read(path: Path, expect: str) -> DeploymentRecord | None:

@@ -176,10 +176,10 @@ def last_exit(unit: UnitState | None, events: Sequence[ContainerEvent], current_
         code = last.exit_code if last.exit_code is not None else 0
         return LastExit(f"exit {code}", code, "exited", last.at, _phase(events, last.id), "podman-events")
     failure = record.last_failure if record else None
-    if failure and isinstance(failure.get("exit_status"), int):
-        at = failure.get("at")
-        return LastExit(f"exit {failure['exit_status']}", failure["exit_status"], "exited",
-                        float(at) if isinstance(at, (int, float)) else None, "warmup", "record")
+    status = records.record_number(failure.get("exit_status"), high=255, integer=True) if failure else None
+    if failure and status is not None:
+        at = records.record_number(failure.get("at"), high=records.TIME_MAX)
+        return LastExit(f"exit {status}", int(status), "exited", at, "warmup", "record")
     return None
 
 

@@ -32,14 +32,20 @@ def canary_run(result: RunResult) -> View:
 
 
 def canary_summary(name: str, summary: dict[str, Any] | None) -> View:
+    """The canary's state (``history.CanaryState.summary``: its numbers are typed and bounded when read)."""
     def view(out: TextIO) -> None:
         if not summary:
             out.write(f"{name} has no canary; `rigctl canary {name} --every 10m` installs one\n")
             return
+        if summary.get("unreadable"):
+            out.write(f"canary of {name}: FAILING: its record cannot be read: "
+                      f"{printable(summary['unreadable'], LINE_LIMIT)}\n"
+                      f"  `rigctl canary {name} --every SPAN ...` writes its settings again\n")
+        else:
+            out.write(f"canary of {name}: every {summary.get('interval_s')}s, checks "
+                      f"{printable(','.join(summary.get('checks') or []))}, on failure {summary.get('on_failure')}\n")
         last = summary.get("last_run_at")
-        when = "never" if last is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(last)))
-        out.write(f"canary of {name}: every {summary.get('interval_s')}s, checks "
-                  f"{','.join(summary.get('checks') or [])}, on failure {summary.get('on_failure')}\n")
+        when = "never" if last is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last))
         out.write(f"  last run {when}: {summary.get('last_result') or '-'}; "
                   f"{summary.get('consecutive_failures', 0)} failure(s) in a row; restarts {summary.get('restarts')}\n")
         base = summary.get("baseline")

@@ -203,19 +203,23 @@ def status(services: Sequence[ServiceStatus]) -> View:
 
 
 def _learnt_lines(out: TextIO, s: ServiceStatus) -> None:
-    """The last boot and the canary, when the deployment's history has them."""
+    """The last boot and the canary, when the deployment's history has them (``deploy.history`` read their
+    numbers typed and bounded)."""
     import time
 
     if s.last_boot:
         b = s.last_boot
-        out.write(f"  last boot: {printable(b.get('status'))} in {duration(float(b.get('total_s') or 0))} "
-                  f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(float(b.get('at') or 0)))})\n")
+        out.write(f"  last boot: {printable(b.get('status'))} in {duration(b.get('total_s') or 0)} "
+                  f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(b.get('at') or 0))})\n")
     c = s.canary
+    if c and c.get("unreadable"):
+        out.write("  canary: cannot be read (counts as failing): "
+                  f"{printable(c['unreadable'], LINE_LIMIT)}\n")
     if c:
         every = c.get("interval_s")
         last = c.get("last_run_at")
-        when = "never run yet" if last is None else time.strftime("%H:%M:%S", time.localtime(float(last)))
-        out.write(f"  canary: every {duration(float(every)) if every else '?'}  last run {when}  "
+        when = "never run yet" if last is None else time.strftime("%H:%M:%S", time.localtime(last))
+        out.write(f"  canary: every {duration(every) if every else '?'}  last run {when}  "
                   f"result {printable(c.get('last_result') or '-')}  "
                   f"{c.get('consecutive_failures', 0)} failure(s) in a row\n")
         if c.get("last_failure_reason"):
