@@ -58,8 +58,8 @@ def framed(header: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(("raw", "why"), [
-    (struct.pack("<Q", 2**63), "more than the 100 MiB"),
-    (struct.pack("<Q", HEADER_LIMIT + 1), "more than the 100 MiB"),
+    (struct.pack("<Q", 2**63), "header length is more than the 16 MiB"),
+    (struct.pack("<Q", HEADER_LIMIT + 1), "header length is more than the 16 MiB"),
     (struct.pack("<Q", 4096) + b"{}", "does not fit"),
     (b"\x01\x02", "shorter than the 8-byte"),
     (struct.pack("<Q", 5) + b"[1,2]", "not a JSON object"),
@@ -177,8 +177,8 @@ def test_a_shard_replaced_in_place_is_read_again_and_a_hostile_one_refused(tmp_p
     assert shard.stat().st_size == st.st_size and shard.stat().st_ino == st.st_ino
     got = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))
     assert got.shards_read == 1 and got.shards_cached == 1 and SHARDS[1] in got.problems[0]
-    assert "more than the 100 MiB" in got.problems[0]
-    again = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))  # refused again: never cached
+    assert "header length is more than the 16 MiB" in got.problems[0]
+    again = read_checkpoint(str(ckpt), SHARDS, cache=SummaryCache(cache_file))  # refused again, from the cache
     assert again.problems == got.problems
 
 

@@ -2,9 +2,15 @@
 
 A safetensors file starts with an 8-byte little-endian header length, then that many bytes of JSON
 naming every tensor (dtype, shape, byte offsets into the data that follows). Only those bytes are read:
-the length is refused above ``HEADER_LIMIT`` or beyond the file's end, the JSON must be an object of
-well-formed entries whose offsets stay inside the file, and a FIFO or device is refused before a read,
-so a hostile or damaged shard is an error naming the file, never a hang or a 100 GB read.
+the length is refused above ``HEADER_LIMIT`` or beyond the file's end (and never shown: it is whatever
+the file's first 8 bytes are), the JSON must be an object of well-formed entries whose offsets stay
+inside the file, so a hostile or damaged shard is an error naming the file, never a hang or a 100 GB read.
+
+The checkpoint directory may be writable by other users while rigctl runs as root, so it is opened once
+and every file in it relative to that descriptor (``_open_in``): only a regular file that is there is
+opened, with O_NOFOLLOW, after an lstat; a FIFO, device, socket or directory is refused without being
+opened, and a symbolic link is not followed, except the one shape a Hugging Face hub cache gives a snapshot
+(``../../blobs/<hash>``), opened the same way inside that ``blobs`` directory.
 
 ``config.json`` beside the shards is read bounded too (``CONFIG_LIMIT``). Nothing here judges: preflight's
 gpu-fit plans memory from what this returns.
@@ -18,8 +24,9 @@ header) goes through the exact reader (``json`` and ``_entries``), which decides
 of a 163-shard checkpoint are tens of milliseconds of parsing, so each shard's four numbers are kept in
 ``$XDG_CACHE_HOME/rigctl/safetensors.json`` (``SummaryCache``), keyed by the shard's path and its file's
 size, mtime, ctime, inode and device: a shard that changed in any way (rewritten, replaced, touched, moved
-in) is read again, through the same bounded reader, so a hostile header is an error every time. A cache
-that cannot be read or trusted counts as empty; one that cannot be written costs only time next run.
+in) is read again, through the same bounded reader. A refused header is remembered the same way (its reason,
+keyed by the same identity), so it is refused again on every run without being read again. A cache that
+cannot be read or trusted counts as empty; one that cannot be written costs only time next run.
 """
 
 from __future__ import annotations
@@ -35,17 +42,25 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 from rigctl.errors import InvalidInputError
 from rigctl.invocation import current
-from rigctl.util.jsonfile import load_json
-from rigctl.util.safefs import RECORD_LIMIT, write_own
+from rigctl.util.jsonfile import load_json, parse_json
+from rigctl.util.safefs import RECORD_LIMIT, SafeDir, check_name, kind_of, refuse, write_own
 
 MiB = 1024 * 1024
-HEADER_LIMIT = 100 * MiB  # the largest real headers (thousands of tensors) are a few MiB
+# A real shard's header is ~120 bytes per tensor: 100,000 bytes for the 852 tensors of a GLM-5 NVFP4 shard
+# (huggingface/huggingface_hub#4602), a few hundred KiB for the largest MoE shards; 16 MiB holds ~140,000
+# tensors, a whole MoE checkpoint in one file. Decoding it costs at most ~15x its size (msgspec's structs).
+HEADER_LIMIT = 16 * MiB
+# The exact reader (json into dicts and lists, up to ~25x the bytes) reads only a header this small; a larger
+# one the typed decode refuses is refused without it.
+EXACT_LIMIT = 1 * MiB
 CONFIG_LIMIT = 4 * MiB  # a config.json is a few KiB
-MAX_TENSORS = 1_000_000  # per shard
+# Per shard: a header at the cap holds ~140,000 real entries. Each entry is an object, so a header with more
+# ``{`` than this is refused before it is decoded: the decode's memory is then that of real entries.
+MAX_TENSORS = 250_000
 
 # The dtype names safetensors writes, and their bytes per element (sub-byte types packed: F4 is half a byte)
 DTYPE_BITS = {
@@ -117,42 +132,133 @@ def _entries(path: Path, doc: dict[str, Any], data_size: int) -> Iterator[Entry]
 def read_header(path: str | os.PathLike[str]) -> list[Tensor]:
     """The tensors a safetensors file declares: its first ``8 + length`` bytes, nothing after them."""
     p = Path(path)
-    raw, st = _read_raw(p)
-    entries = _entries(p, _parse(p, raw), st.st_size - 8 - len(raw))
+    raw, st = _read_path(p)
+    data_size = st.st_size - 8 - len(raw)
+    if len(raw) > EXACT_LIMIT and _fast_kinds(raw, data_size) is None:
+        raise _not_plain(p)
+    entries = _entries(p, _parse(p, raw), data_size)
     return [Tensor(name, dtype, tuple(shape), nbytes) for name, dtype, shape, nbytes in entries]
 
 
-def _read_raw(p: Path) -> tuple[bytes, os.stat_result]:
-    """The header's bytes (the length checked against ``HEADER_LIMIT`` and the file's size before any is read)
-    and the file's own ``fstat`` (what the cache keys a summary by)."""
+class Refused(ValueError):
+    """A file in the checkpoint that is not opened: why, without its path."""
+
+
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+_HUB_BLOB = re.compile(r"\.\./\.\./blobs/([0-9a-f]{40}|[0-9a-f]{64})")  # a hub cache snapshot's link
+
+
+def _open_plain(dir_fd: int, name: str) -> tuple[int, os.stat_result] | None:
+    """``name`` in ``dir_fd`` when it is a regular file (None: not there). Anything else is refused from its
+    lstat, before an open; the open does not follow a link, and must reach the file the lstat saw."""
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        first = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
     except OSError as exc:
-        raise HeaderError(p, f"cannot open: {exc.strerror or exc}") from None
+        raise Refused(f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(first.st_mode):
+        raise Refused(f"{kind_of(first.st_mode)}, not a regular file; rigctl reads only regular files inside the "
+                      "checkpoint directory")
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise HeaderError(p, "not a regular file")
+        fd = os.open(name, _OPEN, dir_fd=dir_fd)
+    except OSError as exc:
+        raise Refused(f"cannot open: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (first.st_dev, first.st_ino):
+        os.close(fd)
+        raise Refused("replaced while being opened")
+    return fd, st
+
+
+def _open_in(dir_fd: int, name: str) -> tuple[int, os.stat_result] | None:
+    """A regular file ``name`` of the checkpoint directory ``dir_fd``, open (None: not there). A symbolic link
+    is refused unless it is a hub cache's ``../../blobs/<hash>``, whose blob is then opened as ``_open_plain``
+    opens a file, walking ``..``, ``..`` and ``blobs`` from ``dir_fd`` without following links."""
+    try:
+        check_name(name)
+        first = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except InvalidInputError:
+        raise Refused("not a plain file name") from None
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise Refused(f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISLNK(first.st_mode):
+        return _open_plain(dir_fd, name)
+    try:
+        target = os.readlink(name, dir_fd=dir_fd)
+    except OSError as exc:
+        raise Refused(f"cannot read the link: {exc.strerror or exc}") from None
+    blob = _HUB_BLOB.fullmatch(target)
+    if blob is None:
+        raise Refused("a symbolic link; rigctl does not follow links out of the checkpoint directory (a hub "
+                      "cache's ../../blobs/ links excepted)")
+    fds: list[int] = []
+    try:
+        for part in ("..", "..", "blobs"):
+            fds.append(os.open(part, _DIR, dir_fd=fds[-1] if fds else dir_fd))
+        got = _open_plain(fds[-1], blob[1])
+    except Refused as exc:
+        raise Refused(f"a hub cache link to a blob that is {exc}") from None
+    except OSError as exc:
+        raise Refused(f"a hub cache link, but its blobs directory cannot be opened: {exc.strerror or exc}") from None
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return got
+
+
+def _read_path(p: Path) -> tuple[bytes, os.stat_result]:
+    """``_read_header`` of a shard named by its path: its directory opened, the shard opened in it."""
+    try:
+        with SafeDir.open(p.parent) as d:
+            opened = _open_in(d.fd, p.name)
+    except Refused as exc:
+        raise HeaderError(p, str(exc)) from None
+    except InvalidInputError as exc:
+        raise HeaderError(p, exc.message) from None
+    if opened is None:
+        raise HeaderError(p, "no such file")
+    fd, st = opened
+    try:
+        return _read_header(fd, st, p), st
+    finally:
+        os.close(fd)
+
+
+def _read_header(fd: int, st: os.stat_result, p: Path) -> bytes:
+    """The header's bytes of the open regular file ``fd`` (``st`` its fstat): the length checked against
+    ``HEADER_LIMIT`` and the file's size before any is read."""
+    try:
         head = os.pread(fd, 8, 0)
         if len(head) < 8:
             raise HeaderError(p, f"{st.st_size} bytes: shorter than the 8-byte header length")
         length = int.from_bytes(head, "little")
         if length > HEADER_LIMIT:
-            raise HeaderError(p, f"header length {length:,} bytes is more than the {HEADER_LIMIT // MiB} MiB "
-                                 "rigctl reads (a real one is a few MiB)")
+            raise HeaderError(p, f"its header length is more than the {HEADER_LIMIT // MiB} MiB rigctl reads (a real "
+                                 "one is a few hundred KiB)")
         if length < 2 or 8 + length > st.st_size:
-            raise HeaderError(p, f"header length {length:,} does not fit in the file's {st.st_size:,} bytes")
-        chunks: list[bytes] = []
+            raise HeaderError(p, f"its header length does not fit in the file's {st.st_size:,} bytes")
+        buf = bytearray(length)
+        view = memoryview(buf)
         got = 0
         while got < length:  # bounded: at most `length` bytes, each read makes progress or ends
-            chunk = os.pread(fd, min(length - got, 8 * MiB), 8 + got)
-            if not chunk:
+            n = os.preadv(fd, [view[got:]], 8 + got)
+            if not n:
                 raise HeaderError(p, f"cut short: {got:,} of {length:,} header bytes")
-            chunks.append(chunk)
-            got += len(chunk)
-    finally:
-        os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks), st
+            got += n
+    except OSError as exc:
+        raise HeaderError(p, f"cannot read: {exc.strerror or exc}") from None
+    view.release()
+    return bytes(buf)
+
+
+def _not_plain(p: Path) -> HeaderError:
+    return HeaderError(p, f"header is not plain safetensors entries (an object of tensors, each a dtype, a shape and "
+                          f"data_offsets inside the file), and at more than {EXACT_LIMIT // MiB} MiB too large to "
+                          "read more closely")
 
 
 def _parse(p: Path, raw: bytes) -> dict[str, Any]:
@@ -177,13 +283,13 @@ if TYPE_CHECKING:
 def _decoder() -> msgspec.json.Decoder[dict[str, Any]]:
     """msgspec's decoder for a header of well-formed entries (imported here, on the first header to parse: the
     warm path and every other command never load it). Each field is optional so that ``__metadata__`` (a map of
-    strings) decodes too; an entry lacking one is left to the exact reader. A dtype outside ``DTYPE_BITS`` is
-    refused here, and so read by the exact reader, which takes any short string."""
+    strings) decodes too; an entry lacking one is left to the exact reader. A dtype is any short string, as the
+    exact reader takes it: a large header of a dtype this rigctl does not know is still read."""
     import msgspec  # noqa: PLC0415 - 10 ms to import, only where a header is parsed
 
     size = Annotated[int, msgspec.Meta(ge=0)]  # msgspec refuses booleans and floats where an int is asked
     entry = msgspec.defstruct("Entry", [  # built, not declared: this module's annotations are strings
-        ("dtype", Literal[tuple(DTYPE_BITS)] | None, None),
+        ("dtype", Annotated[str, msgspec.Meta(max_length=32)] | None, None),
         ("shape", Annotated[tuple[size, ...], msgspec.Meta(max_length=16)] | None, None),
         ("data_offsets", tuple[size, size] | None, None),
     ], gc=False)
@@ -229,12 +335,21 @@ def _fast_kinds(raw: bytes, data_size: int) -> WeightKinds | None:
 def read_kinds(path: str | os.PathLike[str]) -> tuple[WeightKinds, os.stat_result]:
     """A shard's ``summarize`` (its header only, as ``read_header`` reads it) and its file's ``fstat``."""
     p = Path(path)
-    raw, st = _read_raw(p)
+    raw, st = _read_path(p)
+    return _kinds(p, raw, st), st
+
+
+def _kinds(p: Path, raw: bytes, st: os.stat_result) -> WeightKinds:
+    """The typed decode's answer, else the exact reader's, for a header of at most ``EXACT_LIMIT``."""
     data_size = st.st_size - 8 - len(raw)
+    if raw.count(b"{") > MAX_TENSORS + 2:
+        raise HeaderError(p, f"header holds more than {MAX_TENSORS:,} JSON objects; a shard has fewer tensors")
     kinds = _fast_kinds(raw, data_size)
-    if kinds is None:
-        kinds = summarize(_entries(p, _parse(p, raw), data_size))
-    return kinds, st
+    if kinds is not None:
+        return kinds
+    if len(raw) > EXACT_LIMIT:
+        raise _not_plain(p)
+    return summarize(_entries(p, _parse(p, raw), data_size))
 
 
 # --- what the weights of a shard come to -------------------------------------------------------------------
@@ -295,14 +410,22 @@ def _identity(st: os.stat_result) -> dict[str, int]:
             "dev": st.st_dev}
 
 
+REFUSAL_LIMIT = 1000  # characters of a remembered refusal's reason
+
+
 def _sound(entry: Any) -> bool:
-    return (isinstance(entry, dict) and entry.get("rules") == RULES
-            and all(type(entry.get(k)) is int and entry[k] >= 0 for k in (*_KEY_FIELDS, *_KIND_FIELDS)))
+    if not (isinstance(entry, dict) and entry.get("rules") == RULES
+            and all(type(entry.get(k)) is int and entry[k] >= 0 for k in _KEY_FIELDS)):
+        return False
+    if "refused" in entry:
+        return type(entry["refused"]) is str and 0 < len(entry["refused"]) <= REFUSAL_LIMIT
+    return all(type(entry.get(k)) is int and entry[k] >= 0 for k in _KIND_FIELDS)
 
 
 class SummaryCache:
-    """A JSON map shard path -> {size, mtime_ns, ctime_ns, ino, dev, rules, tensors, split, replicated,
-    experts}, read bounded through ``load_json``; damaged entries (or a damaged file) count as absent."""
+    """A JSON map shard path -> {size, mtime_ns, ctime_ns, ino, dev, rules, and either tensors, split,
+    replicated, experts or refused: why}, read bounded through ``load_json``; damaged entries (or a damaged
+    file) count as absent."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or cache_path()
@@ -315,16 +438,33 @@ class SummaryCache:
             k: v for k, v in shards.items() if isinstance(k, str) and _sound(v)} if isinstance(shards, dict) else {}
         self.changed = False
 
-    def get(self, shard: str, st: os.stat_result) -> WeightKinds | None:
+    def _entry(self, shard: str, st: os.stat_result) -> dict[str, Any] | None:
         entry = self._data.get(shard)
         if entry is None or any(entry[k] != v for k, v in _identity(st).items()):
             return None
+        return entry
+
+    def get(self, shard: str, st: os.stat_result) -> WeightKinds | None:
+        entry = self._entry(shard, st)
+        if entry is None or "refused" in entry:
+            return None
         return WeightKinds(*(entry[k] for k in _KIND_FIELDS))
 
+    def refusal(self, shard: str, st: os.stat_result) -> str | None:
+        """Why the shard's header was refused, while its file is unchanged."""
+        entry = self._entry(shard, st)
+        return None if entry is None else entry.get("refused")
+
     def put(self, shard: str, st: os.stat_result, kinds: WeightKinds) -> None:
+        self._store(shard, {**_identity(st), "rules": RULES, "tensors": kinds.tensors, "split": kinds.split,
+                            "replicated": kinds.replicated, "experts": kinds.experts})
+
+    def put_refusal(self, shard: str, st: os.stat_result, why: str) -> None:
+        self._store(shard, {**_identity(st), "rules": RULES, "refused": why[:REFUSAL_LIMIT]})
+
+    def _store(self, shard: str, entry: dict[str, Any]) -> None:
         self._data.pop(shard, None)  # re-inserted last: the newest
-        self._data[shard] = {**_identity(st), "rules": RULES, "tensors": kinds.tensors, "split": kinds.split,
-                             "replicated": kinds.replicated, "experts": kinds.experts}
+        self._data[shard] = entry
         while len(self._data) > CACHE_ENTRIES:
             del self._data[next(iter(self._data))]
         self.changed = True
@@ -351,7 +491,7 @@ class LocalCheckpoint:
     config: dict[str, Any] | None = None
 
 
-def _read_shards(base: Path, shard_names: list[str], cache: SummaryCache | None,
+def _read_shards(base: Path, d: SafeDir, shard_names: list[str], cache: SummaryCache | None,
                  ) -> tuple[WeightKinds, int, int, list[str], list[str]]:
     """(weights, shards read, of which cached, missing names, problems) of ``read_checkpoint``."""
     weights = WeightKinds()
@@ -361,54 +501,90 @@ def _read_shards(base: Path, shard_names: list[str], cache: SummaryCache | None,
     for name in shard_names:
         shard = base / name
         try:
-            st = os.stat(shard)  # links followed, as the read does: a hub cache links shards into blobs/
-        except OSError:
-            st = None
-        if st is None or not stat.S_ISREG(st.st_mode):
+            opened = _open_in(d.fd, name)
+        except Refused as exc:
+            problems.append(HeaderError(shard, str(exc)).problems[0])
+            continue
+        if opened is None:
             missing.append(name)
             continue
-        key = os.path.abspath(shard)
-        hit = cache.get(key, st) if cache is not None else None
-        if hit is not None:
-            weights, read, cached = weights.plus(hit), read + 1, cached + 1
-            continue
+        fd, st = opened
         try:
-            kinds, fst = read_kinds(shard)
-        except InvalidInputError as exc:
-            problems.append(exc.problems[0] if exc.problems else str(exc))
-            continue
+            key = os.path.abspath(shard)
+            hit = cache.get(key, st) if cache is not None else None
+            refused = cache.refusal(key, st) if cache is not None and hit is None else None
+            if hit is not None:
+                weights, read, cached = weights.plus(hit), read + 1, cached + 1
+                continue
+            if refused is not None:
+                problems.append(HeaderError(shard, refused).problems[0])
+                continue
+            try:
+                kinds = _kinds(shard, _read_header(fd, st, shard), st)
+            except HeaderError as exc:
+                problems.append(exc.problems[0])
+                if cache is not None:
+                    cache.put_refusal(key, st, exc.why)
+                continue
+        finally:
+            os.close(fd)
         weights, read = weights.plus(kinds), read + 1
         if cache is not None:
-            cache.put(key, fst, kinds)
+            cache.put(key, st, kinds)
     return weights, read, cached, missing, problems
+
+
+def _read_config(base: Path, d: SafeDir) -> dict[str, Any] | None:
+    """config.json of the open checkpoint directory ``d``, as ``_open_in`` opens a shard, read bounded."""
+    where = base / "config.json"
+    try:
+        opened = _open_in(d.fd, "config.json")
+    except Refused as exc:
+        raise refuse(where, str(exc)) from None
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        if st.st_size > CONFIG_LIMIT:
+            raise refuse(where, f"more than the {CONFIG_LIMIT // MiB} MiB rigctl reads from a config.json")
+        data = os.pread(fd, CONFIG_LIMIT + 1, 0)
+    except OSError as exc:
+        raise refuse(where, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > CONFIG_LIMIT:
+        raise refuse(where, f"more than the {CONFIG_LIMIT // MiB} MiB rigctl reads from a config.json")
+    got = parse_json(data, where)
+    if not isinstance(got, dict):
+        raise refuse(where, "not a JSON object")
+    return got
 
 
 def read_checkpoint(path: str, shard_names: list[str], *, cache: SummaryCache | None = None) -> LocalCheckpoint:
     """The weights by kind of ``shard_names`` under ``path`` (from ``cache`` where a shard's file is
     unchanged, else its header, then cached) and its ``config.json``; every problem is recorded, none
-    raised (a missing directory gives an empty answer)."""
+    raised (a missing directory gives an empty answer). The directory is opened once; every file is
+    opened relative to it (``_open_in``)."""
     base = Path(path)
-    if not base.is_dir():
+    try:
+        d = SafeDir.open(base)
+    except InvalidInputError:
         return LocalCheckpoint(path, missing=list(shard_names))
-    # The headers parse into ~100,000 small objects, every one freed by its reference count; the cyclic
-    # collector would only walk them (10-30% of the time with the exact reader). Off for the loop.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        weights, read, cached, missing, problems = _read_shards(base, shard_names, cache)
-    finally:
-        if collecting:
-            gc.enable()
-    if cache is not None:
-        cache.save()
-    config: dict[str, Any] | None = None
-    try:
-        got = load_json(base / "config.json", limit=CONFIG_LIMIT, missing_ok=True)
-    except InvalidInputError as exc:
-        problems.append(exc.problems[0] if exc.problems else str(exc))
-    else:
-        if isinstance(got, dict):
-            config = got
-        elif got is not None:
-            problems.append(f"{base / 'config.json'}: not a JSON object")
+    with d:
+        # The headers parse into ~100,000 small objects, every one freed by its reference count; the cyclic
+        # collector would only walk them (10-30% of the time with the exact reader). Off for the loop.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            weights, read, cached, missing, problems = _read_shards(base, d, shard_names, cache)
+        finally:
+            if collecting:
+                gc.enable()
+        if cache is not None:
+            cache.save()
+        config: dict[str, Any] | None = None
+        try:
+            config = _read_config(base, d)
+        except InvalidInputError as exc:
+            problems.append(exc.problems[0] if exc.problems else str(exc))
     return LocalCheckpoint(path, weights, read, cached, missing, problems, config)

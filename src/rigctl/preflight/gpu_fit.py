@@ -20,9 +20,10 @@ Planning is pure (``plan``); only ``check_gpu_fit`` reads this machine's checkpo
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rigctl.host.facts import GIB, MIB, Gpu
@@ -65,6 +66,8 @@ class Shape:
     experts_per_token: int | None = None
     vocab_size: int | None = None
     mtp_layers: int = 0
+    notes: tuple[str, ...] = ()  # what config.json gave that could not be used, one line each
+    usable: bool = True  # False: no layer count or attention size to plan from
 
     @property
     def family(self) -> str:
@@ -73,98 +76,177 @@ class Shape:
         return " + ".join(f"{n} {name}" for n, name in kinds if n) or "no attention layers"
 
 
-def _int(c: Mapping[str, Any], *keys: str) -> int | None:
-    for key in keys:
-        value = c.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
+# config.json comes from a directory other users may write, and rigctl may run as root: every number is
+# bounded before it is used, far above real models (the largest have ~100 layers, hidden sizes of tens of
+# thousands, vocabularies of ~256k) and far below what makes the arithmetic or a loop over layers expensive.
+MAX_LAYERS = 100_000
+MAX_DIM = 10_000_000  # hidden, intermediate, head and state sizes, vocabulary, window
+MAX_HEADS = 100_000  # attention heads, KV heads, experts per token, groups
+MAX_KERNEL = 4096  # convolution kernels
+FULL_KINDS = ("full_attention", "attention", "deepseek_sparse_attention")
+SLIDING_KINDS = ("sliding_attention", "local_attention")
+LINEAR_KINDS = ("linear_attention", "mamba")
 
 
-def shape_from_config(config: Mapping[str, Any], source: str) -> Shape:
+def _shown(value: Any) -> str:
+    """A value from config.json for a note: short, whatever it is."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        digits = len(str(abs(value)))  # at most 4,300: json refuses longer integers
+        return f"{value:,}" if digits <= 15 else f"{'-' if value < 0 else ''}~10^{digits - 1}"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value[:40]) + ("..." if len(value) > 40 else "")
+    return f"a JSON {'array' if isinstance(value, list) else 'object'}"
+
+
+class _Fields:
+    """Reads a config's integers, each within its range: one out of range, of another type (a bool, a float,
+    a string) or negative is a note and read as absent. ``null`` is absent without a note."""
+
+    def __init__(self, c: Mapping[str, Any], prefix: str = "") -> None:
+        self.c = c
+        self.prefix = prefix
+        self.notes: list[str] = []
+
+    def int(self, *keys: str, lo: int = 1, hi: int = MAX_DIM) -> int | None:
+        for key in keys:
+            value = self.c.get(key)
+            if value is None:
+                continue
+            if type(value) is int and lo <= value <= hi:
+                return value
+            why = f"is out of range ({lo:,} to {hi:,})" if type(value) is int else "is not an integer"
+            self.note(f"{key} {_shown(value)} {why}")
+            return None
+        return None
+
+    def note(self, text: str) -> None:
+        self.notes.append(self.prefix + text)
+
+
+def shape_from_config(config: Mapping[str, Any], source: str, *, label: str = "config.json") -> Shape:
     """A ``Shape`` from a ``config.json`` (or the recipe's block, which uses its names). A multimodal
-    config's ``text_config`` is the language model's."""
+    config's ``text_config`` is the language model's. Layer kinds are counted, never listed: a count is
+    bounded and an interval pattern is arithmetic. What cannot be used is a note (``Shape.notes``, each
+    ``label: ...``); a shape without a usable layer count or attention size is not ``usable``."""
     c: dict[str, Any] = dict(config)
     text = c.get("text_config")
     if isinstance(text, Mapping):
         c = {**c, **text}
-    layers = _int(c, "num_hidden_layers", "num_layers", "n_layer") or 0
+    f = _Fields(c, f"{label}: ")
+    layers = f.int("num_hidden_layers", "num_layers", "n_layer", hi=MAX_LAYERS)
     dtype = c.get("torch_dtype") or c.get("dtype") or "bfloat16"
-    dtype_bytes = DTYPE_BYTES.get(str(dtype), 2)
-    heads = _int(c, "num_attention_heads", "n_head") or 0
-    hidden = _int(c, "hidden_size", "d_model")
-    kv_heads = _int(c, "num_key_value_heads", "multi_query_group_num") or heads
-    head_dim = _int(c, "head_dim") or (hidden // heads if hidden and heads else 0)
+    if not isinstance(dtype, str):
+        f.note(f"torch_dtype {_shown(dtype)} is not a string; bfloat16 assumed")
+    dtype_bytes = DTYPE_BYTES.get(dtype, 2) if isinstance(dtype, str) else 2
+    heads = f.int("num_attention_heads", "n_head", hi=MAX_HEADS)
+    hidden = f.int("hidden_size", "d_model", "n_embd")
+    kv_heads = f.int("num_key_value_heads", "multi_query_group_num", hi=MAX_HEADS) or heads or 0
+    head_dim = f.int("head_dim") or (hidden // heads if hidden and heads else 0)
     mla = c.get("kv_lora_rank") is not None
     common: dict[str, Any] = {
-        "source": source, "dtype_bytes": dtype_bytes, "layers": layers, "kv_heads": kv_heads,
-        "head_dim": head_dim, "hidden_size": hidden, "vocab_size": _int(c, "vocab_size"),
-        "intermediate_size": _int(c, "intermediate_size", "ffn_hidden_size"),
-        "moe_intermediate_size": _int(c, "moe_intermediate_size"),
-        "experts_per_token": _int(c, "num_experts_per_tok", "num_experts_per_token"),
-        "mtp_layers": _int(c, "num_nextn_predict_layers") or 0,
+        "source": source, "dtype_bytes": dtype_bytes, "layers": layers or 0, "kv_heads": kv_heads,
+        "head_dim": head_dim, "hidden_size": hidden, "vocab_size": f.int("vocab_size"),
+        "intermediate_size": f.int("intermediate_size", "ffn_hidden_size", "n_inner"),
+        "moe_intermediate_size": f.int("moe_intermediate_size"),
+        "experts_per_token": f.int("num_experts_per_tok", "num_experts_per_token", hi=MAX_HEADS),
+        "mtp_layers": f.int("num_nextn_predict_layers", lo=0, hi=1024) or 0,
     }
     if mla:
-        common.update(kv_lora_rank=_int(c, "kv_lora_rank") or 0, rope_dim=_int(c, "qk_rope_head_dim") or 0)
-        if _int(c, "index_head_dim"):
-            common["indexer_head_dim"] = _int(c, "index_head_dim")
-            common["indexer_pool"] = _int(c, "index_kpool") or 1
+        common.update(kv_lora_rank=f.int("kv_lora_rank") or 0, rope_dim=f.int("qk_rope_head_dim", lo=0) or 0)
+        index_dim = f.int("index_head_dim")
+        if index_dim:
+            common["indexer_head_dim"] = index_dim
+            common["indexer_pool"] = f.int("index_kpool") or 1
+    if layers is None:
+        if not any(k in c for k in ("num_hidden_layers", "num_layers", "n_layer")):
+            f.note("num_hidden_layers is missing")
+        return Shape(**common, notes=tuple(f.notes), usable=False)
     # Which layer is which. Kimi's KDA (vllm transformers_utils/configs/kimi_linear.py is_kda_layer):
     lin = c.get("linear_attn_config")
     if isinstance(lin, Mapping) and isinstance(lin.get("kda_layers"), list):
         kda = len(lin["kda_layers"])
-        heads_kda, dim_kda = _int(lin, "num_heads") or 0, _int(lin, "head_dim") or 0
-        kernel = _int(lin, "short_conv_kernel_size") or 4
+        lf = _Fields(lin, f"{label}: linear_attn_config.")
+        heads_kda, dim_kda = lf.int("num_heads", hi=MAX_HEADS) or 0, lf.int("head_dim") or 0
+        kernel = lf.int("short_conv_kernel_size", hi=MAX_KERNEL) or 4
+        f.notes += lf.notes
+        if kda > layers:
+            f.note(f"linear_attn_config.kda_layers lists {kda:,} layers, more than num_hidden_layers {layers:,}")
+            return Shape(**common, notes=tuple(f.notes), usable=False)
         # vLLM's KDA state (mamba_utils kda_state_shape/dtype): q, k and v convolution states of
         # (kernel - 1) x heads*head_dim in the model dtype, and a heads x head_dim x head_dim recurrent
         # state in float32
         state = 3 * (kernel - 1) * heads_kda * dim_kda * dtype_bytes + heads_kda * dim_kda * dim_kda * 4
         common["mla_layers" if mla else "full_layers"] = layers - kda
-        return Shape(**common, linear_layers=kda, linear_state_bytes=state, linear_kind="KDA linear attention")
-    kinds: list[str] | None = None
-    types = c.get("layer_types")
-    if isinstance(types, list) and len(types) == layers:
-        kinds = [str(t) for t in types]
-    elif _int(c, "full_attention_interval"):  # Qwen3-Next: every Nth layer is full attention, the rest GDN
-        n = _int(c, "full_attention_interval") or 1
-        kinds = ["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in range(layers)]
-    elif _int(c, "sliding_window_pattern") and _int(c, "sliding_window"):  # Gemma-3: every Nth layer global
-        n = _int(c, "sliding_window_pattern") or 1
-        kinds = ["full_attention" if (i + 1) % n == 0 else "sliding_attention" for i in range(layers)]
-    elif isinstance(c.get("hybrid_override_pattern"), str):  # Nemotron-H: M mamba, * attention, - MLP only
-        pattern = str(c["hybrid_override_pattern"])
-        kinds = ["linear_attention" if ch == "M" else "full_attention" for ch in pattern if ch in "M*"]
-    window = _int(c, "sliding_window")
-    if kinds is None:
-        sliding_all = window is not None and c.get("use_sliding_window", True) is not False
-        kinds = ["sliding_attention" if sliding_all else "full_attention"] * layers
-    full = sum(1 for k in kinds if k in ("full_attention", "attention", "deepseek_sparse_attention"))
-    sliding = sum(1 for k in kinds if k in ("sliding_attention", "local_attention"))
-    linear = sum(1 for k in kinds if k in ("linear_attention", "mamba"))
+        return _checked(Shape(**common, linear_layers=kda, linear_state_bytes=state,
+                              linear_kind="KDA linear attention", notes=tuple(f.notes)), label)
+    window = f.int("sliding_window")
+    full, sliding, linear = _layer_kinds(c, f, layers, window)
     state = 0
     linear_kind = ""
-    if linear and _int(c, "linear_num_value_heads"):
+    if linear and c.get("linear_num_value_heads") is not None:
         # Gated DeltaNet (vLLM mamba_utils gated_delta_net_state_shape): a convolution state of
         # (kernel - 1) x (2 * key_dim + value_dim) and a value_heads x key_head_dim x value_head_dim
         # recurrent state, both in the model dtype
-        kh, vh = _int(c, "linear_num_key_heads") or 0, _int(c, "linear_num_value_heads") or 0
-        kd, vd = _int(c, "linear_key_head_dim") or 0, _int(c, "linear_value_head_dim") or 0
-        kernel = _int(c, "linear_conv_kernel_dim") or 4
+        kh, vh = f.int("linear_num_key_heads", hi=MAX_HEADS) or 0, f.int("linear_num_value_heads", hi=MAX_HEADS) or 0
+        kd, vd = f.int("linear_key_head_dim") or 0, f.int("linear_value_head_dim") or 0
+        kernel = f.int("linear_conv_kernel_dim", hi=MAX_KERNEL) or 4
         state = ((kernel - 1) * (2 * kh * kd + vh * vd) + vh * kd * vd) * dtype_bytes
         linear_kind = "Gated DeltaNet linear attention"
-    elif linear and _int(c, "mamba_num_heads"):
+    elif linear and c.get("mamba_num_heads") is not None:
         # Mamba-2 (vLLM mamba_utils mamba2_state_shape): conv (kernel - 1) x (heads*head_dim + 2*groups*state)
         # and an SSM state of heads x head_dim x state_size
-        mh, md = _int(c, "mamba_num_heads") or 0, _int(c, "mamba_head_dim") or 0
-        ss, groups = _int(c, "ssm_state_size") or 0, _int(c, "n_groups") or 1
-        kernel = _int(c, "conv_kernel") or 4
+        mh, md = f.int("mamba_num_heads", hi=MAX_HEADS) or 0, f.int("mamba_head_dim") or 0
+        ss, groups = f.int("ssm_state_size") or 0, f.int("n_groups", hi=MAX_HEADS) or 1
+        kernel = f.int("conv_kernel", hi=MAX_KERNEL) or 4
         state = ((kernel - 1) * (mh * md + 2 * groups * ss) + mh * md * ss) * dtype_bytes
         linear_kind = "Mamba-2"
     if mla:
-        return Shape(**common, mla_layers=full + sliding, linear_layers=linear, linear_state_bytes=state,
-                     linear_kind=linear_kind)
-    return Shape(**common, full_layers=full, sliding_layers=sliding, window=window if sliding else None,
-                 linear_layers=linear, linear_state_bytes=state, linear_kind=linear_kind)
+        return _checked(Shape(**common, mla_layers=full + sliding, linear_layers=linear, linear_state_bytes=state,
+                              linear_kind=linear_kind, notes=tuple(f.notes)), label)
+    return _checked(Shape(**common, full_layers=full, sliding_layers=sliding, window=window if sliding else None,
+                          linear_layers=linear, linear_state_bytes=state, linear_kind=linear_kind,
+                          notes=tuple(f.notes)), label)
+
+
+def _layer_kinds(c: Mapping[str, Any], f: _Fields, layers: int, window: int | None) -> tuple[int, int, int]:
+    """(full, sliding, linear) attention layers among ``layers``, counted: an explicit list (at most
+    ``MAX_LAYERS`` long, as ``layers`` is) or a pattern's arithmetic."""
+    types = c.get("layer_types")
+    if isinstance(types, list):
+        if len(types) == layers:
+            return (sum(1 for t in types if t in FULL_KINDS), sum(1 for t in types if t in SLIDING_KINDS),
+                    sum(1 for t in types if t in LINEAR_KINDS))
+        f.note(f"layer_types lists {len(types):,} layers but num_hidden_layers is {layers:,}; not used")
+    interval = f.int("full_attention_interval", hi=MAX_LAYERS)
+    if interval:  # Qwen3-Next: every Nth layer is full attention, the rest GDN
+        return layers // interval, 0, layers - layers // interval
+    pattern = f.int("sliding_window_pattern", hi=MAX_LAYERS)
+    if pattern and window is not None:  # Gemma-3: every Nth layer global, the rest sliding
+        return layers // pattern, layers - layers // pattern, 0
+    hybrid = c.get("hybrid_override_pattern")
+    if isinstance(hybrid, str):  # Nemotron-H: M mamba, * attention, - MLP only
+        if len(hybrid) <= MAX_LAYERS:
+            return hybrid.count("*"), 0, hybrid.count("M")
+        f.note(f"hybrid_override_pattern is {len(hybrid):,} characters, more than {MAX_LAYERS:,} layers; not used")
+    sliding_all = window is not None and c.get("use_sliding_window", True) is not False
+    return (0, layers, 0) if sliding_all else (layers, 0, 0)
+
+
+def _checked(shape: Shape, label: str) -> Shape:
+    """Unusable where its attention layers have no size: a KV cache of nothing would pass any budget."""
+    missing = []
+    if (shape.full_layers or shape.sliding_layers) and not (shape.kv_heads and shape.head_dim):
+        missing.append("attention heads and head_dim")
+    if shape.mla_layers and not shape.kv_lora_rank:
+        missing.append("kv_lora_rank")
+    if not missing:
+        return shape
+    return replace(shape, usable=False, notes=(*shape.notes, f"{label}: no usable {' or '.join(missing)} for its "
+                                                             "attention layers"))
 
 
 # --- KV cache ------------------------------------------------------------------------------------------
@@ -334,6 +416,15 @@ class EngineSettings:
     batched_tokens: int
     max_num_seqs: int
     eager: bool
+    problem: str | None = None  # the memory fraction given is not one (the plan then uses the default)
+
+
+def _count(args: Sequence[str], flag: str, default: int, most: int) -> int:
+    """A positive count from the engine's arguments, else ``default`` (the engine refuses what is not one)."""
+    given = _arg(args, flag)
+    if given is None or not (given.isascii() and given.isdigit() and len(given) <= 12):
+        return default
+    return int(given) if 1 <= int(given) <= most else default
 
 
 def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
@@ -344,19 +435,24 @@ def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
     else:
         flag, default = "--gpu-memory-utilization", 0.9  # vLLM's default (vllm/config/cache.py)
     given = _arg(args, flag)
-    try:
-        util, source = (float(given), flag) if given is not None else (default, f"{recipe.engine.kind} default")
-    except ValueError:
-        util, source = default, f"{recipe.engine.kind} default ({flag} {given!r} is not a number)"
+    util, source, problem = default, f"{recipe.engine.kind} default", None
+    if given is not None:
+        try:
+            value = float(given)
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and 0 < value <= 1:
+            util, source = value, flag
+        else:  # a fraction of each GPU's memory: 10 is not 10%, and the engine refuses it
+            problem = f"{flag} {given[:40]!r} is not a fraction in (0, 1]"
+            source += f" ({problem})"
     # vLLM's defaults for `vllm serve` (vllm/engine/arg_utils.py): 8192 batched tokens on GPUs of 70 GiB or
     # more, 2048 below; 256 sequences
-    mnbt = _arg(args, "--max-num-batched-tokens")
-    seqs = _arg(args, "--max-num-seqs")
     return EngineSettings(
         utilization=util, utilization_source=source, kv_cache_dtype=_arg(args, "--kv-cache-dtype"),
-        batched_tokens=int(mnbt) if mnbt and mnbt.isdigit() else (8192 if big else 2048),
-        max_num_seqs=int(seqs) if seqs and seqs.isdigit() else 256,
-        eager="--enforce-eager" in args)
+        batched_tokens=_count(args, "--max-num-batched-tokens", 8192 if big else 2048, defaults.MAX_CONTEXT),
+        max_num_seqs=_count(args, "--max-num-seqs", 256, 1 << 20),
+        eager="--enforce-eager" in args, problem=problem)
 
 
 # --- the plan --------------------------------------------------------------------------------------------
@@ -469,13 +565,22 @@ def recipe_weights(recipe: Recipe, local: LocalCheckpoint | None) -> tuple[int, 
 
 
 def model_shape(recipe: Recipe, local: LocalCheckpoint | None) -> Shape | None:
-    """The model's shape: this machine's config.json where the checkpoint is here, else the recipe's block."""
+    """The model's shape: this machine's config.json where the checkpoint is here and it is usable, else the
+    recipe's block (carrying config.json's notes), else the unusable shape with its notes, or None."""
+    refused: Shape | None = None
     if local is not None and local.config is not None:
-        return shape_from_config(local.config, f"config.json in {recipe.checkpoint.path}")
+        shape = shape_from_config(local.config, f"config.json in {recipe.checkpoint.path}")
+        if shape.usable:
+            return shape
+        refused = shape
     if recipe.checkpoint.config is not None:
-        return shape_from_config(recipe.checkpoint.config.model_dump(exclude_none=True),
-                                 "the recipe's checkpoint.config")
-    return None
+        shape = shape_from_config(recipe.checkpoint.config.model_dump(exclude_none=True),
+                                  "the recipe's checkpoint.config", label="checkpoint.config")
+        if refused is not None:
+            shape = replace(shape, notes=(*refused.notes, "planned from the recipe's checkpoint.config instead",
+                                          *shape.notes))
+        return shape
+    return refused
 
 
 # --- the check -------------------------------------------------------------------------------------------
@@ -493,9 +598,19 @@ def _holders(gpu: Gpu) -> str:
 
 def judge(p: MemoryPlan, chosen: Sequence[Gpu], extra: Mapping[str, Any] | None = None) -> Verdict:
     """Fits or not, with the numbers; then against NVML's free memory now."""
-    figures = p.figures(extra)
+    v = _judge(p, chosen, p.figures(extra))
+    if not p.shape.notes:
+        return v
+    notes = "; ".join(p.shape.notes)
+    return Verdict(Severity.WARN if v.severity is Severity.OK else v.severity, f"{v.message}; {notes}",
+                   v.fix or "check config.json against the model's published one (download it again if it differs)",
+                   v.figures)
+
+
+def _judge(p: MemoryPlan, chosen: Sequence[Gpu], figures: dict[str, Any]) -> Verdict:
     ctx = f"{p.context:,}"
     seqs = figures["max_full_context_sequences"]
+    held = f"{seqs:,.2f}" if seqs is not None else "any number of"
     head = (f"weights {_gib(p.weights)}/GPU, KV for one {ctx}-token sequence {_gib(p.kv_bytes_per_sequence)}/GPU "
             f"({p.shape.family}, KV {p.kv.dtype}); budget {_gib(p.budget)}/GPU at gpu-memory-utilization "
             f"{p.utilization:g} of {_gib(p.total_bytes)} (less {_gib(p.overhead.total)} estimated overhead)")
@@ -506,7 +621,7 @@ def judge(p: MemoryPlan, chosen: Sequence[Gpu], extra: Mapping[str, Any] | None 
                            f"lower context_length to {p.max_context:,} or less, raise --gpu-memory-utilization to "
                            f"{p.needed_utilization:.2f} if the GPU has it free, use --kv-cache-dtype fp8, or more GPUs "
                            "(a larger tensor_parallel)"), figures)
-    text = (f"{ctx} tokens fit: {head}; it holds {seqs:,.2f} full-context sequence(s) "
+    text = (f"{ctx} tokens fit: {head}; it holds {held} full-context sequence(s) "
             f"(largest single context {p.max_context:,} tokens; needs gpu-memory-utilization >= "
             f"{p.needed_utilization:.2f})")
     want = int(p.utilization * p.total_bytes) + p.overhead.cuda_graphs
@@ -534,15 +649,22 @@ def check_gpu_fit(ctx: Context) -> Verdict:
     recipe = ctx.recipe
     if recipe.gpus.count == 0:
         return Verdict(Severity.SKIP, "the recipe needs no GPU")
+    bad_fraction = engine_settings(recipe, 0).problem
+    if bad_fraction is not None:
+        flag = bad_fraction.split(" ", 1)[0]
+        return Verdict(Severity.FAIL, f"{bad_fraction}: the engine takes the share of each GPU's memory it may use "
+                                      "(0.9 is 90%) and refuses anything else",
+                       f"set {flag} in the recipe's engine.args to a fraction such as 0.9")
     ck = recipe.checkpoint
     # the one read of this machine in a check: a model's shape does not depend on the box, so it comes from
     # the checkpoint where this machine has it, with --inventory too (headers only, bounded: host.safetensors)
     local = None if ck.format is CheckpointFormat.GGUF else \
         read_checkpoint(ck.path, ck.shard_names(), cache=SummaryCache())
     shape = model_shape(recipe, local)
-    if shape is None:
-        return Verdict(Severity.WARN, "no model shape to plan from: the checkpoint is not on this machine and the "
-                                      "recipe has no checkpoint.config block",
+    if shape is None or not shape.usable:
+        why = "; ".join(shape.notes) + "; and the recipe has no checkpoint.config block" if shape else \
+            "the checkpoint is not on this machine and the recipe has no checkpoint.config block"
+        return Verdict(Severity.WARN, f"no model shape to plan from: {why}",
                        "add checkpoint.config to the recipe with the fields of the model's config.json "
                        "(num_hidden_layers, num_key_value_heads, head_dim, ...; see `rigctl schema recipe`)")
     if not ctx.facts.gpu.available or not ctx.choice.ok or not ctx.choice.gpus:
@@ -593,6 +715,8 @@ def planned_vs_used(recipe: Recipe, gpu_ids: Sequence[str], devices: Sequence[Gp
     else:
         chosen = [g for g in devices if any(p.pid in pids for p in g.processes)]
     shape = model_shape(recipe, local)
+    if shape is not None and not shape.usable:
+        shape = None
     out = []
     for g in chosen:
         mine = [p for p in g.processes if p.pid in pids]
