@@ -39,8 +39,7 @@ class SshFleet:
 
     def inventory(self, *, names: list[str] | None = None, include_down: bool = True, rigctl: str | None = None,
                   extra: str = "") -> Path:
-        lines = ["defaults:", f"  identity_file: {self.client_key}", "  ssh_options:",
-                 "    StrictHostKeyChecking: 'no'", f"    UserKnownHostsFile: {self.root / 'known_hosts'}"]
+        lines = ["defaults:", f"  identity_file: {self.client_key}"]
         if rigctl:
             lines.append(f"  rigctl: {rigctl}")
         lines.append("hosts:")
@@ -75,11 +74,37 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], deadline_s: float 
     raise RuntimeError(f"sshd on {port} did not listen within {deadline_s}s")
 
 
+_CLIENT_CONFIG: list[Path] = []  # the ssh_config of this test process's ssh, once made
+
+
+def client_config(root: Path) -> Path:
+    """Stand in for the operator's ssh_config: put an ``ssh`` first on this process's PATH (so on every
+    rigctl it starts) that runs the real one with ``-F`` a config taking these hosts' keys, new on every
+    run, without recording them. A config's values rank below the command line's, as the operator's
+    ~/.ssh/config does: what rigctl (or an inventory the operator trusts) passes still wins. An inventory
+    may not name a known-hosts file itself (fleet.ssh_options)."""
+    if _CLIENT_CONFIG:
+        return _CLIENT_CONFIG[0]
+    real = shutil.which("ssh")
+    assert real is not None
+    bin_dir = root / "client-bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    config = root / "ssh_config"
+    config.write_text("StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n")
+    wrapper = bin_dir / "ssh"
+    wrapper.write_text(f'#!/bin/sh\nexec {real} -F {config} "$@"\n')
+    wrapper.chmod(0o755)
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    _CLIENT_CONFIG.append(config)
+    return config
+
+
 def start_fleet(root: Path, count: int, *, session_env: str = "", launcher: Sequence[str] = ()) -> SshFleet:
     """``session_env``: more ``NAME=VALUE`` words for every session (e.g. a PATH without podman);
     ``launcher``: words that run each sshd (e.g. in a mount namespace of its own), which ends by exec'ing
     the sshd command line it is given after them."""
     root.mkdir(parents=True, exist_ok=True)
+    client_config(root)
     key = root / "client_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     authorized = root / "authorized_keys"

@@ -113,10 +113,17 @@ def test_both_forms_read_hosts_groups_and_vars_as_ansible_does(inventory: Invent
     assert hosts["gpu02"].ssh_options == {"StrictHostKeyChecking": "no", "ProxyJump": "bastion"}
     assert hosts["loose"].ssh_options == {"StrictHostKeyChecking": "no"}
     assert inventory.refused == {}
+    # host_key_checking=false lets a changed host key through: the operator's word, as for any option
+    # beyond a connection setting
+    with pytest.raises(InvalidInputError) as caught:
+        inventory.select(limit="gpu02")
+    assert [p.split(": host ")[1] for p in caught.value.problems] == [
+        "gpu02: ssh option StrictHostKeyChecking=no: not a value rigctl lets an inventory give it; "
+        "refused without --allow-ssh-options"]
     become = "ansible_become ignored: rigctl never escalates: commands run as the ssh user"
-    assert inventory.warnings(inventory.select(limit="h200")) == [
+    assert inventory.warnings(inventory.select(limit="h200", allow_ssh_options=True)) == [
         f"{become} (hosts gpu01, gpu02, gpu03, big-box)"]
-    assert inventory.warnings(inventory.select(limit="loose")) == []  # interpreters are no connection matter
+    assert inventory.warnings(inventory.select(limit="loose", allow_ssh_options=True)) == []  # interpreters are no connection matter
 
 
 def test_the_format_is_told_by_the_content(tmp_path: Path) -> None:
@@ -227,7 +234,7 @@ def test_hosts_ansible_reaches_otherwise_are_refused_when_chosen(tmp_path: Path)
     assert err.value.problems == [
         f"{path}: host here: ansible_connection=local: rigctl reaches hosts over ssh only",
         f"{path}: host fishy: ansible_shell_type=fish: rigctl quotes remote commands for a POSIX sh",
-        f"{path}: host jumpy: ansible_ssh_common_args: '-F': rigctl follows only -o Key=Value, -J and -C here",
+        f"{path}: host jumpy: ansible_ssh_common_args: -F reads another configuration file: rigctl does not pass it",
         f"{path}: host tmpl: ansible_host is templated (\"{{{{ lookup('env', 'X') }}}}\"); "
         "rigctl does not evaluate Jinja",
         f"{path}: host twice: ansible_user='a' and ansible_ssh_user='b' disagree; give one",
@@ -243,12 +250,16 @@ def test_ssh_arguments_that_are_options_become_options(tmp_path: Path) -> None:
     text = ("box ansible_ssh_args='-C -o ControlPersist=60s' "
             "ansible_ssh_common_args='-oServerAliveInterval=7 -J jump1,jump2 -o \"ProxyCommand ssh -W %h:%p gw\"' "
             "ansible_ssh_extra_args='-o ServerAliveInterval=99'\n")
-    (box,) = load_inventory(_write(tmp_path, "inventory.ini", text)).hosts
-    assert box.ssh_options == {"Compression": "yes", "ControlPersist": "60s", "ServerAliveInterval": "7",
+    inventory = load_inventory(_write(tmp_path, "inventory.ini", text))
+    (box,) = inventory.hosts
+    # ControlPersist is rigctl's own: dropped, with a note
+    assert box.ssh_options == {"Compression": "yes", "ServerAliveInterval": "7",
                                "ProxyJump": "jump1,jump2", "ProxyCommand": "ssh -W %h:%p gw"}
-    with pytest.raises(InvalidInputError, match="ProxyCommand runs a command on this machine"):
-        OpenSsh(tmp_path).argv(box, "true")  # an inventory is code: only with --allow-ssh-commands
-    argv = OpenSsh(tmp_path, allow_commands=True).argv(box, "true")
+    assert inventory.warnings([box]) == [
+        "ansible_ssh_args: ControlPersist=60s ignored: rigctl sets ControlPersist itself (host box)"]
+    with pytest.raises(InvalidInputError, match="ProxyCommand=ssh -W %h:%p gw: not a connection setting"):
+        OpenSsh(tmp_path).argv(box, "true")  # an inventory is code: only with --allow-ssh-options
+    argv = OpenSsh(tmp_path, allow_options=True).argv(box, "true")
     assert "ServerAliveInterval=7" in argv
     assert argv[-3:] == ["--", "box", "true"]
 
@@ -386,8 +397,9 @@ def test_fleet_status_from_an_ansible_inventory_reaches_exactly_the_limit(
     known_hosts = tmp_path / "known_hosts"
     text = (_fleet_ini if form == "ini" else _fleet_yaml)(ssh_fleet, known_hosts)
     path = _write(tmp_path, f"inventory.{form}", text)
+    # the inventory names its own known-hosts file: trusted as code, by the operator's word
     result = CliRunner().invoke(app, ["fleet", "status", "--hosts", str(path), "--limit", limit, "--json",
-                                      "--timeout", "30"])
+                                      "--timeout", "30", "--allow-ssh-options"])
     assert result.exit_code == 0, result.stdout
     data = json.loads(result.stdout)
     assert [h["name"] for h in data["hosts"]] == chosen
@@ -409,7 +421,8 @@ def test_fleet_status_text_names_the_inventory_and_only_the_chosen_hosts(
 ) -> None:
     known_hosts = tmp_path / "known_hosts"
     path = _write(tmp_path, "inventory.ini", _fleet_ini(ssh_fleet, known_hosts) + "[gpu:vars]\nansible_become=yes\n")
-    result = CliRunner().invoke(app, ["fleet", "status", "--hosts", str(path), "--limit", "gpu", "--timeout", "30"])
+    result = CliRunner().invoke(app, ["fleet", "status", "--hosts", str(path), "--limit", "gpu", "--timeout", "30",
+                                      "--allow-ssh-commands"])  # its first name still works
     assert result.exit_code == 0, result.stdout
     lines = result.stdout.splitlines()
     assert lines[0] == f"inventory: {path} (Ansible INI inventory; 2 of 3 host(s), --limit gpu)"

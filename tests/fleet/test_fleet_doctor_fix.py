@@ -23,8 +23,7 @@ REAL_RIGCTL = str(Path(sys.executable).with_name("rigctl"))
 
 def _hosts_file(fleet: Any, where: Path, programs: dict[str, str]) -> Path:
     """A hosts file naming each of ``programs``' hosts with its own `rigctl:` program."""
-    lines = ["defaults:", f"  identity_file: {json.dumps(str(fleet.client_key))}", "  ssh_options:",
-             "    StrictHostKeyChecking: 'no'", f"    UserKnownHostsFile: {json.dumps(str(fleet.root / 'known_hosts'))}",
+    lines = ["defaults:", f"  identity_file: {json.dumps(str(fleet.client_key))}",
              "hosts:"]
     for host in fleet.hosts:
         if host.name in programs:

@@ -384,7 +384,7 @@ def test_ssh_options_that_run_local_commands_need_the_operators_opt_in(tmp_path:
         assert not marker.exists(), (name, args)
         assert done.returncode == ExitCode.INVALID_INPUT, (name, args, done.stderr)
         said = (done.stdout + done.stderr).decode()
-        assert "host evil" in said and option in said and "--allow-ssh-commands" in said, said
+        assert "host evil" in said and option in said and "--allow-ssh-options" in said, said
     with pytest.raises(InvalidInputError):
         load_inventory(inventory).select()
     # the operator's word lets it run: the same inventory, as code
@@ -416,5 +416,5 @@ def test_run_fleet_refuses_a_command_option_it_was_handed(tmp_path: Path) -> Non
     host = Host(name="evil", ssh="127.0.0.1", port=1, ssh_options={"ProxyCommand": f"touch {tmp_path / 'p'}"})
     result = run_fleet("status", [host], timeout=10)
     assert result.hosts[0].ok is False
-    assert "--allow-ssh-commands" in (result.hosts[0].error or "")
+    assert "--allow-ssh-options" in (result.hosts[0].error or "")
     assert not (tmp_path / "p").exists()

@@ -24,7 +24,7 @@ app.add_typer(fleet_app, name="fleet")
 
 
 def _fleet(command: str, *, hosts: str | None, tag: list[str] | None, only: list[str] | None, limit: str | None,
-           allow_ssh_commands: bool, parallel: int, timeout: float, as_json: bool, fix: bool = False,
+           allow_ssh_options: bool, parallel: int, timeout: float, as_json: bool, fix: bool = False,
            extra: list[str]) -> None:
     def produce() -> Outcome:
         # the fleet's core: the inventory's models and the ssh client, most of what a fleet command costs to start
@@ -33,12 +33,12 @@ def _fleet(command: str, *, hosts: str | None, tag: list[str] | None, only: list
 
         inventory = load_inventory(hosts_path(hosts))  # its own --hosts, else the root's, else the default
         chosen = inventory.select(tags=split_list(tag, option="--tag"), names=split_list(only, option="--only"),
-                                  limit=limit, allow_ssh_commands=allow_ssh_commands)
+                                  limit=limit, allow_ssh_options=allow_ssh_options)
         about = inventory.report(chosen, limit=limit)
         if as_json:  # stdout holds the one JSON object: these go where notes go
             views.inventory_notes(command, about)
         result = run_fleet(command, chosen, parallel=parallel, timeout=timeout, extra=extra, fix=fix,
-                           allow_ssh_commands=allow_ssh_commands)
+                           allow_ssh_options=allow_ssh_options)
         return Outcome(f"fleet {command}", result.ok, result.to_dict(), view=views.fleet(result, about))
 
     finish(f"fleet {command}", as_json, produce)
@@ -48,7 +48,7 @@ _KW = inspect.Parameter.KEYWORD_ONLY
 # what every fleet command takes after its own arguments: which hosts, and how many at once for how long
 _CHOICE = [inspect.Parameter(name, _KW, annotation=kind, default=default) for name, kind, default in (
     ("hosts", opt.HostsOpt, None), ("tag", opt.TagOpt, None), ("only", opt.OnlyOpt, None),
-    ("limit", opt.LimitOpt, None), ("allow_ssh_commands", opt.AllowSshCommandsOpt, False))]
+    ("limit", opt.LimitOpt, None), ("allow_ssh_options", opt.AllowSshOptionsOpt, False))]
 
 
 def _command(name: str, *, timeout: float, parallel: tuple[Any, int] = (opt.ParallelOpt, 16),

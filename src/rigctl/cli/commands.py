@@ -67,9 +67,9 @@ ROOT_OPTIONS: dict[str, RootOption] = {
     "--host": RootOption(("--host",), "NAME", "Run the command on this inventory host over ssh."),
     "--hosts": RootOption(("--hosts",), "FILE", "Host inventory for --host and the fleet commands (default "
                                                 "$XDG_CONFIG_HOME/rigctl/hosts.yaml)."),
-    "--allow-ssh-commands": RootOption(
-        ("--allow-ssh-commands",), None,
-        "With --host: let the inventory's ssh options run local commands (ProxyCommand and the like)."),
+    "--allow-ssh-options": RootOption(
+        ("--allow-ssh-options", "--allow-ssh-commands"), None,
+        "With --host: trust the inventory's ssh options beyond connection settings (ProxyCommand, forwards)."),
     "--quiet": RootOption(("--quiet", "-q"), None, "Print only the result and errors: no notes, no progress."),
     "--verbose": RootOption(("--verbose", "-v"), None, "Also print each command rigctl runs (podman, systemctl, ssh)."),
     "--version": RootOption(("--version",), None, "Print rigctl's version and exit."),

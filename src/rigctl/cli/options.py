@@ -34,7 +34,7 @@ def _root(name: str, *, is_eager: bool = False, callback: Callable[[bool], None]
 
 HostOpt = Annotated[str | None, _root("--host")]
 RootHostsOpt = Annotated[str | None, _root("--hosts")]
-RootAllowSshCommandsOpt = Annotated[bool, _root("--allow-ssh-commands")]
+RootAllowSshOptionsOpt = Annotated[bool, _root("--allow-ssh-options")]
 QuietOpt = Annotated[bool, _root("--quiet")]
 VerboseOpt = Annotated[bool, _root("--verbose")]
 VersionOpt = Annotated[bool, _root("--version", is_eager=True, callback=_print_version)]
@@ -215,11 +215,12 @@ LimitOpt = Annotated[
                  help="Hosts or groups as Ansible's --limit: a,b (or a:b), !x to leave out, &x to intersect, "
                       "@FILE, * globs."),
 ]
-AllowSshCommandsOpt = Annotated[
+AllowSshOptionsOpt = Annotated[
     bool,
-    typer.Option("--allow-ssh-commands",
-                 help="Trust the inventory as code: let its ssh options run commands here (ProxyCommand, "
-                      "LocalCommand, KnownHostsCommand...). Refused without it; ProxyJump needs no flag."),
+    typer.Option("--allow-ssh-options", "--allow-ssh-commands",
+                 help="Trust the inventory as code: let it set ssh options beyond connection settings "
+                      "(ProxyCommand, forwards, agents, known-hosts files). Refused without it; Port, User, "
+                      "ProxyJump and the like need no flag."),
 ]
 ParallelOpt = Annotated[int, typer.Option("--parallel", min=1, max=256, help="Hosts contacted at once.")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds allowed per host.")]

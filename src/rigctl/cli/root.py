@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 import typer
 
 from rigctl.cli import options as opt
-from rigctl.cli.commands import ROOT_SUMMARY
+from rigctl.cli.commands import ROOT_OPTIONS, ROOT_SUMMARY
 from rigctl.cli.output import Outcome, emit, emit_error, recipe_override, set_verbosity
 from rigctl.errors import RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
@@ -61,7 +61,7 @@ class RootOptions:
     """What the root's options said, for the one run (``root`` sets it every time)."""
 
     hosts: str | None = None  # --hosts FILE before the command
-    allow_ssh_commands: bool = False  # --allow-ssh-commands before the command (with --host)
+    allow_ssh_options: bool = False  # --allow-ssh-options before the command (with --host)
 
 
 ROOT = RootOptions()
@@ -110,7 +110,7 @@ def _strip_host_options(argv: list[str]) -> list[str]:
     for word in words:
         if word in {"--host", "--hosts"}:
             next(words, None)
-        elif word != "--allow-ssh-commands" and not word.startswith(("--host=", "--hosts=")):
+        elif word not in ROOT_OPTIONS["--allow-ssh-options"].names and not word.startswith(("--host=", "--hosts=")):
             out.append(word)
             if not word.startswith("-"):  # the command: the rest is its own
                 out += words
@@ -120,7 +120,7 @@ def _strip_host_options(argv: list[str]) -> list[str]:
 @app.callback()
 def root(  # noqa: PLR0917 - typer passes the root's options by position
     host: opt.HostOpt = None, hosts_file: opt.RootHostsOpt = None,
-    allow_ssh_commands: opt.RootAllowSshCommandsOpt = False, quiet: opt.QuietOpt = False,
+    allow_ssh_options: opt.RootAllowSshOptionsOpt = False, quiet: opt.QuietOpt = False,
     verbose: opt.VerboseOpt = False, version: opt.VersionOpt = False,
 ) -> None:
     """Make self-hosted LLM serving boring: recipes, preflight, quadlet units, verification."""
@@ -134,7 +134,7 @@ def root(  # noqa: PLR0917 - typer passes the root's options by position
     for line in confine_children():  # root: no program from a directory or a file another user controls
         sys.stderr.write(f"rigctl: as root, {line}\n")
     ROOT.hosts = hosts_file
-    ROOT.allow_ssh_commands = allow_ssh_commands
+    ROOT.allow_ssh_options = allow_ssh_options
     if host is None:
         return
     argv = _strip_host_options(sys.argv[1:])
@@ -148,12 +148,12 @@ def root(  # noqa: PLR0917 - typer passes the root's options by position
         from rigctl.fleet.answer import RemoteAnswerError, run_remote_rigctl, stream_remote_rigctl  # noqa: PLC0415
         from rigctl.fleet.loader import load_inventory  # noqa: PLC0415
 
-        target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow_ssh_commands)
+        target = load_inventory(hosts_file).get(host, allow_ssh_options=allow_ssh_options)
         if not as_json:  # the remote text comes through as it is printed, control sequences made visible
             code = stream_remote_rigctl(target, argv, out=_write_to(sys.stdout), err=_write_to(sys.stderr),
-                                        allow_ssh_commands=allow_ssh_commands)
+                                        allow_ssh_options=allow_ssh_options)
             return Outcome(command, code == ExitCode.OK, exit_code=code)
-        remote = run_remote_rigctl(target, argv, allow_ssh_commands=allow_ssh_commands)
+        remote = run_remote_rigctl(target, argv, allow_ssh_options=allow_ssh_options)
         if remote.problem is not None:
             raise RemoteAnswerError(remote.failure(target, " ".join(argv)),
                                     fix=f"run it on {host} by hand to see what it prints; check `rigctl:` "
@@ -174,9 +174,9 @@ def _version_on_host(hosts_file: str | None, host: str, as_json: bool) -> None:
         from rigctl.fleet.answer import RemoteAnswerError, remote_version, run_remote_rigctl  # noqa: PLC0415
         from rigctl.fleet.loader import load_inventory  # noqa: PLC0415
 
-        allow = ROOT.allow_ssh_commands  # --allow-ssh-commands before the command
-        target = load_inventory(hosts_file).get(host, allow_ssh_commands=allow)
-        answer = run_remote_rigctl(target, ["version"], allow_ssh_commands=allow)
+        allow = ROOT.allow_ssh_options  # --allow-ssh-options before the command
+        target = load_inventory(hosts_file).get(host, allow_ssh_options=allow)
+        answer = run_remote_rigctl(target, ["version"], allow_ssh_options=allow)
         if answer.problem is not None or answer.document is None:
             raise RemoteAnswerError(answer.failure(target, "version"))
         said = remote_version(answer.document)

@@ -1,9 +1,11 @@
 """Ansible's connection variables onto rigctl's ``Host`` fields, and what rigctl does not follow.
 
 Mapped: ansible_host, ansible_user, ansible_port, ansible_ssh_private_key_file (with their other
-Ansible names) onto the destination, user, port and key; ``-o Key=Value``, ``-J`` and ``-C`` in
-ansible_ssh_args/_common_args/_extra_args onto ssh options, in the order Ansible puts them on ssh's
-command line; ansible_host_key_checking=false onto StrictHostKeyChecking=no; ``rigctl_program`` onto
+Ansible names) onto the destination, user, port and key; ansible_ssh_args/_common_args/_extra_args onto
+ssh options (``-o Key=Value`` and every flag as the option it sets, ``-J`` as ProxyJump, ``-L`` as
+LocalForward...), in the order Ansible puts them on ssh's command line, for the allow-list of
+``ssh_options`` to judge (rigctl's own, ControlPersist and the like, are dropped with a warning);
+ansible_host_key_checking=false onto StrictHostKeyChecking=no; ``rigctl_program`` onto
 the remote rigctl. A host Ansible would reach some other way is *refused* (the reasons in
 ``Link.refused``); a variable that changes only what Ansible does once connected is *ignored* with a
 warning (``Link.ignored``).
@@ -17,6 +19,8 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from rigctl.fleet.ssh_options import OWN, parse_ssh_args
 
 
 @dataclass(frozen=True)
@@ -114,14 +118,17 @@ def _ssh_options(given: Mapping[str, Var], link: Link) -> None:
             text = str(var.value).lower()
             if text not in _TRUE | _FALSE:
                 link.refused.append(f"{name}={var.value!r} is not true or false")
-            elif text in _FALSE:
+            elif text in _FALSE:  # refused without the operator's opt-in (ssh_options)
                 options.setdefault("StrictHostKeyChecking", "no")
             continue
         parsed, problem = ssh_args(var.value)
         if problem:
             link.refused.append(f"{name}: {problem}")
         for key, value in parsed:
-            options.setdefault(key, value)
+            if key.lower() in OWN:  # Ansible's usual -o ControlMaster=auto -o ControlPersist=60s
+                link.ignored.append(f"{name}: {key}={value} ignored: rigctl sets {OWN[key.lower()]} itself")
+            elif key.lower() not in {k.lower() for k in options}:  # ssh keeps the first, in any case
+                options[key] = value
         origin = origin or var
     if options:
         link.fields["ssh_options"] = options
@@ -129,39 +136,13 @@ def _ssh_options(given: Mapping[str, Var], link: Link) -> None:
             link.origins["ssh_options"] = origin
 
 
-_OPTION = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*$", re.S)
-
-
 def ssh_args(value: Any) -> tuple[list[tuple[str, str]], str | None]:
-    """``-o Key=Value``, ``-J jump`` and ``-C`` as ssh options; anything else is a problem: rigctl
-    builds its own ssh command line and will not pass words it does not understand."""
+    """Ansible's ssh arguments as ssh options (``ssh_options.parse_ssh_args``: every flag as the option it
+    sets, for the allow-list to judge); a word rigctl cannot pass is a problem."""
     if not isinstance(value, str):
         return [], f"expected ssh arguments as text, not {value!r}"
     try:
         words = shlex.split(value)
     except ValueError as exc:
         return [], f"cannot split {value!r}: {exc}"
-    options: list[tuple[str, str]] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == "-C":
-            options.append(("Compression", "yes"))
-            i += 1
-            continue
-        if word in ("-o", "-J"):
-            if i + 1 == len(words):
-                return [], f"{word} without its value"
-            flag, arg, i = word, words[i + 1], i + 2
-        elif word[:2] in ("-o", "-J") and len(word) > 2:
-            flag, arg, i = word[:2], word[2:], i + 1
-        else:
-            return [], f"{word!r}: rigctl follows only -o Key=Value, -J and -C here"
-        if flag == "-J":
-            options.append(("ProxyJump", arg))
-            continue
-        match = _OPTION.match(arg)
-        if not match:
-            return [], f"-o {arg!r} is not Key=Value"
-        options.append((match.group(1), match.group(2)))
-    return options, None
+    return parse_ssh_args(words)

@@ -210,13 +210,13 @@ REMOTE_TIMEOUT = 600.0  # `rigctl --host NAME COMMAND`, in JSON and in text: the
 
 
 def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport | None = None,
-                      timeout: float = REMOTE_TIMEOUT, allow_ssh_commands: bool = False) -> RemoteRigctl:
+                      timeout: float = REMOTE_TIMEOUT, allow_ssh_options: bool = False) -> RemoteRigctl:
     """Run ``rigctl ARGV --json`` on ``host`` and return its exit status and JSON document, judged by
     ``parse_answer`` (``problem`` says what is wrong with an answer that cannot be used).
 
     Raises HostUnreachableError when the host cannot be reached, RemoteRigctlMissingError when rigctl is not
     installed there; a remote command that ran and failed is a normal result (its rc and document say how)."""
-    ssh = transport or OpenSsh.default(allow_commands=allow_ssh_commands)
+    ssh = transport or OpenSsh.default(allow_options=allow_ssh_options)
     words = [*argv] if "--json" in argv else [*argv, "--json"]
     done = ssh.run(host, remote_command([host.program, *words]), timeout=timeout)
     _check_reached(host, done.rc, done.stderr)
@@ -226,13 +226,13 @@ def run_remote_rigctl(host: Host, argv: Sequence[str], *, transport: Transport |
 
 def stream_remote_rigctl(host: Host, argv: Sequence[str], *, out: Callable[[str], None],
                          err: Callable[[str], None], transport: OpenSsh | None = None,
-                         timeout: float = REMOTE_TIMEOUT, allow_ssh_commands: bool = False) -> ExitCode:
+                         timeout: float = REMOTE_TIMEOUT, allow_ssh_options: bool = False) -> ExitCode:
     """``rigctl ARGV`` on ``host`` in text mode: its stdout and stderr handed to ``out``/``err`` as they
     come, control sequences made visible (``shown``); returns its exit status. The remote gets no stdin
     (never this terminal's) and ``timeout`` seconds, as in JSON mode. Raises HostUnreachableError when
     the host cannot be reached or the deadline passed, RemoteRigctlMissingError when rigctl is missing
     there, RemoteAnswerError for an exit status rigctl never uses."""
-    ssh = transport or OpenSsh.default(allow_commands=allow_ssh_commands)
+    ssh = transport or OpenSsh.default(allow_options=allow_ssh_options)
     rc = stream(ssh.argv(host, remote_command([host.program, *argv])),
                 out=lambda text: out(shown(text)), err=lambda text: err(shown(text)), timeout=timeout)
     _check_reached(host, rc, f"timed out after {timeout:g}s" if rc == TIMED_OUT else "(see ssh's message above)")

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.fleet.limit import choose
+from rigctl.fleet.ssh_options import ALLOW_SSH_OPTIONS, OWN, host_option_problems
 from rigctl.util.safefs import RECIPE_LIMIT
-from rigctl.util.text import clip
 
 HOST_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 # A tag is a group of hosts; Ansible group names may start with '_'.
@@ -80,30 +80,15 @@ def no_option_jump(options: dict[str, str]) -> dict[str, str]:
     return options
 
 
-# ssh options with which the local ssh runs a program (or loads a library) on THIS machine: an inventory
-# that sets one is code, run as the operator. Refused unless the operator says so (--allow-ssh-commands);
-# the inventory file cannot say so itself. Names are matched as ssh matches them: in any case.
-COMMAND_OPTIONS = {name.lower(): name for name in (
-    "ProxyCommand", "LocalCommand", "PermitLocalCommand", "KnownHostsCommand", "XAuthLocation",
-    "PKCS11Provider", "SecurityKeyProvider",
-)}
 # ssh_config structure, not options: `Match exec` runs a command, `Include` reads another config (which
-# may hold any of the above). ssh refuses them in -o as well; rigctl refuses them always.
+# may hold anything). ssh refuses them in -o as well; rigctl refuses them always.
 CONFIG_DIRECTIVES = {"match": "Match", "include": "Include", "host": "Host"}
-ALLOW_SSH_COMMANDS = "--allow-ssh-commands"
 
 
-def command_options(host: Host) -> list[str]:
-    """The ssh options of ``host`` that run a command on this machine, as written (``ProxyCommand``)."""
-    return [key for key in host.ssh_options if key.lower() in COMMAND_OPTIONS]
-
-
-def ssh_command_problems(path: str, hosts: Iterable[Host]) -> list[str]:
-    """One problem per host and option that would run a local command, naming the opt-in."""
-    return [f"{path}: host {host.name}: ssh option {key} runs a command on this machine "
-            f"({key}={clip(host.ssh_options[key], 80)}); an inventory that does so is code, run as you: "
-            f"refused without {ALLOW_SSH_COMMANDS}"
-            for host in hosts for key in command_options(host)]
+def ssh_option_problems(path: str, hosts: Iterable[Host]) -> list[str]:
+    """One line per host and ssh option (or identity file) that the inventory may not set by itself."""
+    return [line for host in hosts
+            for line in host_option_problems(path, host.name, host.ssh_options, host.identity_file)]
 
 
 def _no_config_directive(options: dict[str, str]) -> dict[str, str]:
@@ -111,6 +96,13 @@ def _no_config_directive(options: dict[str, str]) -> dict[str, str]:
         if key.lower() in CONFIG_DIRECTIVES:
             raise ValueError(f"{key}: ssh_config's {CONFIG_DIRECTIVES[key.lower()]} is not an option "
                              "(it would bring in other configuration or run a command); not allowed here")
+    return options
+
+
+def _not_own(options: dict[str, str]) -> dict[str, str]:
+    for key in options:
+        if key.lower() in OWN:
+            raise ValueError(f"{key}: rigctl sets {OWN[key.lower()]} itself; remove it")
     return options
 
 
@@ -123,6 +115,7 @@ class Defaults(_Strict):
 
     _jump = field_validator("ssh_options")(no_option_jump)
     _directive = field_validator("ssh_options")(_no_config_directive)
+    _own = field_validator("ssh_options")(_not_own)
 
 
 def port_in_destination(destination: str) -> str | None:
@@ -157,6 +150,7 @@ class Host(_Strict):
 
     _jump = field_validator("ssh_options")(no_option_jump)
     _directive = field_validator("ssh_options")(_no_config_directive)
+    _own = field_validator("ssh_options")(_not_own)
 
     @property
     def destination(self) -> str:
@@ -231,10 +225,11 @@ class Inventory:
     notes: tuple[str, ...] = ()  # warnings about the file as a whole
 
     def select(self, *, tags: Iterable[str] = (), names: Iterable[str] = (), limit: str | None = None,
-               allow_ssh_commands: bool = False) -> list[Host]:
+               allow_ssh_options: bool = False) -> list[Host]:
         """The hosts that pass every filter given: all the tags, one of the names, the --limit pattern.
-        A chosen host whose ssh options run a local command (``COMMAND_OPTIONS``) is an error unless
-        ``allow_ssh_commands`` (the operator's --allow-ssh-commands)."""
+        A chosen host with an ssh option (or identity file) an inventory may not set by itself
+        (``ssh_options``' allow-list) is an error unless ``allow_ssh_options`` (the operator's
+        --allow-ssh-options)."""
         wanted_tags, wanted_names = set(tags), set(names)
         unknown = wanted_names - {h.name for h in self.hosts}
         if unknown:
@@ -254,14 +249,15 @@ class Inventory:
             also = [f"--tag {t}" for t in sorted(wanted_tags)] + [f"--only {n}" for n in sorted(wanted_names)]
             raise UsageError(f"--limit {limit!r} selects no host" + (f" with {' '.join(also)}" if also else ""))
         self._refuse(chosen)
-        problems = [] if allow_ssh_commands else ssh_command_problems(self.path, chosen)
+        problems = [] if allow_ssh_options else ssh_option_problems(self.path, chosen)
         if problems:
-            raise InvalidInputError(problems, fix=f"remove the option from the inventory (ProxyJump is allowed), "
-                                                  f"or pass {ALLOW_SSH_COMMANDS} if you trust this file as code")
+            raise InvalidInputError(problems, fix=f"remove it from the inventory (connection settings such as Port, "
+                                                  f"User, ProxyJump, ConnectTimeout pass), or pass {ALLOW_SSH_OPTIONS} "
+                                                  "if you trust this file as code")
         return chosen
 
-    def get(self, name: str, *, allow_ssh_commands: bool = False) -> Host:
-        return self.select(names=[name], allow_ssh_commands=allow_ssh_commands)[0]
+    def get(self, name: str, *, allow_ssh_options: bool = False) -> Host:
+        return self.select(names=[name], allow_ssh_options=allow_ssh_options)[0]
 
     def _refuse(self, chosen: Sequence[Host]) -> None:
         refused = [h.name for h in chosen if self.refused.get(h.name)]

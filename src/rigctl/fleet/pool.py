@@ -60,7 +60,7 @@ def _reportable(result: HostResult) -> HostResult:
 
 def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeout: float = 60.0,
               extra: Sequence[str] = (), transport: Transport | None = None, fix: bool = False,
-              allow_ssh_commands: bool = False) -> FleetResult:
+              allow_ssh_options: bool = False) -> FleetResult:
     if command not in COMMANDS:
         raise UsageError(f"unknown fleet command {command!r}; one of {', '.join(COMMANDS)}")
     if fix and command != "doctor":
@@ -68,7 +68,7 @@ def run_fleet(command: str, hosts: Sequence[Host], *, parallel: int = 16, timeou
     needed = _ARGS_NEEDED.get(command, ())
     if len(extra) < len(needed):
         raise UsageError(f"fleet {command} needs {' '.join(needed)}")
-    ssh = transport or OpenSsh.default(allow_commands=allow_ssh_commands)
+    ssh = transport or OpenSsh.default(allow_options=allow_ssh_options)
     job: Callable[[Host], HostResult]
     if command == "status":
         def job(h: Host) -> HostResult:

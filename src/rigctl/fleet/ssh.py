@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Protocol
 
 from rigctl.errors import InvalidInputError, RigctlError
-from rigctl.fleet.inventory import ALLOW_SSH_COMMANDS, Host, ssh_command_problems
+from rigctl.fleet.inventory import Host, ssh_option_problems
+from rigctl.fleet.ssh_options import ALLOW_SSH_OPTIONS, without_own
 from rigctl.invocation import current, expand_user
 from rigctl.util.proc import Completed, run
 from rigctl.util.safefs import MiB, format_size
@@ -73,37 +74,37 @@ class OpenSsh:
     connect_timeout: int = 10
     control_persist: str = "120s"
     binary: str = "ssh"
-    extra_options: tuple[tuple[str, str], ...] = ()
-    allow_commands: bool = False  # the operator's --allow-ssh-commands: options that run local programs pass
+    allow_options: bool = False  # the operator's --allow-ssh-options: every option of the inventory passes
 
     def check(self, host: Host) -> None:
-        """Refuse a host whose ssh options would run a program here, unless ``allow_commands`` (the last
-        guard: Inventory.select refuses such a host first, with every problem listed)."""
-        problems = [] if self.allow_commands else ssh_command_problems("the inventory", [host])
+        """Refuse a host with an ssh option (or identity file) the inventory may not set by itself, unless
+        ``allow_options`` (the last guard: Inventory.select refuses such a host first, with every problem)."""
+        problems = [] if self.allow_options else ssh_option_problems("the inventory", [host])
         if problems:
-            raise InvalidInputError(problems, fix=f"pass {ALLOW_SSH_COMMANDS} if you trust the inventory as code")
+            raise InvalidInputError(problems, fix=f"pass {ALLOW_SSH_OPTIONS} if you trust the inventory as code")
 
     @staticmethod
     def default(**kwargs: object) -> OpenSsh:
         return OpenSsh(control_dir(), **kwargs)  # type: ignore[arg-type]
 
     def argv(self, host: Host, command: str) -> list[str]:
-        options: dict[str, str] = {
+        """ssh's command line for ``command`` on ``host``. ssh keeps the first value it is given for an
+        option, so rigctl's own come first, where nothing of the inventory can replace them (and an
+        inventory's copy of one is left out besides); the inventory's next; the defaults it may tune last."""
+        own = {
             "BatchMode": "yes",
-            "ConnectTimeout": str(self.connect_timeout),
-            "ServerAliveInterval": "5",
-            "ServerAliveCountMax": "3",
             "ControlMaster": "auto",
             # %C: a hash of (local host, remote host, port, user): short enough for a socket path
             "ControlPath": str(self.control_path_dir / "%C"),
             "ControlPersist": self.control_persist,
             "LogLevel": "ERROR",
         }
+        tunable = {"ConnectTimeout": str(self.connect_timeout), "ServerAliveInterval": "5", "ServerAliveCountMax": "3"}
         self.check(host)
-        options.update(dict(self.extra_options))
-        options.update(host.ssh_options)
+        given = [(key, expand_user(value) if key.lower() == "identityfile" else value)
+                 for key, value in without_own(host.ssh_options.items())]
         argv = [self.binary, "-T", "-n"]  # -n: never the local stdin (the remote reads /dev/null)
-        for key, value in options.items():
+        for key, value in [*own.items(), *given, *tunable.items()]:
             argv += ["-o", f"{key}={value}"]
         if host.port:
             argv += ["-p", str(host.port)]
