@@ -53,16 +53,16 @@ def envelope(command: str, ok: bool, **extra: Any) -> str:
 
 
 class Fleet:
-    """Hosts h1 and h2, each answered by its stand-in rigctl."""
+    """Hosts h1 and h2 (or ``names``), each answered by its stand-in rigctl."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, names: tuple[str, ...] = ("h1", "h2")) -> None:
         self.root = root
         (root / "bin").mkdir()
         ssh = root / "bin" / "ssh"
         ssh.write_text(STANDIN_SSH)
         ssh.chmod(0o755)
         self.inventory = root / "hosts.yaml"
-        self.inventory.write_text("hosts:\n  - {name: h1, ssh: h1}\n  - {name: h2, ssh: h2}\n")
+        self.inventory.write_text("hosts:\n" + "".join(f"  - {{name: {n}, ssh: {n}}}\n" for n in names))
 
     def answer(self, host: str, stdout: str, rc: int = 0, *, script: str | None = None) -> None:
         home = self.root / host
@@ -154,6 +154,29 @@ def test_preflight_ok_true_over_a_failing_check_is_a_failure(fleet: Fleet) -> No
     assert h1["ok"] is False
     assert any("answered ok but lists 1 failing check" in s for s in h1["summary"])
     assert h2["ok"] is True
+
+
+# Issue #31 item 7: only a severity rigctl knows to pass passes; `error`, one it does not know, or none
+# at all under ok:true is a failing check (before: only "fail" and "warn" were looked at).
+NOT_PASSING = ["error", "critical", "FAIL", "", None, 3, ["fail"], "missing"]
+
+
+@pytest.mark.parametrize("command", ["preflight", "swap"])
+@pytest.mark.parametrize("severity", NOT_PASSING, ids=repr)
+def test_ok_true_over_a_check_not_known_to_pass_is_a_failure(fleet: Fleet, command: str, severity: Any) -> None:
+    check = {"id": "gpu-memory", "message": "m"} if severity == "missing" else {**FAIL_CHECK, "severity": severity}
+    fleet.answer("h1", envelope(command, True, checks=[check]))
+    passing = [{**FAIL_CHECK, "id": f"c-{s}", "severity": s} for s in ("ok", "info", "skip", "warn")]
+    fleet.answer("h2", envelope(command, True, findings=passing))
+    extra = ["r1"] if command == "preflight" else ["r1", "r2"]
+    done = fleet.rigctl("fleet", command, *extra, "--hosts", str(fleet.inventory), "--json")
+    assert done.returncode == ExitCode.CHECKS_FAILED, done.stdout.decode()
+    h1, h2 = strict(done.stdout)["hosts"]
+    assert h1["ok"] is False
+    assert any("answered ok but lists 1 failing check" in s for s in h1["summary"]), h1["summary"]
+    assert h2["ok"] is True, h2  # warn is shown, not failing
+    text = fleet.rigctl("fleet", command, *extra, "--hosts", str(fleet.inventory))
+    assert text.returncode == ExitCode.CHECKS_FAILED and b"WARN c-warn" in text.stdout
 
 
 FAIL_FINDING = {"unit": "/etc/containers/systemd/a.container", "id": "restart-not-always", "severity": "fail",
@@ -418,3 +441,145 @@ def test_run_fleet_refuses_a_command_option_it_was_handed(tmp_path: Path) -> Non
     assert result.hosts[0].ok is False
     assert "--allow-ssh-options" in (result.hosts[0].error or "")
     assert not (tmp_path / "p").exists()
+
+
+# --- issue #31 item 6: one hostile host among three, through the real CLI ----------------------------------
+#
+# The middle host answers each poison; every host's outcome is printed (text) or listed (JSON), nothing
+# raw reaches the terminal, and the exit status is the fleet's verdict. Before: a lone surrogate made the
+# text views exit 70, and in a swap the third host's outcome (its swap had run) was never printed.
+
+LONE = "\ud800"
+RAW_BYTES = (b"\x1b", b"\x07", b"\xc2\x9b", b"\xed\xa0\x80")  # ESC, BEL, C1 CSI, a surrogate as UTF-8
+
+
+def _three(tmp_path: Path) -> Fleet:
+    return Fleet(tmp_path, ("h1", "h2", "h3"))
+
+
+def _swap_answer(poison: str) -> tuple[str, int]:
+    """The middle host's answer to `rigctl swap r1 r2 --json`, and its exit status."""
+    said = {"surrogate": LONE + "-\udfff",  # two lone ones: side by side, JSON would read a pair
+            "escapes": "\x1b]0;owned\x07\x9b2J\x1b[31m\u202e",
+            "huge": "x" * 1_000_000}
+    if poison in said:
+        text = said[poison]
+        steps = [{"step": f"stop{text}", "ok": True, "message": text}] * (1 if poison != "huge" else 2)
+        return envelope("swap", True, outcome=f"swapped{text}", steps=steps, to={"recipe": text}), 0
+    if poison == "garbage":
+        return "\x00\xff{not json\x1b[2J", 0
+    severity = {"error-severity": "error", "unknown-severity": "catastrophic"}[poison]
+    return envelope("swap", True, outcome="swapped", checks=[{**FAIL_CHECK, "severity": severity}]), 0
+
+
+SWAP_POISONS = ["surrogate", "escapes", "huge", "garbage", "error-severity", "unknown-severity"]
+FAILS = {"garbage", "error-severity", "unknown-severity"}
+
+
+@pytest.mark.parametrize("poison", SWAP_POISONS)
+def test_fleet_swap_prints_every_hosts_outcome_whatever_one_answers(tmp_path: Path, poison: str) -> None:
+    fleet = _three(tmp_path)
+    for name in ("h1", "h3"):
+        fleet.answer(name, envelope("swap", True, outcome="swapped", steps=[{"step": "start", "ok": True,
+                                                                             "message": "up"}]))
+    stdout, rc = _swap_answer(poison)
+    fleet.answer("h2", stdout, rc)
+    expected = ExitCode.CHECKS_FAILED if poison in FAILS else ExitCode.OK
+    text = fleet.rigctl("fleet", "swap", "r1", "r2", "--hosts", str(fleet.inventory))
+    out = text.stdout
+    assert b"Traceback" not in text.stderr, text.stderr.decode(errors="replace")
+    assert text.returncode == expected, (text.stdout[-2000:], text.stderr[-2000:])
+    assert not any(raw in out for raw in RAW_BYTES), out[:3000]
+    blocks = [ln for ln in out.decode().split("\n") if ln.startswith("== ")]
+    assert [b.split()[1] for b in blocks] == ["h1", "h2", "h3"], out.decode()[:3000]
+    h3 = out.decode().split("== h3", 1)[1]
+    assert "swap r1 r2: swapped (exit 0)" in h3 and "ok   start: up" in h3  # the third host's outcome
+    assert len(out) < 200_000  # a 1 MB value is cut in the text view
+    as_json = fleet.rigctl("fleet", "swap", "r1", "r2", "--hosts", str(fleet.inventory), "--json")
+    assert as_json.returncode == expected
+    doc = strict(as_json.stdout)
+    assert [h["name"] for h in doc["hosts"]] == ["h1", "h2", "h3"]
+    assert [h["ok"] for h in doc["hosts"]] == [True, poison not in FAILS, True]
+
+
+def _status_host(fleet: Fleet, name: str, poison: str | None) -> None:
+    """Stand-ins for what fleet status reads on a host: hostname, podman, systemctl, nvidia-smi, and its
+    rigctl's own `status --json`, each answering ``poison`` (None: a healthy host)."""
+    home = fleet.root / name
+    bins = home / "bin"
+    bins.mkdir(parents=True, exist_ok=True)
+    bad = {None: "", "surrogate": LONE, "escapes": "\x1b]0;owned\x07\x9b2J", "huge": "y" * 2_000_000}[poison]
+    podman = json.dumps([{"Names": [f"llm{bad}"], "Image": f"img{bad}", "State": "running", "Status": f"Up{bad}",
+                          "Labels": {"rigctl.managed": "true"}}])
+    rigctl = envelope("status", True, deployments=[{"name": f"llm{bad}", "verdict": f"serving{bad}"}])
+    # what a program prints as bytes: a lone surrogate cannot be bytes, so its JSON escape stands in
+    files = {"hostname": f"box{bad}\n", "podman": podman + "\n",
+             "systemctl": f"llm.service loaded active running llm {bad}\n", "nvidia-smi": f"0, H200{bad}, 1, 2\n",
+             "rigctl": rigctl + "\n"}
+    for program, answer in files.items():
+        (home / f"{program}.out").write_text(answer, errors="surrogateescape" if poison != "surrogate" else
+                                             "backslashreplace")
+        script = bins / program
+        script.write_text(f'#!/bin/sh\ncat "$HOME/{program}.out"\n')
+        script.chmod(0o755)
+
+
+@pytest.mark.parametrize("poison", ["surrogate", "escapes", "huge"])
+def test_fleet_status_prints_every_host_whatever_one_answers(tmp_path: Path, poison: str) -> None:
+    fleet = _three(tmp_path)
+    for name in ("h1", "h2", "h3"):
+        _status_host(fleet, name, poison if name == "h2" else None)
+    text = fleet.rigctl("fleet", "status", "--hosts", str(fleet.inventory))
+    assert b"Traceback" not in text.stderr, text.stderr.decode(errors="replace")
+    assert text.returncode != ExitCode.INTERNAL, text.stderr.decode(errors="replace")
+    assert not any(raw in text.stdout for raw in RAW_BYTES), text.stdout[:3000]
+    blocks = [ln for ln in text.stdout.decode().split("\n") if ln.startswith("== ")]
+    assert [b.split()[1] for b in blocks] == ["h1", "h2", "h3"], text.stdout.decode()[:3000]
+    as_json = fleet.rigctl("fleet", "status", "--hosts", str(fleet.inventory), "--json")
+    assert as_json.returncode == text.returncode
+    assert [h["name"] for h in strict(as_json.stdout)["hosts"]] == ["h1", "h2", "h3"]
+
+
+def _doctor_finding(poison: str) -> dict[str, Any]:
+    bad = {"surrogate": LONE, "escapes": "\x1b]0;owned\x07\x9b2J", "huge": "z" * 2_000_000,
+           "unknown-severity": "", "error-severity": ""}[poison]
+    severity = {"unknown-severity": "catastrophic", "error-severity": "error"}.get(poison, "fail")
+    return {**FAIL_FINDING, "unit": f"/u/a{bad}.container", "id": f"restart{bad}", "message": f"m{bad}",
+            "fix": f"f{bad}", "where": f"/u/a{bad}.container.d/x.conf", "severity": severity}
+
+
+@pytest.mark.parametrize("poison", ["surrogate", "escapes", "huge", "unknown-severity", "error-severity"])
+def test_fleet_doctor_prints_every_host_whatever_one_answers(tmp_path: Path, poison: str) -> None:
+    fleet = _three(tmp_path)
+    clean = envelope("doctor", True, findings=[], units=[])
+    fleet.answer("h1", clean)
+    fleet.answer("h3", clean)
+    finding = _doctor_finding(poison)
+    # ok:true over it: the findings decide
+    fleet.answer("h2", envelope("doctor", True, findings=[finding], units=[finding["unit"]]))
+    text = fleet.rigctl("fleet", "doctor", "--hosts", str(fleet.inventory))
+    assert b"Traceback" not in text.stderr, text.stderr.decode(errors="replace")
+    assert text.returncode == ExitCode.CHECKS_FAILED, (text.stdout[-2000:], text.stderr[-2000:])
+    assert not any(raw in text.stdout for raw in RAW_BYTES), text.stdout[:3000]
+    blocks = [ln for ln in text.stdout.decode().split("\n") if ln.startswith("== ")]
+    assert [b.split()[1] for b in blocks] == ["h1", "h2", "h3"], text.stdout.decode()[:3000]
+    assert "== h3 (h3) ok" in text.stdout.decode()
+    as_json = fleet.rigctl("fleet", "doctor", "--hosts", str(fleet.inventory), "--json")
+    assert as_json.returncode == ExitCode.CHECKS_FAILED
+    assert [h["ok"] for h in strict(as_json.stdout)["hosts"]] == [True, False, True]
+
+
+def test_one_hosts_view_that_fails_costs_only_that_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever goes wrong in one host's block (a value no model foresaw), the others are printed."""
+    import io
+
+    from rigctl.cli.views import fleet as fleet_view
+    from rigctl.fleet.result import FleetResult, HostResult
+
+    hosts = [HostResult(f"h{i}", f"h{i}", ok=True, summary=[f"swap r1 r2: swapped {i}"]) for i in (1, 2, 3)]
+    hosts[1].findings = [{"unit": "u", "id": "x", "severity": "fail", "message": object()}]  # not a finding
+    out = io.StringIO()
+    fleet_view(FleetResult("doctor", hosts, 1.0))(out)
+    text = out.getvalue()
+    assert "swapped 3" in text and "== h3" in text
+    assert "h2's result could not be shown" in text

@@ -10,7 +10,23 @@ from rigctl.fleet.answer import note_version, run_remote_rigctl
 from rigctl.fleet.inventory import Host
 from rigctl.fleet.result import HostResult
 from rigctl.fleet.ssh import Transport
-from rigctl.fleet.visible import shown_line
+from rigctl.fleet.visible import brief, shown_line
+from rigctl.severity import Severity
+
+_SEVERITIES = {s.value: s for s in Severity}
+
+
+def _mark(item: object) -> str | None:
+    """How one remote check or finding counts: None when its severity is one rigctl knows to pass quietly,
+    WARN when it warns, else a failing mark: a failing severity, and one rigctl does not know (or none,
+    or not a check at all), since a host must not pass by naming its failure in a word of its own."""
+    said = item.get("severity") if isinstance(item, dict) else None
+    severity = _SEVERITIES.get(said) if isinstance(said, str) else None
+    if severity is None:
+        return f"FAIL (severity {brief(said)} is not one rigctl knows)"
+    if severity.failing:
+        return severity.value.upper()
+    return "WARN" if severity is Severity.WARN else None
 
 
 def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str]) -> HostResult:
@@ -39,11 +55,13 @@ def host_rigctl(host: Host, ssh: Transport, timeout: float, argv: Sequence[str])
         items = remote.document.get(key)
         if isinstance(items, list):
             for item in items:
-                if isinstance(item, dict) and item.get("severity") in ("fail", "warn"):
-                    mark = str(item["severity"]).upper()
-                    failing += mark == "FAIL"
-                    what = f"{shown_line(item.get('id'), 200)}: {shown_line(item.get('message', ''))}"
-                    result.summary.append(f"{mark} {what}")
+                mark = _mark(item)
+                if mark is None:
+                    continue
+                failing += mark != "WARN"
+                got = item if isinstance(item, dict) else {"message": item}
+                what = f"{shown_line(got.get('id'), 200)}: {shown_line(got.get('message', ''))}"
+                result.summary.append(f"{mark} {what}")
     steps = remote.document.get("steps")
     if isinstance(steps, list):
         for step in steps:

@@ -6,6 +6,7 @@ control sequence in it reaches the terminal.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -17,7 +18,7 @@ from rigctl.severity import Severity
 if TYPE_CHECKING:
     from rigctl.doctor.checkup import AppliedFix, DoctorReport
     from rigctl.doctor.unit_findings import UnitFinding
-    from rigctl.fleet.result import FleetResult
+    from rigctl.fleet.result import FleetResult, HostResult
 
 MARK: dict[Severity, str] = {Severity.FAIL: "FAIL", Severity.WARN: "WARN", Severity.INFO: "info"}
 
@@ -109,8 +110,6 @@ def inventory_notes(command: str, about: dict[str, Any]) -> None:
 
 def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:
     def view(out: TextIO) -> None:
-        from rigctl.doctor.unit_findings import UnitFinding
-
         # every line below may hold what a host answered: each goes through shown_line (or fix_lines)
         for inventory_line in inventory_lines(about) if about else []:
             out.write(f"{'  ' if inventory_line.startswith('warning:') else ''}{shown_line(inventory_line)}\n")
@@ -119,20 +118,32 @@ def fleet(result: FleetResult, about: dict[str, Any] | None = None) -> View:
         for host in result.hosts:
             state = "ok" if host.ok else ("UNREACHABLE" if not host.reachable else "FAIL")
             out.write(f"\n== {host.name} ({host.destination}) {state} via {host.via} in {host.elapsed_s:.1f}s\n")
-            if host.error:
-                out.write(f"   {shown_line(host.error)}\n")
-            for summary in host.summary:
-                out.write(f"   {shown_line(summary)}\n")
-            if host.findings:  # checked one by one when the host answered (fleet.doctor_answer.checked_findings)
-                found = [UnitFinding.model_validate(f) for f in host.findings]
-                _findings(out, found, indent="   ", source=host.name)
-            fix = host.data.get("fix") if result.command == "doctor" else None
-            if isinstance(fix, dict):  # after the findings, as `rigctl doctor --fix` shows them
-                out.write(f"   --fix on {host.name}:\n")
-                for fix_line in fix_lines(fix):  # each already one line, escaped and capped
-                    out.write(f"     {fix_line}\n")
+            block = io.StringIO()  # one host's block whole, or a line saying it could not be shown
+            try:
+                _host_block(block, result.command, host)
+            except Exception as exc:  # a value no model foresaw costs that host's details, never the others'
+                block = io.StringIO()
+                block.write(f"   {host.name}'s result could not be shown ({type(exc).__name__}); "
+                            "--json has all of it\n")
+            out.write(block.getvalue())
 
     return view
+
+
+def _host_block(out: TextIO, command: str, host: HostResult) -> None:
+    from rigctl.doctor.unit_findings import UnitFinding
+
+    if host.error:
+        out.write(f"   {shown_line(host.error)}\n")
+    for summary in host.summary:
+        out.write(f"   {shown_line(summary)}\n")
+    if host.findings:  # checked one by one when the host answered (fleet.doctor_answer.checked_findings)
+        _findings(out, [UnitFinding.model_validate(f) for f in host.findings], indent="   ", source=host.name)
+    fix = host.data.get("fix") if command == "doctor" else None
+    if isinstance(fix, dict):  # after the findings, as `rigctl doctor --fix` shows them
+        out.write(f"   --fix on {host.name}:\n")
+        for fix_line in fix_lines(fix):  # each already one line, escaped and capped
+            out.write(f"     {fix_line}\n")
 
 
 PATCH_LINES = 400  # lines of one remote patch shown in the text view (the JSON keeps it whole)
