@@ -212,9 +212,9 @@ def distrust(path: str, why: str) -> None:
         _DISTRUSTED.setdefault(path, why)
 
 
-def take_distrusted() -> list[str]:
-    """The notice's lines, a path each, once: the paths refused since the last call, with why."""
-    lines = [f"rigctl: not used: {_shown(path, 400)}: {_shown(why, 400)}" for path, why in _DISTRUSTED.items()]
+def take_distrusted() -> list[tuple[str, str]]:
+    """(path, the notice's line) for each path refused since the last call, once."""
+    lines = [(path, f"rigctl: not used: {_shown(path, 400)}: {_shown(why, 400)}") for path, why in _DISTRUSTED.items()]
     _DISTRUSTED.clear()
     return lines
 

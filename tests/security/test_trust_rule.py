@@ -132,8 +132,10 @@ def test_root_does_not_take_what_a_user_planted_in_a_sticky_config_home(sticky: 
 
 @pytest.mark.parametrize("shape", ["file owned by another uid", "file anyone can write", "directory of another uid",
                                    "link to another uid's file"])
-def test_a_recipe_below_roots_own_config_that_fails_the_rule_is_left_out_and_said(
+def test_a_recipe_below_roots_own_config_that_fails_the_rule_is_refused(
         shape: str, root_home: Path, tmp_path: Path) -> None:
+    """Refused with the reason, in `show` and `render` (exit 3) and as an invalid row of `recipes`: never
+    taken, and never quietly replaced by the bundled recipe of its name either."""
     recipes = root_home / ".config" / "rigctl" / "recipes"
     recipes.mkdir(parents=True)
     target = recipes / "qwen3-8b-vllm.yaml"
@@ -153,11 +155,15 @@ def test_a_recipe_below_roots_own_config_that_fails_the_rule_is_left_out_and_sai
         chown_tree(theirs)
         target.symlink_to(theirs / "r.yaml")
     env = {"HOME": str(root_home)}
-    for args in (("show", "qwen3-8b-vllm", "--json"), ("recipes", "--json")):
+    for args in (("show", "qwen3-8b-vllm"), ("render", "qwen3-8b-vllm", "--podman-version", "5.4",
+                                               "--quadlet-version", "5.4")):
         done = rigctl(*args, env=env)
-        assert "--privileged" not in done.stdout, args
-        assert f"not used: {target}" in done.stderr, (args, done.stderr)
-    assert json.loads(rigctl("show", "qwen3-8b-vllm", "--json", env=env).stdout)["source"]["origin"] == "bundled"
+        assert done.returncode == 3, (args, done.stdout)
+        assert "--privileged" not in done.stdout and "not rigctl's own" in done.stderr, (args, done.stderr)
+        assert str(target) in done.stderr
+    listed = json.loads(rigctl("recipes", "--json", env=env).stdout)
+    (row,) = [r for r in listed["recipes"] if r["name"] == "qwen3-8b-vllm"]
+    assert row["valid"] is False and "not rigctl's own" in row["problems"][0]
     # the same file, made root's own, is taken (the rule is not a refusal of every user recipe)
     if shape != "link to another uid's file":
         os.chown(recipes, 0, 0)
@@ -178,7 +184,7 @@ def test_root_never_writes_its_licence_record_through_a_users_link(root_home: Pa
     done = rigctl("preflight", "glm53-flash", "--accept-license", "shapleymcg-license-1.0", "--json",
                   env={"HOME": str(root_home)})
     assert not any(theirs.iterdir()), "root wrote into the user's directory"
-    assert f"{state / 'rigctl'}" in done.stderr and "owned by uid" in done.stderr
+    assert f"{state / 'rigctl'}" in done.stdout + done.stderr and "owned by uid" in done.stdout + done.stderr
 
 
 def test_a_cache_that_fails_the_rule_is_not_read(root_home: Path) -> None:

@@ -132,10 +132,12 @@ def for_rich(value: object, limit: int | None = CELL_LIMIT) -> str:
     return escape(printable(value, limit))
 
 
-def _say_distrusted() -> None:
-    """The paths this run did not use because they fail the trust rule: on stderr, a line each."""
-    for line in take_distrusted():
-        warn(line)
+def _say_distrusted(error: str = "") -> None:
+    """The paths this run did not use because they fail the trust rule: on stderr, a line each (but the
+    one the error being printed names already)."""
+    for path, line in take_distrusted():
+        if path not in error:
+            warn(line)
 
 
 def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
@@ -152,7 +154,7 @@ def emit(outcome: Outcome, *, as_json: bool, out: TextIO | None = None) -> int:
 
 
 def emit_error(command: str, err: RigctlError, *, as_json: bool) -> int:
-    _say_distrusted()
+    _say_distrusted(err.message)
     if as_json:
         error: dict[str, Any] = {"code": err.code, "message": err.message}
         if isinstance(err, InvalidInputError):

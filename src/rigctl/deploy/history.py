@@ -64,7 +64,7 @@ def _file(state_dir: Path, deployment: str, kind: str) -> Path:
 def _load(path: Path) -> tuple[dict[str, Any], str | None]:
     """The JSON object in ``path`` ({} when missing) and why it could not be read (None: it could)."""
     try:
-        got = safefs.read_file(path, limit=safefs.RECORD_LIMIT, nofollow=True, missing_ok=True)
+        got = safefs.read_own(path, limit=safefs.RECORD_LIMIT, nofollow=True, missing_ok=True)
         if got is None:
             return {}, None
         data = parse_json(got.data, path)

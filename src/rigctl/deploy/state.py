@@ -206,7 +206,7 @@ def _read(path: Path, expect: str) -> DeploymentRecord | None:
     """The record at ``path`` (None when missing); a link, FIFO, huge, non-UTF-8, deep or unsound file
     is refused with the file named."""
     try:
-        got = safefs.read_file(path, limit=safefs.RECORD_LIMIT, nofollow=True, missing_ok=True)
+        got = safefs.read_own(path, limit=safefs.RECORD_LIMIT, nofollow=True, missing_ok=True)
         if got is None:
             return None
         data = parse_json(got.data, path)

@@ -430,7 +430,7 @@ class SummaryCache:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or cache_path()
         try:
-            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True)
+            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True, own=True)
         except InvalidInputError:
             raw = None
         shards = raw.get("shards") if isinstance(raw, dict) and raw.get("version") == 1 else None

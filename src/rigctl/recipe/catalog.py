@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
-from rigctl.invocation import current, distrust
+from rigctl.invocation import current
 from rigctl.places import container_service
 from rigctl.recipe.names import default_container, recipe_name_problem
-from rigctl.util.safefs import RECIPE_LIMIT, MiB, format_size, own_refusal, read_text
+from rigctl.util.safefs import RECIPE_LIMIT, MiB, format_size, read_own, read_text
 from rigctl.util.text import clip
 
 __all__ = [
@@ -203,24 +203,10 @@ def recipe_files(directory: Path) -> list[tuple[str, Path]]:
     return sorted(found.items())
 
 
-def _trusted(path: Path) -> bool:
-    """Whether a user recipe may be taken: it passes the trust rule (a recipe becomes a unit, as root a
-    root unit); one that fails is left out, and said once (``safefs.own_refusal``)."""
-    why = own_refusal(path)
-    if why is not None:
-        distrust(str(path), why)
-    return why is None
-
-
-def user_recipe_files() -> list[tuple[str, Path]]:
-    """``recipe_files`` of the user recipe directory, without what fails the trust rule."""
-    return [(name, path) for name, path in recipe_files(user_recipes_dir()) if _trusted(path)]
-
-
 def list_recipe_files() -> list[tuple[str, Path, str]]:
     """(name, path, origin) for every recipe; a user recipe overrides a bundled one of the same name."""
     found = {name: (name, path, "bundled") for name, path in recipe_files(bundled_recipes_dir())}
-    found.update({name: (name, path, "user") for name, path in user_recipe_files()})
+    found.update({name: (name, path, "user") for name, path in recipe_files(user_recipes_dir())})
     return sorted(found.values())
 
 
@@ -232,11 +218,6 @@ def _named(directory: Path, name: str) -> Path | None:
         if os.path.lexists(path):
             return path
     return None
-
-
-def _user_named(name: str) -> Path | None:
-    path = _named(user_recipes_dir(), name)
-    return path if path is not None and _trusted(path) else None
 
 
 def resolve(name_or_path: str) -> RecipeSource:
@@ -252,7 +233,7 @@ def resolve(name_or_path: str) -> RecipeSource:
         raise InvalidInputError([f"recipe {clip(name_or_path)}: {problem}"],
                                 fix="run `rigctl recipes` to list them, or pass a path to a YAML file")
     bundled = _named(bundled_recipes_dir(), name_or_path)
-    user = _user_named(name_or_path)
+    user = _named(user_recipes_dir(), name_or_path)
     if user is not None:
         return RecipeSource(name=name_or_path, path=user, origin="user", overrides=bundled)
     if bundled is not None:
@@ -291,8 +272,9 @@ def declared_name(path: Path) -> str | None:
 def declared_as(name: str) -> list[tuple[Path, str]]:
     """(path, origin) of each recipe file not named ``name`` whose ``name:`` is ``name`` (user ones first)."""
     found: list[tuple[Path, str]] = []
-    for files, origin in ((user_recipe_files(), "user"), (recipe_files(bundled_recipes_dir()), "bundled")):
-        found += [(path, origin) for stem, path in files if stem != name and declared_name(path) == name]
+    for directory, origin in ((user_recipes_dir(), "user"), (bundled_recipes_dir(), "bundled")):
+        found += [(path, origin) for stem, path in recipe_files(directory)
+                  if stem != name and declared_name(path) == name]
     return found
 
 
@@ -335,10 +317,23 @@ def load_yaml(text: str, source: str | os.PathLike[str]) -> Any:
         raise InvalidInputError([f"{source}: {where}malformed YAML: {problem}"]) from None
 
 
+def is_user_recipe(path: Path) -> bool:
+    """Whether ``path`` sits in the user recipe directory: rigctl's own configuration, read only when it
+    passes the trust rule (a recipe becomes a unit; as root, a root unit)."""
+    return path.parent == user_recipes_dir()
+
+
 def read_yaml_mapping(path: Path, *, limit: int = RECIPE_LIMIT) -> dict[str, Any]:
     """A YAML file whose top level is a mapping, or an InvalidInputError naming the line. The file is
-    read bounded (``limit``) and only if it is a regular file; it must be UTF-8."""
-    data = load_yaml(read_text(path, limit=limit), path)
+    read bounded (``limit``) and only if it is a regular file; it must be UTF-8. A user recipe must also
+    pass the trust rule (``safefs.read_own``): one that fails is refused, never replaced by the bundled one."""
+    if is_user_recipe(path):
+        got = read_own(path, limit=limit)
+        assert got is not None
+        text = got.text(path)
+    else:
+        text = read_text(path, limit=limit)
+    data = load_yaml(text, path)
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise InvalidInputError([f"{path}: the top level must be a mapping, not {kind}"])

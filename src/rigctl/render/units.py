@@ -396,6 +396,8 @@ def write_files(files: Sequence[RenderedFile], out_dir: Path) -> list[Path]:
         directory = safefs.open_out(out_dir, create=True)
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
+    except safefs.FileRefused as exc:  # not a directory there, or a link another user could have placed
+        raise UsageError(f"--out {out_dir}: {exc.message}", fix=exc.fix) from None
     written = []
     with directory:
         for unit in files:

@@ -195,15 +195,20 @@ def _make_own(path: str, mode: int) -> None:
             os.mkdir(here, mode)
 
 
-def read_own(path: str | os.PathLike[str], *, limit: int, missing_ok: bool = False) -> ReadFile | None:
+def read_own(path: str | os.PathLike[str], *, limit: int, missing_ok: bool = False,
+             nofollow: bool = False) -> ReadFile | None:
     """``read_file`` for rigctl's own configuration, state and cache: refused unless the path passes the
     trust rule (``own_refusal``); a link is followed only where the rule holds for it and what it leads to."""
+    with contextlib.suppress(OSError):  # what it is comes first: a FIFO or device is refused as that
+        st = os.stat(path, follow_symlinks=not nofollow)
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(path, f"{kind_of(st.st_mode)}, not a regular file; rigctl reads only regular files")
     why = own_refusal(path)
     if why is not None:
         if missing_ok and not os.path.lexists(path) and "does not exist" in why:
             return None  # nothing there to trust or distrust (its directory is not ours either: nothing is made)
         raise _not_own(path, why)
-    return read_file(path, limit=limit, missing_ok=missing_ok)
+    return read_file(path, limit=limit, missing_ok=missing_ok, nofollow=nofollow)
 
 
 def check_name(name: str) -> str:
