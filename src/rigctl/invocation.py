@@ -150,19 +150,20 @@ def _private_group(gid: int, uid: int) -> bool:
     return members <= {owner.pw_name} and (bool(members) or owner.pw_gid == gid)
 
 
-def path_refusal(value: str, owners: frozenset[int] | None = None) -> str | None:
+def path_refusal(value: str, owners: frozenset[int] | None = None, *, to_make_in: bool = False) -> str | None:
     """The trust rule, as OpenSSH's StrictModes: None when the path ``value`` and every directory above it
     (as given, links included as ``lstat`` sees them, and every component a link leads through) are owned
     by one of ``owners`` (default: root and this process's user) and writable by no one else; else why, in
     a few words. A sticky directory (``/tmp``) may be writable by others above the path, never as the path
     itself: nobody can move an entry of ours out of it, but anyone may make a new name in it first. So a
     sticky shared directory is no home, and a path that does not exist yet counts only where the directory
-    it would be made in is writable by no one else."""
+    it would be made in is writable by no one else. ``to_make_in``: the rule for a directory rigctl is about
+    to make a new directory in (and then judge), where a sticky shared one is as good as above the path."""
     trusted = owners if owners is not None else frozenset({0, os.geteuid()})
-    return _walk_refusal(os.path.normpath(value), trusted, 0)
+    return _walk_refusal(os.path.normpath(value), trusted, 0, to_make_in)
 
 
-def _walk_refusal(path: str, owners: frozenset[int], links: int) -> str | None:
+def _walk_refusal(path: str, owners: frozenset[int], links: int, to_make_in: bool = False) -> str | None:
     if not os.path.isabs(path):
         return "not an absolute path"
     parts = [p for p in path.split("/") if p]
@@ -192,9 +193,9 @@ def _walk_refusal(path: str, owners: frozenset[int], links: int) -> str | None:
                 return f"{here}: too many symbolic links"
             real = os.path.realpath(here)
             rest = parts[i:]
-            why = _walk_refusal(os.path.join(real, *rest) if rest else real, owners, links + 1)
+            why = _walk_refusal(os.path.join(real, *rest) if rest else real, owners, links + 1, to_make_in)
             return None if why is None else f"{here} leads to {real}: {why}"
-        if shared(st) and (last or not st.st_mode & stat.S_ISVTX):
+        if shared(st) and ((last and not to_make_in) or not st.st_mode & stat.S_ISVTX):
             if st.st_mode & stat.S_ISVTX and stat.S_ISDIR(st.st_mode):
                 return f"{here} is a sticky directory anyone can write: shared, not a home"
             return f"{here} is writable by others"

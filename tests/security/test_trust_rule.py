@@ -10,15 +10,20 @@ reported the user's path. The directories here are real, chowned to an ordinary 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from rigctl import invocation
+from rigctl.errors import RigctlError
 from rigctl.invocation import decide, path_refusal
 from rigctl.util import safefs
 
@@ -289,3 +294,40 @@ def test_verify_export_does_not_follow_a_users_link(users_link_to_root_only: tup
     with pytest.raises(safefs.FileRefused, match="not followed"):
         cmd_verify._export(Report(), None, str(link / "x.json"))
     assert not any(rootonly.iterdir())
+
+
+@pytest.mark.parametrize("planted", ["a directory of another uid", "a link to one", "a directory anyone can write"])
+def test_ssh_control_sockets_never_go_into_a_directory_planted_in_a_sticky_one(
+        planted: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TMPDIR=/tmp is root's default: ``/tmp/rigctl-ssh-0`` made first by a user (or a link they placed there,
+    or one left open to everyone) would hold root's ssh master connections."""
+    from rigctl.fleet import ssh
+    from rigctl.fleet.ssh import control_dir
+
+    # a short sticky directory stands for /tmp, root's default TMPDIR (the real one is shared with other tests;
+    # pytest's own is too deep for a socket path, so control_dir would fall back to /tmp)
+    sticky = Path(tempfile.mkdtemp(prefix="rs", dir="/tmp"))
+    sticky.chmod(0o1777)
+    me = dataclasses.replace(invocation.current(), tmp_dir=sticky, runtime_given=False)
+    monkeypatch.setattr(ssh, "current", lambda: me)
+    squat = sticky / "rigctl-ssh-0"
+    if planted == "a directory of another uid":
+        squat.mkdir()
+        os.chown(squat, USER, USER)
+    elif planted == "a link to one":
+        theirs = tmp_path / "theirs"
+        theirs.mkdir()
+        os.chown(theirs, USER, USER)
+        squat.symlink_to(theirs)
+        os.lchown(squat, USER, USER)
+    else:
+        squat.mkdir()
+        squat.chmod(0o777)
+    try:
+        with pytest.raises(RigctlError, match="refusing"):
+            control_dir()
+        squat.unlink() if squat.is_symlink() else squat.rmdir()
+        made = control_dir()  # nothing planted: made now, root's alone
+        assert made == squat and stat.S_IMODE(made.stat().st_mode) == 0o700 and made.stat().st_uid == 0
+    finally:
+        shutil.rmtree(sticky)

@@ -18,7 +18,6 @@ import codecs
 import os
 import selectors
 import shlex
-import stat
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from rigctl.fleet.inventory import Host, ssh_option_problems
 from rigctl.fleet.ssh_options import ALLOW_SSH_OPTIONS, without_own
 from rigctl.invocation import current, expand_user
 from rigctl.util.proc import Completed, run
-from rigctl.util.safefs import MiB, format_size
+from rigctl.util.safefs import MiB, SafeDir, format_size, reason_of
 
 SSH_UNREACHABLE = 255
 TIMED_OUT = 124  # like util.proc.run and timeout(1)
@@ -49,20 +48,26 @@ _CONTROL_NAME_LEN = 41  # "/" + the 40 hex digits of ssh's %C
 
 def control_dir() -> Path:
     """A directory only we can use for control sockets: $XDG_RUNTIME_DIR/rigctl/ssh, else (or when that
-    path is too long for a unix socket) /tmp/rigctl-ssh-UID. Refuses a directory another user owns."""
+    path is too long for a unix socket) /tmp/rigctl-ssh-UID. It, and every directory above it, must pass
+    the trust rule (``safefs.SafeDir.at``): one another user owns or made first is refused."""
     me = current()  # as root, a runtime directory inherited from a user is not root's (rigctl.invocation)
     candidates = []
     if me.runtime_given and me.runtime_dir.is_dir():
         candidates.append(me.runtime_dir / "rigctl" / "ssh")
     candidates += [me.tmp_dir / f"rigctl-ssh-{me.uid}", Path(f"/tmp/rigctl-ssh-{me.uid}")]
     base = next(c for c in candidates if len(str(c)) + _CONTROL_NAME_LEN < _SOCKET_PATH_MAX)
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    info = base.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != me.uid:
-        raise RigctlError(f"{base} is not a directory owned by this user; refusing it for ssh control sockets",
-                          fix=f"remove {base} and retry")
-    if info.st_mode & 0o077:
-        base.chmod(0o700)
+    try:
+        handle = SafeDir.at(base, create=True, mode=0o700)
+    except InvalidInputError as exc:
+        raise RigctlError(f"refusing {base} for ssh control sockets: {reason_of(exc)}",
+                          fix=f"remove {base} and retry") from None
+    with handle:
+        info = handle.stat()
+        if info.st_uid != me.euid:  # root's own directory, but not this user's: their sockets stay apart
+            raise RigctlError(f"{base} is not owned by this user; refusing it for ssh control sockets",
+                              fix=f"remove {base} and retry")
+        if info.st_mode & 0o077:  # a master connection is a login: nobody else may reach its socket
+            os.fchmod(handle.fd, 0o700)
     return base
 
 

@@ -181,15 +181,9 @@ def _make_own(path: str, mode: int) -> None:
         missing.append(os.path.basename(here))
         here = os.path.dirname(here)
     for name in reversed(missing):
-        why = own_refusal(here)
+        why = path_refusal(here, to_make_in=True)
         if why is not None:
-            try:
-                st = os.lstat(here)
-            except OSError:
-                raise _not_own(here, why) from None
-            sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
-            if not (sticky_dir and own_refusal(os.path.dirname(here) or "/") is None and _mine(st.st_uid)):
-                raise _not_own(here, why)
+            raise _not_own(here, why)
         here = os.path.join(here, name)
         with contextlib.suppress(FileExistsError):  # someone else's by then: the rule above refuses it
             os.mkdir(here, mode)
