@@ -40,6 +40,9 @@ class UnitState:
     exit_code: str = ""  # how the main process ended: exited (exit_status is its status) | killed | dumped (a signal)
     exited_mono_us: int = 0  # when it ended (CLOCK_MONOTONIC); 0: not since the unit last started
     inactive_since_mono_us: int = 0  # when the unit last went down (0: not since the manager started)
+    # when its main process last started: after an automatic restart this start, where ActiveEnter is still the
+    # last start's while a Notify=healthy unit is activating
+    main_started_mono_us: int = 0
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> UnitState:
@@ -66,6 +69,7 @@ class UnitState:
             exit_code=EXIT_CODES.get(code, "") if code not in ("", "0") else "",
             exited_mono_us=num("ExecMainExitTimestampMonotonic"),
             inactive_since_mono_us=num("InactiveEnterTimestampMonotonic"),
+            main_started_mono_us=num("ExecMainStartTimestampMonotonic"),
         )
 
     @property

@@ -146,7 +146,9 @@ class LastExit:
     status: int
     how: str  # exited | killed | dumped
     at: float | None  # seconds since the epoch
-    phase: str | None  # warmup (before a health check passed) | serving (after one had) | None: not known
+    # warmup | serving: before or after the container was ready (a health check of it passed, or rigctl saw it
+    # ready); None: not known
+    phase: str | None
     source: str  # systemd | podman-events | record
 
     def words(self) -> str:
@@ -163,18 +165,25 @@ def _wall(mono_us: int) -> float | None:
 
 
 def last_exit(unit: UnitState | None, events: Sequence[ContainerEvent], current_id: str | None,
-              record: records.DeploymentRecord | None) -> LastExit | None:
+              record: records.DeploymentRecord | None, *, ready_at: float | None = None) -> LastExit | None:
     """The engine's last end: systemd's while it keeps it, else the newest death podman recorded of a
-    container that is not the one running now, else the failed warmup in the record."""
+    container that is not the one running now, else the failed warmup in the record. ``ready_at``: when
+    rigctl last saw this deployment become ready (``describe``), which places the end in time."""
     if unit is not None and (said := unit.ended()) is not None and unit.exit_status is not None:
+        at = _wall(unit.exited_mono_us)
         died = [e for e in events if e.status == "died"]
-        phase = _phase(events, died[-1].id) if died else None
-        return LastExit(said, unit.exit_status, unit.exit_code, _wall(unit.exited_mono_us), phase, "systemd")
+        if died:
+            phase = _phase(events, died[-1], ready_at)
+        else:
+            # no event to name the container: the one `up` saw ready is the one that ended only while systemd
+            # has not restarted the unit since
+            phase = _phase_by_ready(at, ready_at, first_since_ready=unit.restarts == 0)
+        return LastExit(said, unit.exit_status, unit.exit_code, at, phase, "systemd")
     died = [e for e in events if e.status == "died" and e.id != current_id and e.exit_code is not None]
     if died:
         last = died[-1]
         code = last.exit_code if last.exit_code is not None else 0
-        return LastExit(f"exit {code}", code, "exited", last.at, _phase(events, last.id), "podman-events")
+        return LastExit(f"exit {code}", code, "exited", last.at, _phase(events, last, ready_at), "podman-events")
     failure = record.last_failure if record else None
     status = records.record_number(failure.get("exit_status"), high=255, integer=True) if failure else None
     if failure and status is not None:
@@ -183,10 +192,30 @@ def last_exit(unit: UnitState | None, events: Sequence[ContainerEvent], current_
     return None
 
 
-def _phase(events: Sequence[ContainerEvent], container_id: str) -> str:
-    """warmup unless a health check of that container had passed before it died."""
-    healthy = any(e.id == container_id and e.status == "health_status" and e.health == "healthy" for e in events)
-    return "serving" if healthy else "warmup"
+def _phase(events: Sequence[ContainerEvent], died: ContainerEvent, ready_at: float | None) -> str | None:
+    """Where ``died`` falls: serving when a health check of that container passed before it died; else by
+    rigctl's own ready time; else warmup when its health checks ran and none passed; None: not known (no
+    health checks, and a container started after the one rigctl saw ready)."""
+    checks = [e for e in events if e.id == died.id and e.status == "health_status" and e.at <= died.at]
+    if any(e.health == "healthy" for e in checks):
+        return "serving"
+    first = not any(e.status == "died" and e.id != died.id and ready_at is not None and ready_at <= e.at < died.at
+                    for e in events)
+    by_ready = _phase_by_ready(died.at, ready_at, first_since_ready=first)
+    if by_ready is not None:
+        return by_ready
+    return "warmup" if checks else None
+
+
+def _phase_by_ready(at: float | None, ready_at: float | None, *, first_since_ready: bool) -> str | None:
+    """By the time rigctl saw the deployment ready: an end before it came in warmup; the first end after it
+    ended the container that had been ready, so it came while serving; a later one ended a container started
+    since, which rigctl did not watch (None)."""
+    if at is None or ready_at is None:
+        return None
+    if at < ready_at:
+        return "warmup"
+    return "serving" if first_since_ready else None
 
 
 def judge(unit: UnitState | None, health: str, *, record: records.DeploymentRecord | None,
@@ -214,17 +243,23 @@ def judge(unit: UnitState | None, health: str, *, record: records.DeploymentReco
         return "down", f"down{ended or ' (inactive)'} though deployed; `rigctl down` did not stop it"
     if health == "ready":
         return "serving", "serving" if not restarts else f"serving (restarted {restarts} time(s){ended})"
-    if restarts:
-        return "restarting", f"warming up again{ended or ' after a restart'} (restart {restarts})"
-    if active == "activating":
-        return "starting", "starting"
     now = time.time() if now is None else now
-    since = _wall(unit.active_since_mono_us)
+    # ActiveEnter is this start's only once it is active (a Notify=healthy unit warms up activating)
+    since = _wall(unit.active_since_mono_us) if active == "active" else None
     if ready_at is not None and since is not None and ready_at >= since:
         # this very start was ready once: no warmup is left to wait for
         return "not-serving", (f"no longer ready, though active and not restarted since it was ready at "
                                f"{time.strftime('%H:%M', time.localtime(ready_at))}: {health}")
     budget = record.warmup_budget_s if record is not None else None
+    if restarts:
+        # systemd's restart gets the warmup budget again, counted from this start's main process
+        started = _wall(unit.main_started_mono_us) or since
+        if budget is not None and started is not None and now - started > budget:
+            return "not-serving", (f"still not ready {now - started:.0f} s after systemd restarted it{ended} "
+                                   f"(restart {restarts}), past its warmup budget of {budget} s: {health}")
+        return "restarting", f"warming up again{ended or ' after a restart'} (restart {restarts})"
+    if active == "activating":
+        return "starting", "starting"
     if budget is not None and since is not None and now - since > budget:
         return "not-serving", (f"still not ready after {now - since:.0f} s active, past its warmup budget of "
                                f"{budget} s: {health}")
@@ -276,9 +311,9 @@ def describe(
     if container and unit is not None and (restarts or unit.exit_status is not None or not unit.running):
         since = time.time() - record.installed_at if record and record.installed_at else EVENTS_WINDOW_S
         events = podman.events(container, since_s=min(EVENTS_WINDOW_S, since + 60.0))
-    exit_ = last_exit(unit, events, info.id if info and info.running else None, record)
     canary, last_boot = _learnt(item)
     ready_at = last_boot["at"] if last_boot and last_boot.get("status") == "ready" else None
+    exit_ = last_exit(unit, events, info.id if info and info.running else None, record, ready_at=ready_at)
     verdict, verdict_detail = judge(unit, health, record=record, exit_=exit_, ready_at=ready_at)
     # the engine's workers hold the memory, not the process podman names as the container's
     pids = process_tree(info.pid) if info and info.pid else None
