@@ -121,9 +121,21 @@ def _run_once(target: FoundDeployment) -> Outcome:
     state = history.canary_state(target.dirs.state, target.name)
     config = state.config or history.CanaryConfig(0, list(canary.DEFAULT_CHECKS), "none", 1,
                                                   canary.DEFAULT_TIMEOUT_S)
-    probe = canary.verify_prober(target.need_recipe(), target.endpoint(None), config.checks, config.baseline)
+    if target.recipe is None:
+        # no recipe to check with (a record of an older rigctl whose file is gone): a failed run, recorded with
+        # its reason, and a failed unit (exit 3, not a check's 1), so neither status nor systemd reads it as quiet
+        why = target.recipe_error.problems[0] if target.recipe_error and target.recipe_error.problems else "none loads"
+        result = canary.run_once(
+            target.name, engine_unit=target.unit, scope=target.scope, state_dir=target.dirs.state,
+            probe=lambda _s: canary.CanaryVerdict(False, []), systemd=SystemctlCli(target.scope), fallback=config,
+            cannot_run=("recipe", f"the canary cannot run: no recipe of {target.name} loads: {why}; "
+                                  f"`rigctl up RECIPE` deploys it again (its record then keeps the recipe)"))
+        return Outcome("canary", False, result, view=views.canary_run(result), exit_code=ExitCode.INVALID_INPUT)
+    probe = canary.verify_prober(target.recipe, target.endpoint(None), config.checks, config.baseline)
     result = canary.run_once(target.name, engine_unit=target.unit, scope=target.scope, state_dir=target.dirs.state,
                              probe=probe, systemd=SystemctlCli(target.scope), fallback=config)
+    if target.recipe_note:  # the recipe file gone or changed since `up`: the journal says which recipe ran
+        result.journal.insert(0, f"canary {target.name}: note: {target.recipe_note}")
     return Outcome("canary", result.ok, result, view=views.canary_run(result),
                    exit_code=ExitCode.OK if result.ok else ExitCode.CHECKS_FAILED)
 

@@ -15,13 +15,13 @@ from typer.core import TyperCommand, TyperOption
 
 from rigctl.adapters.podman import PodmanCli
 from rigctl.cli import options as opt
-from rigctl.cli import views
+from rigctl.cli import output, views
 from rigctl.cli.output import Outcome
 from rigctl.cli.root import app, finish, scope_choice
 from rigctl.errors import UsageError
 from rigctl.recipe.reference import digest_of
 from rigctl.util import safefs
-from rigctl.util.text import version_line
+from rigctl.util.text import LINE_LIMIT, printable, version_line
 
 CHECKS_HELP = "Checks to run: {ids} (default: all)."
 
@@ -71,6 +71,8 @@ def verify_cmd(  # noqa: PLR0917 - typer maps each option to one parameter
             from rigctl.deploy.lookup import find_deployment  # noqa: PLC0415 - the core: the recipe's models
 
             deployed = find_deployment(recipe, scope_choice(user, system), overlays=overlays or (), sets=sets or ())
+            if deployed.recipe_note:  # its file gone or changed since `up`: checked with the recipe as deployed
+                output.warn(f"note: {printable(deployed.recipe_note, LINE_LIMIT)}")
             endpoint, expect = verify_target.for_recipe(deployed.need_recipe(), deployed.endpoint(api_key), given)
 
         progress = views.progress.VerifyProgress() if sys.stderr.isatty() else None

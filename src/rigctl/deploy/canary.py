@@ -365,10 +365,12 @@ async def compare_baseline(engine: Any, baseline: Any, request_timeout_s: float)
 def run_once(
     deployment: str, *, engine_unit: str, scope: Scope, state_dir: Path, probe: Prober, systemd: Units,
     clock: Callable[[], float] = time.time, lock: Callable[[], Any] | None = None,
-    fallback: history.CanaryConfig | None = None,
+    fallback: history.CanaryConfig | None = None, cannot_run: tuple[str, str] | None = None,
 ) -> RunResult:
     """One canary run: the checks (bounded), the record, and at most one restart per failure streak, under
-    the deployment's lock (``lock``: how to take it; by default ``service_lock``)."""
+    the deployment's lock (``lock``: how to take it; by default ``service_lock``). ``cannot_run`` (the failed
+    check's name, why): the run failed before its checks (its recipe cannot be loaded): recorded as a failed
+    run with that reason, no check run and no restart (the engine is not what failed)."""
     state = history.canary_state(state_dir, deployment)
     config = state.config or fallback
     if state.unreadable is not None:
@@ -383,6 +385,8 @@ def run_once(
         verdict = CanaryVerdict(False, [], "canary", history.clip_reason(
             f"the canary's record cannot be read ({state.unreadable}); `rigctl canary {deployment} --every SPAN "
             "...` writes its settings again"))
+    elif cannot_run is not None:
+        verdict = CanaryVerdict(False, [], cannot_run[0], history.clip_reason(cannot_run[1]))
     else:
         verdict = bounded(probe, config.timeout_s)
     result = RunResult.of(verdict, deployment=deployment, at=start, duration_s=time.monotonic() - mono)
@@ -397,7 +401,7 @@ def run_once(
         state.counts["failures"] += 1
         result.journal.append(f"canary {deployment}: FAIL {state.consecutive_failures} in a row: "
                               f"{verdict.failed_check}: {verdict.reason}")
-        if config.on_failure == "restart" and state.consecutive_failures >= config.after:
+        if config.on_failure == "restart" and state.consecutive_failures >= config.after and cannot_run is None:
             _maybe_restart(result, state, config, engine_unit=engine_unit, systemd=systemd,
                            lock=lock or service_lock(deployment), now=clock())
     result.consecutive_failures = state.consecutive_failures

@@ -22,6 +22,7 @@ it cannot know. Neither file is written larger than its reader accepts (``state.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ SUBDIR = "history"
 BOOTS_KEPT = 20
 RUNS_KEPT = 50
 RESTARTS_KEPT = 10
+STALE_INTERVALS = 2  # a canary whose last run is older than this many intervals (and a run's bound) is stale
 HISTORY_MIN = 2  # ready boots of the same recipe and image before a stall is judged against them
 PHASE_FACTOR = 3.0  # a phase may take this many times its longest ready boot before it is a stall
 REASON_LIMIT = 300  # characters of a failing check's message kept per run
@@ -316,11 +318,39 @@ class CanaryState:
     def last_failure(self) -> dict[str, Any] | None:
         return next((r for r in reversed(self.runs) if not r.get("ok")), None)
 
-    def summary(self) -> dict[str, Any] | None:
-        """What `status` shows: interval, last run and result, consecutive failures, last failure's reason."""
+    def staleness(self, now: float, service: str | None) -> str | None:
+        """Why the canary has stopped running (None: it runs): its service is failed (a run that could not
+        start: an interpreter gone, a recipe that does not load), or its last run, or its install when it never
+        ran, is older than ``STALE_INTERVALS`` intervals and a run's bound. ``service``: the canary service's
+        ActiveState as systemd said it (None: not asked)."""
+        if service == "failed":
+            return ("its service is failed: the last run could not run to its end (`journalctl` of the canary "
+                    "service says why)")
+        if self.config is None:
+            return None
+        allowed = STALE_INTERVALS * self.config.every_s + self.config.timeout_s
+        last = self.last.get("at") if self.last else None
+        if last is not None:
+            age = now - last
+            return None if age <= allowed else (f"its last run was {age:.0f} s ago, more than {STALE_INTERVALS} "
+                                                f"intervals of {self.config.every_s} s: its runs do not happen")
+        since = self.config.installed_at
+        if since and now - since > allowed:
+            return (f"it never ran since it was installed {now - since:.0f} s ago, more than {STALE_INTERVALS} "
+                    f"intervals of {self.config.every_s} s: its runs do not happen")
+        return None
+
+    def summary(self, *, now: float | None = None, service: str | None = None) -> dict[str, Any] | None:
+        """What `status` shows: interval, last run and result, consecutive failures, the last failure (its
+        reason and time, and whether it is the last run), the restarts it made, whether it is stale, and
+        whether it fails its deployment (unreadable, its last run failed, or stale). ``now``: the wall clock
+        (default: now); ``service``: the canary service's ActiveState (None: not asked)."""
         if self.config is None and not self.runs and self.unreadable is None:
             return None
         last, failed = self.last, self.last_failure()
+        now = time.time() if now is None else now
+        stale = self.staleness(now, service)
+        last_at = last.get("at") if last else None
         return {
             "unreadable": self.unreadable,
             "interval_s": self.config.every_s if self.config else None,
@@ -336,6 +366,11 @@ class CanaryState:
             "last_failure_at": failed.get("at") if failed else None,
             "restarts": len(self.restarts), "last_restart": self.restarts[-1] if self.restarts else None,
             "counts": dict(self.counts),
+            # whether the last failure is the last run (False: a run passed since; it is past)
+            "last_failure_current": failed is not None and failed is last,
+            "service": service, "stale": stale is not None, "stale_reason": stale,
+            "last_run_age_s": None if last_at is None else round(max(0.0, now - last_at), 1),
+            "failing": self.unreadable is not None or stale is not None or (last is not None and not last.get("ok")),
         }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rigctl.deploy.state import DeploymentRecord, is_record_name, locate, not_deployed, search_scopes
+from rigctl.deploy.state import DeploymentRecord, deployed_recipe, is_record_name, locate, not_deployed, search_scopes
 from rigctl.errors import InvalidInputError, RecipeNotFoundError
 from rigctl.places import Dirs, Scope, container_service
 from rigctl.recipe.load import load
@@ -35,6 +35,9 @@ class FoundDeployment:
     record: DeploymentRecord | None
     recipe: Recipe | None
     recipe_error: InvalidInputError | None = None
+    # what a reader must know of the recipe used: its file is gone or changed since it was deployed (the
+    # record's copy is used), or that copy no longer validates (the file is used)
+    recipe_note: str | None = None
 
     @property
     def dirs(self) -> Dirs:
@@ -83,13 +86,20 @@ def find_deployment(
     there is nothing to stop; `swap` refuses with the recipe's error or "not deployed"). Deployed only in
     a scope that was not searched: always that error (``state.locate``)."""
     found = locate(name_or_path, choice)
-    recipe, error = _recipe(name_or_path, found[0] if found else None, overlays=overlays, sets=sets)
+    note: str | None = None
+    kept = None
+    if found is not None and is_record_name(name_or_path) and not overlays and not sets:
+        kept, note = deployed_recipe(found[0])  # the recipe as deployed, whatever became of its file
+    if kept is not None:
+        recipe, error = kept, None
+    else:
+        recipe, error = _recipe(name_or_path, found[0] if found else None, overlays=overlays, sets=sets)
     if found is None and recipe is not None:
         found = locate(recipe.name, choice)
     searched = search_scopes(choice)
     if found is not None:
         record, scope = found
-        return FoundDeployment(record.recipe, scope, record, recipe, error)
+        return FoundDeployment(record.recipe, scope, record, recipe, error, note)
     if recipe is not None:
         return FoundDeployment(recipe.name, searched[0], None, recipe)
     if not must_exist:

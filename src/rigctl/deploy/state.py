@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import errno
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -40,7 +41,7 @@ from rigctl.recipe.names import recipe_name_problem
 from rigctl.util import safefs
 from rigctl.util.jsonfile import JsonFileError, parse_json
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
-from rigctl.util.text import clip
+from rigctl.util.text import LINE_LIMIT, clip, printable
 
 RECORD_VERSION = 1
 SUFFIX = ".json"
@@ -122,6 +123,12 @@ class DeploymentRecord:
     # not ready not-serving (None in records of an older rigctl: not judged by it)
     warmup_budget_s: int | None = None
     version: int = RECORD_VERSION
+    # the recipe as deployed, so the canary, `verify NAME` and `swap` re-check it from any directory and after
+    # its file moved: a digest of the file ``recipe_source`` names (absolute) as `up` read it, and the validated
+    # recipe itself, overlays and --set applied (``Recipe.model_dump(mode="json")``); "" and None in records of
+    # an older rigctl
+    recipe_sha256: str = ""
+    recipe_deployed: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -171,6 +178,43 @@ def _from_data(data: Any) -> DeploymentRecord:
     if problems := record.problems():
         raise ValueError("; ".join(problems))
     return record
+
+
+def file_sha256(path: str) -> str:
+    """The hex SHA-256 of the recipe file at ``path`` as it is now; "" when it cannot be read (gone, a
+    directory, larger than a recipe may be)."""
+    try:
+        got = safefs.read_file(path, limit=safefs.RECORD_LIMIT, missing_ok=True)
+    except InvalidInputError:
+        return ""
+    return "" if got is None else hashlib.sha256(got.data).hexdigest()
+
+
+def deployed_recipe(record: DeploymentRecord) -> tuple[Any, str | None]:
+    """(the recipe the record keeps as deployed, a note for the reader), or (None, why not) for a record of an
+    older rigctl or one whose copy no longer validates (the caller falls back to the file). The note names a
+    recipe file that is gone or changed since: what runs is the deployed recipe, the file's change is not
+    silently taken up."""
+    if record.recipe_deployed is None:
+        return None, None
+    from rigctl.recipe.load import validate_data  # noqa: PLC0415 - pydantic and the recipe model, on use only
+
+    try:
+        recipe = validate_data(record.recipe_deployed, f"the deployment record of {record.recipe}")
+    except InvalidInputError as exc:
+        return None, f"the recipe kept in {record.recipe}'s record does not validate: {exc.problems[0]}"
+    source = record.recipe_source
+    shown = printable(source, LINE_LIMIT)
+    note = None
+    if source and record.recipe_sha256:
+        now = file_sha256(source)
+        if not now:
+            note = (f"{shown} is gone (or cannot be read); {record.recipe} is checked with its recipe as "
+                    "deployed, which its record keeps")
+        elif now != record.recipe_sha256:
+            note = (f"{shown} changed since {record.recipe} was deployed; checked with the recipe as "
+                    f"deployed (`rigctl up {shown}` deploys the change)")
+    return recipe, note
 
 
 def _damaged(path: Path, why: str) -> InvalidInputError:

@@ -29,6 +29,7 @@ from rigctl.host.unitsnapshot import scope_units
 from rigctl.places import Dirs, Scope, quadlet_file
 from rigctl.recipe.defaults import HEALTH_PATH
 from rigctl.recipe.reference import digest_of
+from rigctl.render.canary_units import service_name
 from rigctl.util.jsonable import jsonable
 
 
@@ -113,16 +114,26 @@ class ServiceStatus:
 
     @property
     def failing(self) -> bool:
-        return self.verdict in FAILING
+        # a model that serves but whose canary fails, cannot be read or no longer runs (stale) fails too: a
+        # script reading exit 0 would take word salad for a served model
+        return self.verdict in FAILING or bool(self.canary and self.canary.get("failing"))
 
 
-def _learnt(item: Managed) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The canary's summary and the last boot, from the deployment's history (none without a record)."""
+def _learnt(item: Managed, systemd: Systemd) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The canary's summary (stale when its service is failed, which systemd is asked) and the last boot,
+    from the deployment's history (none without a record)."""
     if item.record is None:
         return None, None
     state_dir = Dirs.of(item.scope).state
     boot = history.last_boot(state_dir, item.record.recipe)
-    return history.canary_state(state_dir, item.record.recipe).summary(), boot.to_dict() if boot else None
+    canary = history.canary_state(state_dir, item.record.recipe)
+    service = None
+    if canary.config is not None or canary.unreadable is not None:
+        try:
+            service = systemd.show(service_name(item.record.recipe)).active
+        except CommandError:  # not asked: judged by the age of its last run alone
+            service = None
+    return canary.summary(service=service), boot.to_dict() if boot else None
 
 
 # serving: active and ready; starting: its first warmup; not-ready: active, no restart, /health says no, within
@@ -311,7 +322,7 @@ def describe(
     if container and unit is not None and (restarts or unit.exit_status is not None or not unit.running):
         since = time.time() - record.installed_at if record and record.installed_at else EVENTS_WINDOW_S
         events = podman.events(container, since_s=min(EVENTS_WINDOW_S, since + 60.0))
-    canary, last_boot = _learnt(item)
+    canary, last_boot = _learnt(item, systemd)
     ready_at = last_boot["at"] if last_boot and last_boot.get("status") == "ready" else None
     exit_ = last_exit(unit, events, info.id if info and info.running else None, record, ready_at=ready_at)
     verdict, verdict_detail = judge(unit, health, record=record, exit_=exit_, ready_at=ready_at)

@@ -292,7 +292,10 @@ def _install_and_run(
             unit_dir=str(dirs.units), unit_files=sorted(files), endpoint=result.endpoint,
             served_name=recipe.served_name, image=recipe.image, gpu_ids=result.gpu_ids,
             health_path=recipe.engine.health_path, warmup_budget_s=recipe.service.warmup_budget_s,
-            recipe_source=recipe_source, installed_at=clock.time(),
+            recipe_source=os.path.abspath(recipe_source), installed_at=clock.time(),
+            # the recipe as deployed: the canary, `verify NAME` and `swap` re-check it from here, wherever the
+            # command runs and whatever became of the file since
+            recipe_sha256=records.file_sha256(recipe_source), recipe_deployed=recipe.model_dump(mode="json"),
         )
         records.save(dirs.state, record)
         if installed.changed or before.load != "loaded":
