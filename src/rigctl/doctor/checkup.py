@@ -111,15 +111,21 @@ class DoctorReport:
 
 def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: DoctorFacts | None = None,
            roots: Sequence[Root] | None = None, restart: bool = False,
-           systemd_for: SystemdFor | None = None) -> DoctorReport:
+           systemd_for: SystemdFor | None = None, scope: Scope | None = None) -> DoctorReport:
     """``restart``: with ``fix``, restart each fixed service whose new files need it. ``systemd_for``: the
-    manager of a scope (tests pass a fake); with ``facts`` given and no ``systemd_for``, no manager is asked."""
+    manager of a scope (tests pass a fake); with ``facts`` given and no ``systemd_for``, no manager is asked.
+    ``scope`` (--user/--system): only that scope's directories, and its canaries; None: both."""
     if restart and not fix:
         raise UsageError("--restart restarts what --fix changed: give --fix too")
+    if scope is not None and paths:
+        raise UsageError(f"--path audits the files it names; --{scope.value} picks this host's {scope.value} "
+                         "directories: give one of them")
     for path in paths or ():
         if not os.path.lexists(path):
             raise UsageError(f"--path {path}: no such file or directory")
     chosen = list(roots) if roots is not None else (path_roots(paths) if paths else local_roots())
+    if scope is not None:
+        chosen = [r for r in chosen if r.scope == scope.value]
     ask = systemd_for if systemd_for is not None else (None if facts is not None else SystemctlCli)
     with local_snapshot(chosen) as snap:  # a --path directory stays open until the fixes are written
         units = collect(snap.files, chosen)
@@ -135,7 +141,7 @@ def doctor(paths: Sequence[str] | None = None, *, fix: bool = False, facts: Doct
             from rigctl.deploy.canary import installed  # noqa: PLC0415 - only for this host's doctor
             from rigctl.deploy.state import search_scopes  # noqa: PLC0415
 
-            report.canaries = installed(search_scopes(None))
+            report.canaries = installed(search_scopes(scope))
         if fix:
             report.restart_requested = restart
             after = apply_fixes(report, serving, host, snap)

@@ -41,13 +41,17 @@ def _findings(out: TextIO, findings: Sequence[UnitFinding], indent: str = "", *,
             if f.line:
                 where = f"  ({'' if f.where in (None, unit) else line(f.where) + ':'}line {f.line})"
             out.write(f"{indent}  {MARK.get(f.severity, f.severity.value)} {line(f.id)}{where}\n")
-            out.write(f"{indent}       {line(f.message)}\n")
+            if source is None:  # this host's own: prose within the width, a command never broken
+                prose(out, line(f.message), first=f"{indent}       ")
+                prose(out, line(f.fix), first=f"{indent}       {fix_label}: ", rest=f"{indent}         ")
+                continue
+            out.write(f"{indent}       {line(f.message)}\n")  # another host's: each value one line of its own
             out.write(f"{indent}       {fix_label}: {line(f.fix)}\n")
 
 
 def doctor(report: DoctorReport) -> View:
     def view(out: TextIO) -> None:
-        counts = report.counts()
+        counts = _counts(report.findings)  # of the findings shown below; --fix's outcome comes after them
         driver = report.facts.driver_version or "none seen (CDI checks skipped)"
         prose(out, f"{len(report.units)} serving unit(s); driver {driver}; {counts['fail']} fail, "
                    f"{counts['warn']} warn", first="rigctl doctor: ", rest="  ")
@@ -74,9 +78,17 @@ def doctor(report: DoctorReport) -> View:
             out.write(f"\nleft untouched: {patch.unit.path} ({why}); proposed patch ({', '.join(patch.fixed)}):\n")
             out.write(patch.patch())
         remaining = [f for f in report.final if f.fails]
-        out.write(f"\nafter --fix: {len(remaining)} failing finding(s) remain\n")
+        after = report.counts()
+        out.write(f"\nafter --fix: {len(remaining)} failing finding(s) remain ({after['fail']} fail, "
+                  f"{after['warn']} warn)\n")
 
     return view
+
+
+def _counts(findings: Sequence[UnitFinding]) -> dict[str, int]:
+    """fail and warn among ``findings`` (``DoctorReport.counts`` counts those left after --fix)."""
+    return {"fail": sum(1 for f in findings if f.severity == Severity.FAIL),
+            "warn": sum(1 for f in findings if f.severity == Severity.WARN)}
 
 
 def _live(out: TextIO, applied: AppliedFix) -> None:
