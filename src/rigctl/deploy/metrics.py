@@ -6,8 +6,9 @@ Names follow Prometheus' conventions: the ``rigctl_`` prefix, base units in the 
 ``_bytes``), ``_total`` on counters, ``_timestamp_seconds`` for a Unix time, and one ``# HELP`` and
 ``# TYPE`` per family. Each series carries ``deployment``, ``scope`` and ``unit`` labels; the model and image
 ride on ``rigctl_deployment_info`` (value 1) only, so they never split the other series. A figure rigctl
-does not know (no NVML, no canary yet) is left out, never written as 0; a canary whose record cannot be read
-is a failing one (``rigctl_canary_ok`` 0).
+does not know (no NVML, no canary yet) is left out, never written as 0; a canary whose record cannot be read,
+or that is stale (``rigctl_canary_stale`` 1: no run for two intervals, or its service failed), is a failing one
+(``rigctl_canary_ok`` 0).
 
 Label values come from records and engines: each goes through ``util.text.printable`` (no control character,
 line separator or lone surrogate reaches a scraper, which reads lines split at any of them) and then the
@@ -82,7 +83,11 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("rigctl_service_restarts_total", "counter", "Restarts systemd counted (NRestarts) since the last start."),
     ("rigctl_gpu_memory_used_bytes", "gauge", "GPU memory the engine's processes use now (NVML)."),
     ("rigctl_gpu_memory_planned_bytes", "gauge", "GPU memory the recipe plans for (gpus.count x gpus.min_memory_mib)."),
-    ("rigctl_canary_ok", "gauge", "1 when the canary's last run passed, 0 when it failed or its record is unreadable."),
+    ("rigctl_canary_ok", "gauge",
+     "1 when the canary's last run passed and it runs, 0 when it failed, is stale or its record is unreadable."),
+    ("rigctl_canary_stale", "gauge",
+     "1 when the canary no longer runs: its last run is older than two intervals, or its service is failed."),
+    ("rigctl_canary_last_run_age_seconds", "gauge", "Seconds since the canary's last run began."),
     ("rigctl_canary_last_run_timestamp_seconds", "gauge", "Unix time of the canary's last run."),
     ("rigctl_canary_interval_seconds", "gauge", "How often the canary runs."),
     ("rigctl_canary_consecutive_failures", "gauge", "Canary runs failed in a row, up to the last one."),
@@ -112,8 +117,11 @@ def exposition(rows: Iterable[MetricRow]) -> str:
         add("rigctl_gpu_memory_planned_bytes", base,
             row.gpu_planned_mib * MIB if row.gpu_planned_mib else None)
         canary = row.canary or {}
-        result = "fail" if canary.get("unreadable") else canary.get("last_result")
+        result = "fail" if canary.get("unreadable") or canary.get("failing") else canary.get("last_result")
         add("rigctl_canary_ok", base, None if result is None else (1 if result == "pass" else 0))
+        if row.canary is not None:
+            add("rigctl_canary_stale", base, 1 if canary.get("stale") else 0)
+        add("rigctl_canary_last_run_age_seconds", base, _number(canary.get("last_run_age_s")))
         add("rigctl_canary_last_run_timestamp_seconds", base, _number(canary.get("last_run_at")))
         add("rigctl_canary_interval_seconds", base, _number(canary.get("interval_s")))
         if row.canary is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.draw import View, paths
+from rigctl.cli.views.draw import View, paths, prose
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -42,8 +42,10 @@ def canary_summary(name: str, summary: dict[str, Any] | None) -> View:
                       f"{printable(summary['unreadable'], LINE_LIMIT)}\n"
                       f"  `rigctl canary {name} --every SPAN ...` writes its settings again\n")
         else:
+            # the checks as `rigctl canary NAME --every` listed them when it installed the canary
+            checks = [*(summary.get("checks") or []), *(["baseline"] if summary.get("baseline") else [])]
             out.write(f"canary of {name}: every {summary.get('interval_s')}s, checks "
-                      f"{printable(','.join(summary.get('checks') or []))}, on failure {summary.get('on_failure')}\n")
+                      f"{printable(','.join(checks))}, on failure {summary.get('on_failure')}\n")
         last = summary.get("last_run_at")
         when = "never" if last is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last))
         out.write(f"  last run {when}: {summary.get('last_result') or '-'}; "
@@ -56,6 +58,39 @@ def canary_summary(name: str, summary: dict[str, Any] | None) -> View:
             out.write(f"  last failure: {printable(summary['last_failure_reason'], LINE_LIMIT)}\n")
 
     return view
+
+
+def _when(at: object, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    return time.strftime(fmt, time.localtime(at)) if isinstance(at, int | float) else "?"
+
+
+def canary_lines(out: TextIO, c: dict[str, Any]) -> None:
+    """The canary under its deployment in `status` (``history.CanaryState.summary``), each line wrapped at the
+    width: its interval and last run, why it fails its deployment (unreadable, stale, its last run), the
+    restarts it made, and its last failure with its time, said as past once a run passed since."""
+    from rigctl.cli.views.deploy import duration  # here: deploy's view imports this module
+
+    if c.get("unreadable"):
+        prose(out, f"cannot be read (counts as failing): {printable(c['unreadable'], LINE_LIMIT)}",
+              first="  canary: ", rest="    ")
+    every = c.get("interval_s")
+    last = c.get("last_run_at")
+    when = "never run yet" if last is None else _when(last, "%H:%M:%S")
+    head = "FAILING" if c.get("failing") else "ok"
+    prose(out, f"{head}, every {duration(every) if every else '?'}  last run {when}  result "
+               f"{printable(c.get('last_result') or '-')}  {c.get('consecutive_failures', 0)} failure(s) in a row",
+          first="  canary: ", rest="    ")
+    if c.get("stale"):
+        prose(out, f"STALE: {printable(c.get('stale_reason') or '', LINE_LIMIT)}", first="    ")
+    restart = c.get("last_restart")
+    if c.get("restarts") and isinstance(restart, dict):
+        prose(out, f"restarted {printable(restart.get('unit') or '?')} {c['restarts']} time(s), last at "
+                   f"{_when(restart.get('at'))} after {restart.get('after_failures')} failure(s) in a row",
+              first="    ")
+    if c.get("last_failure_reason"):
+        label = "last failure" if c.get("last_failure_current") else "last failure (past, a run passed since)"
+        prose(out, f"{label} at {_when(c.get('last_failure_at'))}: "
+                   f"{printable(c['last_failure_reason'], LINE_LIMIT)}", first="    ", rest="      ")
 
 
 def metrics(text: str, path: str | None) -> View:

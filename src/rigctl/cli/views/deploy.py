@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli.output import quiet
+from rigctl.cli.views.canary import canary_lines
 from rigctl.cli.views.draw import View, paths, prose
 from rigctl.cli.views.reports import preflight, preflight_result
 from rigctl.severity import Severity
@@ -196,8 +197,11 @@ def status(services: Sequence[ServiceStatus]) -> View:
             _learnt_lines(out, s)
         failing = [s for s in services if s.failing]
         if failing:
-            prose(out, f"{len(failing)} of {len(services)} service(s) not serving: "
-                       f"{', '.join(printable(s.unit) for s in failing)} (`rigctl logs NAME` says why)", rest="  ")
+            # a serving model whose canary fails or stopped running is failing too, said as such
+            names = [printable(s.unit) + (" (canary failing)" if s.canary and s.canary.get("failing") else "")
+                    for s in failing]
+            prose(out, f"{len(failing)} of {len(services)} service(s) failing: {', '.join(names)} "
+                       "(`rigctl logs NAME` says why)", rest="  ")
 
     return view
 
@@ -211,19 +215,8 @@ def _learnt_lines(out: TextIO, s: ServiceStatus) -> None:
         b = s.last_boot
         out.write(f"  last boot: {printable(b.get('status'))} in {duration(b.get('total_s') or 0)} "
                   f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(b.get('at') or 0))})\n")
-    c = s.canary
-    if c and c.get("unreadable"):
-        out.write("  canary: cannot be read (counts as failing): "
-                  f"{printable(c['unreadable'], LINE_LIMIT)}\n")
-    if c:
-        every = c.get("interval_s")
-        last = c.get("last_run_at")
-        when = "never run yet" if last is None else time.strftime("%H:%M:%S", time.localtime(last))
-        out.write(f"  canary: every {duration(every) if every else '?'}  last run {when}  "
-                  f"result {printable(c.get('last_result') or '-')}  "
-                  f"{c.get('consecutive_failures', 0)} failure(s) in a row\n")
-        if c.get("last_failure_reason"):
-            out.write(f"    last failure: {printable(c['last_failure_reason'], LINE_LIMIT)}\n")
+    if s.canary:
+        canary_lines(out, s.canary)
 
 
 def logs(lines: Sequence[LogLine]) -> View:
