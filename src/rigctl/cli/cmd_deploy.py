@@ -24,9 +24,9 @@ from rigctl.cli import options as opt
 from rigctl.cli import output, views
 from rigctl.cli.output import Outcome
 from rigctl.cli.root import app, finish, load_recipe, scope_choice, scope_hint
-from rigctl.deploy.state import check_record_name
+from rigctl.deploy.state import all_records, check_record_name, not_deployed, search_scopes
 from rigctl.deploy.status import describe, discover_all
-from rigctl.errors import CommandError, UsageError
+from rigctl.errors import CommandError, DeploymentNotFoundError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes, probes_started
 from rigctl.places import Dirs, Scope, engine_log, resolve_scope, state_dir
@@ -212,18 +212,35 @@ def down_cmd(
         from rigctl.deploy.down import down  # noqa: PLC0415
         from rigctl.deploy.lookup import find_deployment  # noqa: PLC0415
 
-        # not deployed is no error here: `down` is done when there is nothing to stop
-        found = find_deployment(recipe, scope_choice(user, system), must_exist=False)
+        # a recipe not deployed is no error here: `down` is done when there is nothing to stop; a name that is
+        # neither a deployment, a recipe nor a unit systemd knows is (exit 5, with the deployments it is near)
+        choice = scope_choice(user, system)
+        found = find_deployment(recipe, choice, must_exist=False)
         name = check_record_name(found.name)  # a name, never a path: it names the lock and the record
+        unknown = _not_deployed(recipe, choice) if found.record is None and found.recipe is None else None
         result = down(name, unit=found.unit, container=found.container, unit_dir=found.dirs.units,  # locks it
                       state_dir=found.dirs.state, remove=remove,
                       stop_timeout_s=found.recipe.service.stop_timeout_s if found.recipe else STOP_TIMEOUT_S,
                       systemd=SystemctlCli(found.scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock(),
-                      canary_units=SystemctlCli(found.scope), canary_dir=systemd_dir(found.scope))
+                      canary_units=SystemctlCli(found.scope), canary_dir=systemd_dir(found.scope),
+                      engine_log=_engine_log(found) if remove else None, unknown=unknown)
 
         return Outcome("down", result.stopped, result, view=views.down(result))
 
     finish("down", as_json, produce)
+
+
+def _not_deployed(name: str, choice: Scope | None) -> DeploymentNotFoundError:
+    """The "not deployed" error (exit 5), naming the deployments of the searched scopes ``name`` is near."""
+    import difflib  # noqa: PLC0415 - only for a name that is not there
+
+    searched = search_scopes(choice)
+    error = not_deployed(name, searched, recipe_too=True)
+    known = sorted({r.recipe for scope in searched for r in all_records(Dirs.of(scope).state)})
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if close:
+        error.fix = f"did you mean {' or '.join(close)}? {error.fix}"
+    return error
 
 
 # --- swap -----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +19,8 @@ from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import remove_files
 from rigctl.deploy.state import deployment_lock
-from rigctl.errors import InvalidInputError
-from rigctl.places import quadlet_file
+from rigctl.errors import CommandError, DeploymentNotFoundError, InvalidInputError
+from rigctl.places import ENGINE_LOG_SUBDIR, quadlet_file
 from rigctl.recipe.defaults import stop_wait_s
 
 CONTAINER_GONE_WAIT_S = 15.0
@@ -67,6 +68,7 @@ class DownResult:
     gpus_released: bool | None = None  # None: not knowable here (no NVML, or no GPU in the layout)
     message: str = ""
     canary_removed: list[str] = field(default_factory=list)  # its timer, service and record (always removed)
+    engine_log_kept: str | None = None  # --remove: an engine log left in place (not where rigctl's unit puts it)
 
 
 def down(
@@ -85,23 +87,37 @@ def down(
     canary_units: canaries.Units | None = None,
     canary_dir: Path | None = None,
     lock_dir: Path | None = None,
+    engine_log: Path | None = None,
+    unknown: DeploymentNotFoundError | None = None,
 ) -> DownResult:
+    """``engine_log``: the unit's engine log, removed with ``remove``. ``unknown``: raised when the name is
+    nothing here (no record, and systemd has no such unit): a typo, not "nothing to do"."""
     records.check_record_name(recipe_name)  # a name, never a path: it names the record and the lock
     with deployment_lock(recipe_name, f"down {recipe_name}", lock_dir):
         return _down(recipe_name, unit=unit, container=container, unit_dir=unit_dir, state_dir=state_dir,
                      remove=remove, stop_timeout_s=stop_timeout_s, systemd=systemd, podman=podman, gpu=gpu,
-                     clock=clock, canary_units=canary_units, canary_dir=canary_dir)
+                     clock=clock, canary_units=canary_units, canary_dir=canary_dir, engine_log=engine_log,
+                     unknown=unknown)
 
 
 def _down(
     recipe_name: str, *, unit: str, container: str, unit_dir: Path, state_dir: Path, remove: bool,
     stop_timeout_s: float, systemd: Systemd, podman: Podman, gpu: GpuMemory, clock: Clock,
-    canary_units: canaries.Units | None, canary_dir: Path | None,
+    canary_units: canaries.Units | None, canary_dir: Path | None, engine_log: Path | None = None,
+    unknown: DeploymentNotFoundError | None = None,
 ) -> DownResult:
     record = records.load_record(state_dir, recipe_name)  # refused whole when damaged: exit 3
     if record is not None:
         unit, container = record.unit, record.container
+        engine_log = Path(record.engine_log) if record.engine_log else engine_log
     records.check_unit_name(unit)
+    if record is None and unknown is not None:
+        try:
+            known = systemd.show(unit)
+        except CommandError:
+            raise unknown from None  # no record, no recipe, and no manager to run a unit of that name
+        if known.load != "loaded" and known.active == "inactive":
+            raise unknown  # before the canary's removal: nothing of a name never deployed is touched
     names = record.unit_files if record else [quadlet_file(unit)]
     if remove and record is not None:
         _check_own_dir(record, unit_dir, records.record_path(state_dir, recipe_name))
@@ -131,6 +147,7 @@ def _down(
         systemd.reset_failed(unit)
         records.delete(state_dir, recipe_name)
         result.canary_removed += history.remove(state_dir, recipe_name, boots_too=True)
+        _remove_engine_log(engine_log, unit, result)
     if result.gpu_ids:
         busy = gpu.busy(result.gpu_ids)
         result.gpus_released = None if busy is None else not busy
@@ -140,4 +157,27 @@ def _down(
         result.message = f"{unit} was already stopped"
     else:
         result.message = f"{unit} stopped" + (" and removed" if result.removed else "")
+    if result.engine_log_kept:
+        result.message += f"; its engine log is kept: {result.engine_log_kept}"
     return result
+
+
+def _remove_engine_log(path: Path | None, unit: str, result: DownResult) -> None:
+    """``--remove`` takes the engine's log too where it is the file rigctl's unit writes (``rigctl/logs/
+    UNIT.log`` below the manager's state directory); one elsewhere (a drop-in's path) is kept and said."""
+    if path is None:
+        return
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return
+    except OSError:
+        return  # none: nothing to say
+    if path.name != f"{unit.removesuffix('.service')}.log" or not str(path.parent).endswith("/" + ENGINE_LOG_SUBDIR):
+        result.engine_log_kept = str(path)
+        return
+    try:
+        path.unlink()
+    except OSError as exc:
+        result.engine_log_kept = f"{path} ({exc.strerror})"
+        return
+    result.removed.append(str(path))
