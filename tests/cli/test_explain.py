@@ -38,3 +38,18 @@ def test_explain_prints_the_why() -> None:
     smoke = text[text.index("smoke (verify check)"):]
     guards = smoke.split("\n")[1].removeprefix("  guards:  ")
     assert guards and guards not in smoke[smoke.index("why:"):].replace("\n           ", " ")
+
+
+def test_a_doctor_rule_says_its_own_why_not_a_module_docstring() -> None:
+    # before: a rule without a docstring of its own was explained by its module's (RST, internal names)
+    from rigctl.doctor.rules import REGISTRY
+
+    doctor = {c.id: c for c in all_checks() if c.kind == "doctor"}
+    assert set(doctor) == {r.id for r in REGISTRY}
+    for rule in REGISTRY:
+        about = doctor[rule.id].about or ""
+        assert rule.why and about.lower().startswith(rule.why[:40].lower()), rule.id
+        assert "``" not in about and "Rules about" not in about and "rigctl." not in about, (rule.id, about)
+    out = io.StringIO()
+    explain(find("unit-restarting"))(out)
+    assert "facts.live" not in out.getvalue() and "serves nothing" in out.getvalue()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -85,7 +84,8 @@ class CheckInfo:
     id: str
     kind: str  # preflight | verify | doctor
     summary: str  # what it guards, one line
-    about: str | None = None  # why: the check's docstring (or, for a deep check, its module's), else WHY's
+    # why: the check's docstring (or, for a deep check, its module's), else WHY's; a doctor rule's own ``why``
+    about: str | None = None
     severity: str = "fail"  # what a problem it finds is, at most (a doctor rule's default; a hit may lower it)
     force: bool | None = None  # preflight: whether `--force ID` turns its fail into a warning; None elsewhere
     fixes: list[str] = field(default_factory=list)  # the fixes it can suggest
@@ -130,7 +130,8 @@ def _doctor() -> Iterator[CheckInfo]:
     from rigctl.doctor.rules import REGISTRY  # noqa: PLC0415
 
     for rule in REGISTRY:
-        about = _why(rule.id, rule.summary, _doc(rule.check) or _doc(sys.modules[rule.check.__module__]))
+        # the rule's own words: a function's or module's docstring is written for whoever reads the code
+        about = _why(rule.id, rule.summary, rule.why or None)
         yield CheckInfo(rule.id, "doctor", rule.summary, about, str(rule.severity), None,
                         fixes_in(rule.check, {"Hit": 1, "HostHit": 2}), _where(rule.check))
 

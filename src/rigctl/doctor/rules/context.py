@@ -57,6 +57,8 @@ class UnitRule:
     severity: Severity
     summary: str
     check: Callable[[RuleContext], list[Hit]]
+    # why the rule exists, for `rigctl explain`: the failure it saves an operator from, in plain words
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class HostRule:
     severity: Severity
     summary: str
     check: Callable[[Sequence[RuleContext], DoctorFacts], list[HostHit]]
+    # why the rule exists, for `rigctl explain`: the failure it saves an operator from, in plain words
+    why: str = ""
 
 
 def last_raw(merged: MergedUnit, section: str, key: str) -> Entry | None:
