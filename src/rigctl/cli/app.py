@@ -192,6 +192,8 @@ def _never_fail_to_print() -> None:
 def main() -> None:
     _never_fail_to_print()
     argv = sys.argv[1:]
+    if sorted(argv) == ["--json", "--version"]:  # --json asks for the answer `version --json` gives
+        argv = sys.argv[1:] = ["version", "--json"]
     code = _root_help(argv)
     if code is None and argv and argv[0].endswith("-completion"):
         from rigctl.cli.complete import answer  # noqa: PLC0415 - only for --install/--show-completion
