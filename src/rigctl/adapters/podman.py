@@ -66,7 +66,8 @@ def _event_time(item: dict[str, Any]) -> float:
 
 
 def parse_events(text: str) -> list[ContainerEvent]:
-    """``podman events --format json``: one object a line; what cannot be read is skipped."""
+    """``podman events --format json``: one object a line; what cannot be read is skipped. A health check's
+    result is under ``health_status`` (podman 4.3 and 5.4 alike), beside ``"Status": "health_status"``."""
     out: list[ContainerEvent] = []
     for line in text.splitlines()[-EVENTS_KEPT:]:
         try:
@@ -77,7 +78,7 @@ def parse_events(text: str) -> list[ContainerEvent]:
         code = item.get("ContainerExitCode")
         out.append(ContainerEvent(at, str(item.get("Status", "")), str(item.get("ID", "")),
                                   int(code) if isinstance(code, int) else (0 if item.get("Status") == "died" else None),
-                                  str(item.get("HealthStatus", ""))))
+                                  str(item.get("health_status") or "")))
     return out
 
 
