@@ -144,8 +144,6 @@ class Refused(ValueError):
     """A file in the checkpoint that is not opened: why, without its path."""
 
 
-_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
 _HUB_BLOB = re.compile(r"\.\./\.\./blobs/([0-9a-f]{40}|[0-9a-f]{64})")  # a hub cache snapshot's link
 
 
@@ -162,7 +160,7 @@ def _open_plain(dir_fd: int, name: str) -> tuple[int, os.stat_result] | None:
         raise Refused(f"{kind_of(first.st_mode)}, not a regular file; rigctl reads only regular files inside the "
                       "checkpoint directory")
     try:
-        fd = os.open(name, _OPEN, dir_fd=dir_fd)
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as exc:
         raise Refused(f"cannot open: {exc.strerror or exc}") from None
     st = os.fstat(fd)
@@ -198,7 +196,8 @@ def _open_in(dir_fd: int, name: str) -> tuple[int, os.stat_result] | None:
     fds: list[int] = []
     try:
         for part in ("..", "..", "blobs"):
-            fds.append(os.open(part, _DIR, dir_fd=fds[-1] if fds else dir_fd))
+            fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW,
+                               dir_fd=fds[-1] if fds else dir_fd))
         got = _open_plain(fds[-1], blob[1])
     except Refused as exc:
         raise Refused(f"a hub cache link to a blob that is {exc}") from None

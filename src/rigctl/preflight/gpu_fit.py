@@ -91,7 +91,7 @@ LINEAR_KINDS = ("linear_attention", "mamba")
 def _shown(value: Any) -> str:
     """A value from config.json for a note: short, whatever it is."""
     if isinstance(value, bool) or value is None:
-        return json.dumps(value)
+        return json.dumps(value, allow_nan=False)
     if isinstance(value, int):
         digits = len(str(abs(value)))  # at most 4,300: json refuses longer integers
         return f"{value:,}" if digits <= 15 else f"{'-' if value < 0 else ''}~10^{digits - 1}"

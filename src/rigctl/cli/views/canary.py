@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.draw import View, paths, prose
+from rigctl.cli.views.draw import View, duration, paths, prose
 from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
@@ -68,7 +68,6 @@ def canary_lines(out: TextIO, c: dict[str, Any]) -> None:
     """The canary under its deployment in `status` (``history.CanaryState.summary``), each line wrapped at the
     width: its interval and last run, why it fails its deployment (unreadable, stale, its last run), the
     restarts it made, and its last failure with its time, said as past once a run passed since."""
-    from rigctl.cli.views.deploy import duration  # here: deploy's view imports this module
 
     if c.get("unreadable"):
         prose(out, f"cannot be read (counts as failing): {printable(c['unreadable'], LINE_LIMIT)}",

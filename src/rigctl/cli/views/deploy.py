@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from rigctl.cli.output import quiet
 from rigctl.cli.views.canary import canary_lines
-from rigctl.cli.views.draw import View, paths, prose
+from rigctl.cli.views.draw import View, duration, paths, prose
 from rigctl.cli.views.reports import preflight, preflight_result
 from rigctl.severity import Severity
 from rigctl.util.text import LINE_LIMIT, printable
@@ -149,15 +149,6 @@ def _failed_warmup(out: TextIO, r: UpResult) -> None:
     _signatures(out, r.signatures)
     if not r.signatures:
         out.write("  no known crash signature of this recipe matched; see `rigctl logs " + r.recipe + "`\n")
-
-
-def duration(seconds: float) -> str:
-    s = int(seconds)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 def _gib(value: object) -> str:

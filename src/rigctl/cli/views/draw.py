@@ -168,3 +168,12 @@ def paragraph(out: TextIO, label: Cell, text: str, *, width: int | None = None) 
     line(out, label, f": {lines[0][len(indent):]}")
     for rest in lines[1:]:
         line(out, rest)
+
+
+def duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
