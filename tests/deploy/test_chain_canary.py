@@ -289,3 +289,33 @@ def test_up_again_pauses_the_canary_while_it_replaces_the_engine(rig: Rig) -> No
     assert rig.systemctl("is-active", f"rigctl-{name}-canary.timer").strip() == "active"
     after = _wait(rig, unit, lambda c: (c.get("last_run_at") or 0) > end, "a run after the new engine is up")
     assert after["last_result"] == "pass" and after["consecutive_failures"] == 0, after
+
+
+def test_a_canary_of_a_relative_recipe_keeps_running_after_the_file_moved(rig: Rig) -> None:
+    """`up ../NAME.yaml` from another directory, then the recipe file renamed: the canary's runs (and `verify NAME`
+    from anywhere) use the recipe the deployment record keeps, so they go on passing; before, every run exited 3
+    before recording anything and status kept showing green."""
+    name, unit = "cn-moved", "rigctl-cn-moved.service"
+    path = _recipe(rig, name, 18456)
+    below = path.parent / "below"
+    below.mkdir(exist_ok=True)
+    done = subprocess.run([*rig_cmd(), "up", f"../{path.name}", "--user", "--json"], env=rig.env, cwd=below,
+                          capture_output=True, text=True, timeout=180, check=False)
+    rig.deployed.append(name)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    code, doc = rig.run("canary", name, "--user", "--every", "3s", "--timeout", "3s")
+    assert code == 0, doc
+    _wait(rig, unit, lambda c: (c.get("counts") or {}).get("runs", 0) >= 1, "a first run")
+    moved = time.time()
+    path.rename(path.with_suffix(".moved"))
+    _wait(rig, unit, lambda c: any(r["at"] > moved for r in _runs(rig, name)), "a run after the file moved")
+    after = [r for r in _runs(rig, name) if r["at"] > moved]
+    assert after and all(r["ok"] for r in after), after
+    code, doc = rig.run("status", "--user")
+    row = next(s for s in doc["services"] if s["unit"] == unit)
+    assert row["verdict"] == "serving" and not (row["canary"] or {}).get("failing"), row
+    assert code == 0, doc
+    elsewhere = subprocess.run([*rig_cmd(), "verify", name, "--user", "--json"], env=rig.env, cwd="/",
+                               capture_output=True, text=True, timeout=180, check=False)
+    assert elsewhere.returncode == 0, elsewhere.stdout[-3000:] + elsewhere.stderr[-2000:]
+    assert str(path) in elsewhere.stderr  # the file it was deployed from is gone, and said
