@@ -540,7 +540,8 @@ def open_out(path: str | os.PathLike[str], *, create: bool = False, mode: int = 
         given.dir.close()
         why = ("a symbolic link another user could have placed: not followed" if given.link
                else "not a directory")
-        raise refuse(shown, f"{where} is {why}", fix="name a directory of your own (or the one the link leads to)")
+        said = why if os.path.normpath(where) == absolute else f"{where} is {why}"
+        raise refuse(shown, said, fix="name a directory of your own (or the one the link leads to)")
     handle = given.dir
     try:
         for name in reversed(missing):
