@@ -397,7 +397,7 @@ def write_files(files: Sequence[RenderedFile], out_dir: Path) -> list[Path]:
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     except safefs.FileRefused as exc:  # not a directory there, or a link another user could have placed
-        raise UsageError(f"--out {out_dir}: {exc.message}", fix=exc.fix) from None
+        raise UsageError(f"--out {out_dir}: {safefs.reason_of(exc)}", fix=exc.fix) from None
     written = []
     with directory:
         for unit in files:
