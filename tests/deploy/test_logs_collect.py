@@ -56,3 +56,32 @@ def test_a_container_with_no_output_yet_is_not_called_gone(tmp_path: Path) -> No
     info = ContainerInfo(id="c1", name="rigctl-x", running=True, exit_code=0, pid=1, image_digest="", started_at="",
                          labels={})
     assert _collect(FakePodman(containers={"rigctl-x": info}), tmp_path / "none.log") == []
+
+
+# Two containers' output in the one k8s-file log a unit's containers share, as podman 4.3.1 wrote it on the
+# testbed (the file's first line says how); the second container started at STARTED, as `podman container
+# inspect` gives State.StartedAt in its JSON.
+SHARED = Path(__file__).resolve().parents[1] / "fixtures" / "k8s-file" / "two-containers.log"
+STARTED = "2026-12-07T11:53:29.164923343Z"
+
+
+def test_the_running_containers_output_is_marked_apart_from_earlier_ones(tmp_path: Path) -> None:
+    log = tmp_path / "rigctl-x.log"
+    log.write_text("".join(line for line in SHARED.read_text().splitlines(keepends=True) if not line.startswith("#")))
+    info = ContainerInfo(id="c2c2c2c2c2c2c2", name="rigctl-x", running=True, exit_code=0, pid=1, image_digest="",
+                         started_at=STARTED, labels={}, log_driver="k8s-file", log_path=str(log))
+    # podman logs would run the two together (and put stderr after stdout): the file is read in order instead
+    podman = FakePodman(containers={"rigctl-x": info},
+                        output={"rigctl-x": ["first container line", "second container line", "to stderr"]})
+    got = _collect(podman, None)
+    assert [text for _, text, _ in got[:2]] == ["first container line", "to stderr"]
+    assert got[2][0] == RIGCTL and "the running container (c2c2c2c2c2c2" in got[2][1]
+    assert got[3:] == [("podman", "second container line", False)]
+
+
+def test_a_log_of_one_container_has_no_marker(tmp_path: Path) -> None:
+    log = tmp_path / "rigctl-x.log"
+    log.write_text("2026-12-07T11:53:29.2+00:00 stdout F only this one\n")
+    info = ContainerInfo(id="c2", name="rigctl-x", running=True, exit_code=0, pid=1, image_digest="",
+                         started_at=STARTED, labels={}, log_driver="k8s-file", log_path=str(log))
+    assert _collect(FakePodman(containers={"rigctl-x": info}), None) == [("podman", "only this one", False)]

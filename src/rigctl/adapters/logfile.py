@@ -68,12 +68,17 @@ def parse_record(raw: bytes) -> tuple[bytes, bool, bytes]:
     return raw, True, b""
 
 
+class Boundary(str):
+    """Not a line of the log: where the output of the container started at ``LogFileLines``'s ``mark_at``
+    begins, after older containers' lines in a log they share."""
+
+
 class LogFileLines(QueuedLines):
     """The lines of one container's k8s-file log (a ``LineStream``), followed until ``writer_alive``
     says the writer is gone and the file is read to its end, or until ``close``."""
 
     def __init__(self, fd: int, path: str, writer_alive: Callable[[], bool], *, tail: int | None = None,
-                 not_before: float | None = None, poll_s: float = POLL_S) -> None:
+                 not_before: float | None = None, mark_at: float | None = None, poll_s: float = POLL_S) -> None:
         self._fd = fd
         self._path = path
         self._writer_alive = writer_alive
@@ -89,6 +94,9 @@ class LogFileLines(QueuedLines):
         # lines written before this (another container's, in a log a unit's containers share) are skipped;
         # once one is not, none after it is looked at
         self._not_before = not_before
+        # a Boundary is yielded before the first line written at or after this, when older lines came first
+        self._mark_at = mark_at
+        self._older_seen = False
 
     # -- reading ----------------------------------------------------------------------------------
     def _records(self, data: bytes) -> Iterator[str]:
@@ -111,6 +119,13 @@ class LogFileLines(QueuedLines):
                 if at is not None and at < self._not_before:
                     continue
                 self._not_before = None
+            if self._mark_at is not None and stamp and not self._piece:
+                at = parse_stamp(stamp)
+                if at is not None and at < self._mark_at:
+                    self._older_seen = True
+                elif at is not None and self._older_seen:
+                    self._mark_at = None
+                    yield Boundary("")
             room = LINE_LIMIT - len(self._piece)
             if room > 0:
                 self._piece += text[:room]

@@ -11,6 +11,7 @@ itself once the unit is stopped for good, or when no new container appears withi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 from rigctl.adapters.clock import Clock
 from rigctl.adapters.journal import Journal
 from rigctl.adapters.lines import LineStream
-from rigctl.adapters.logfile import LogFileLines
+from rigctl.adapters.logfile import Boundary, LogFileLines, parse_stamp
 from rigctl.adapters.podman import ContainerInfo, Podman
 from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy.state import DeploymentRecord
@@ -70,6 +71,35 @@ def engine_log_lines(path: Path, tail: int | None) -> list[str] | None:
         stream.close()
 
 
+def _shared_log(podman: Podman, container: str, signatures: Sequence[CrashSignature],
+                tail: int | None) -> list[LogLine] | None:
+    """The running container's k8s-file log read whole, where a unit's containers share it (rigctl's units
+    do: it outlives --rm), with a marker where this container's output begins after older ones'; None when
+    there is no such log to read (podman logs, the journal or the engine log then)."""
+    info = podman.container(container)
+    started = parse_stamp(info.started_at or info.created_at) if info is not None else None
+    if info is None or info.log_driver != "k8s-file" or not info.log_path or started is None:
+        return None
+    fd = open_regular(info.log_path)
+    if fd is None:
+        return None
+    stream = LogFileLines(fd, info.log_path, lambda: False, tail=ENGINE_LOG_TAIL if tail is None else tail,
+                          mark_at=started)
+    try:
+        lines = list(stream)
+    finally:
+        stream.close()
+    shown = time.strftime("%H:%M:%S", time.localtime(started))
+    out: list[LogLine] = []
+    for line in lines:
+        if isinstance(line, Boundary):
+            out.append(LogLine(RIGCTL, f"--- the running container ({info.id[:12]}, started {shown}) from here; "
+                                       "the lines above are earlier containers' ---"))
+        else:
+            out.append(_signed("podman", line, signatures))
+    return out or None
+
+
 def collect(
     *, container: str, unit: str, podman: Podman, journal: Journal, signatures: Sequence[CrashSignature],
     record: DeploymentRecord | None, since: str | None, tail: int | None, engine_log: Path | None = None,
@@ -79,6 +109,9 @@ def collect(
     the container gone, from the unit's engine log; when none of them has any, a line that says the
     output is gone."""
     out: list[LogLine] = last_failure(record, signatures) if since is None else []
+    shared = _shared_log(podman, container, signatures, tail) if since is None else None
+    if shared:
+        return out + shared
     lines = podman.logs(container, tail=tail, since=since)
     if lines:
         return out + _mark("podman", lines, signatures)
