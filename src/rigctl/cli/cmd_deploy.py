@@ -32,6 +32,7 @@ from rigctl.host.early import EarlyProbes, probes_started
 from rigctl.places import Dirs, Scope, engine_log, resolve_scope, state_dir
 from rigctl.recipe.defaults import STOP_TIMEOUT_S
 from rigctl.util.lists import split_list
+from rigctl.util.text import LINE_LIMIT, printable
 
 if TYPE_CHECKING:
     from rigctl.deploy.lookup import FoundDeployment
@@ -272,6 +273,8 @@ def swap_cmd(  # noqa: PLR0917 - typer maps every option to a parameter
 
         # TO goes where FROM is deployed; FROM not deployed there refuses the swap (resolve_source)
         origin = find_deployment(source, scope_choice(user, system), must_exist=False)
+        if origin.recipe_note:  # FROM's file gone or changed since `up`: a rollback brings back FROM as deployed
+            output.warn(f"note: {printable(origin.recipe_note, LINE_LIMIT)}")
         scope, dirs = origin.scope, origin.dirs
         from_side = resolve_source(origin, source)
         to_loaded = load_recipe(target, overlays, sets)

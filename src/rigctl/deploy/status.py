@@ -29,7 +29,6 @@ from rigctl.host.unitsnapshot import scope_units
 from rigctl.places import Dirs, Scope, quadlet_file
 from rigctl.recipe.defaults import HEALTH_PATH
 from rigctl.recipe.reference import digest_of
-from rigctl.render.canary_units import service_name
 from rigctl.util.jsonable import jsonable
 
 
@@ -129,6 +128,8 @@ def _learnt(item: Managed, systemd: Systemd) -> tuple[dict[str, Any] | None, dic
     canary = history.canary_state(state_dir, item.record.recipe)
     service = None
     if canary.config is not None or canary.unreadable is not None:
+        from rigctl.render.canary_units import service_name  # noqa: PLC0415 - its escape rules load the recipe model
+
         try:
             service = systemd.show(service_name(item.record.recipe)).active
         except CommandError:  # not asked: judged by the age of its last run alone
