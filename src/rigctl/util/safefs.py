@@ -542,16 +542,8 @@ def open_out(path: str | os.PathLike[str], *, create: bool = False, mode: int = 
                else "not a directory")
         said = why if os.path.normpath(where) == absolute else f"{where} is {why}"
         raise refuse(shown, said, fix="name a directory of your own (or the one the link leads to)")
-    handle = given.dir
-    try:
-        for name in reversed(missing):
-            nxt = handle.subdir(name, create=True, mode=mode)
-            handle.close()
-            handle = nxt
-    except BaseException:
-        handle.close()
-        raise
-    return handle
+    with given.dir as reached:
+        return reached.subdirs(list(reversed(missing)), create=True, mode=mode)
 
 
 @contextlib.contextmanager
