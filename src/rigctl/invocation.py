@@ -181,7 +181,7 @@ def _walk_refusal(path: str, owners: frozenset[int], links: int, to_make_in: boo
                 pst = os.stat(parent)
             except OSError:
                 return f"{parent} cannot be read"
-            if pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and shared(pst):
+            if shared(pst):
                 return f"{here} does not exist, and {parent} is writable by others: anyone may make it first"
             return None  # below a directory only a trusted owner changes: only they can make the rest
         except OSError as exc:
