@@ -144,11 +144,13 @@ def test_a_lock_held_by_another_rigctl_is_retryable(held_lock: str, tmp_path: Pa
 
 
 def test_without_the_lock_the_same_command_succeeds(tmp_path: Path, need: Callable[[bool, str], None]) -> None:
-    """The control for the test above: `down` of nothing deployed is done (0) when no one holds the lock."""
+    """The control for the test above: with no one holding the lock, `down` of a name never deployed gets its
+    own answer, not found (5, since #35: it was a silent 0), instead of lock-held."""
     need(bool(os.environ.get("RIGCTL_TESTBED")), "needs the systemd --user manager of the testbed")
     name = f"cli15-lock-{uuid.uuid4().hex[:8]}"
     done = rigctl("down", name, "--user", "--json", env={"XDG_STATE_HOME": str(tmp_path / "state")})
-    assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+    assert done.returncode == ExitCode.NOT_FOUND, done.stdout + done.stderr
+    assert error_of(done)["code"] == "deployment-not-found"
 
 
 # --- host unreachable --------------------------------------------------------------------------------
