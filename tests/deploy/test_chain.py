@@ -57,13 +57,19 @@ def test_happy_path_up_status_idempotent_down(rig: Rig) -> None:
     code, logs = rig.run("logs", "rt-happy", "--user")
     assert code == 0 and any("Starting vLLM API server" in ln["text"] for ln in logs["lines"])
 
+    code, down = rig.run("down", "rt-happy", "--user")
+    assert code == 0 and down["stopped"] and down["container_gone"], down
+    code, again = rig.run("down", "rt-happy", "--user")  # idempotent while its record is kept
+    assert code == 0 and "already stopped" in again["message"], again
     code, down = rig.run("down", "rt-happy", "--user", "--remove")
     assert code == 0, down
-    assert down["stopped"] and down["container_gone"] and down["removed"]
+    assert down["stopped"] and down["removed"]
     assert down["gpus_released"] is None and down["gpu_ids"] == []
     assert _status_of(rig, "rigctl-rt-happy.service") == {}
-    code, twice = rig.run("down", "rt-happy", "--user", "--remove")  # idempotent
-    assert code == 0 and "nothing to do" in twice["message"]
+    # removed, the name is no deployment here any more: like `systemctl stop` of a unit not loaded, not found (5);
+    # a `down` again without --remove (the record kept) is still "nothing to do", exit 0
+    code, twice = rig.run("down", "rt-happy", "--user", "--remove")
+    assert code == 5 and twice["error"]["code"] == "deployment-not-found", twice
 
 
 def test_changed_recipe_replaces_unit_and_restarts(rig: Rig) -> None:

@@ -256,4 +256,4 @@ def test_down(walk: Answers) -> None:
     assert code == 0, doc
     check_envelope(doc, "down", True)
     check_keys(doc, ENVELOPE | {"recipe", "unit", "was_active", "stopped", "container_gone", "removed", "gpu_ids",
-                                "gpus_released", "message", "canary_removed"}, "down")
+                                "gpus_released", "message", "canary_removed", "engine_log_kept"}, "down")
