@@ -113,12 +113,14 @@ def test_both_forms_read_hosts_groups_and_vars_as_ansible_does(inventory: Invent
     assert hosts["gpu02"].ssh_options == {"StrictHostKeyChecking": "no", "ProxyJump": "bastion"}
     assert hosts["loose"].ssh_options == {"StrictHostKeyChecking": "no"}
     assert inventory.refused == {}
-    # host_key_checking=false lets a changed host key through: the operator's word, as for any option
-    # beyond a connection setting
+    # host_key_checking=false lets a changed host key through, and a jump through a host the inventory does not
+    # list takes root's connection elsewhere: the operator's word, as for any option beyond a connection setting
     with pytest.raises(InvalidInputError) as caught:
         inventory.select(limit="gpu02")
     assert [p.split(": host ")[1] for p in caught.value.problems] == [
         "gpu02: ssh option StrictHostKeyChecking=no: not a value rigctl lets an inventory give it; "
+        "refused without --allow-ssh-options",
+        "gpu02: ssh option ProxyJump=bastion: jumps through bastion, not a host of this inventory; "
         "refused without --allow-ssh-options"]
     become = "ansible_become ignored: rigctl never escalates: commands run as the ssh user"
     assert inventory.warnings(inventory.select(limit="h200", allow_ssh_options=True)) == [

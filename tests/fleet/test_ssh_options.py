@@ -147,14 +147,46 @@ ALLOWED = {"Port": "2222", "User": "ops", "ConnectTimeout": "7", "ConnectionAtte
            "ProxyJump": "ops@jump:22,bastion", "TCPKeepAlive": "no"}
 
 
+def with_jumps(path: Path) -> Path:
+    """``path`` (a hosts file) with two more hosts a ProxyJump may name: ``jump`` and ``bastion-1`` (ssh ops@bastion)."""
+    path.write_text(path.read_text() + "  - {name: jump, ssh: 127.0.0.2, port: 1}\n"
+                                       "  - {name: bastion-1, ssh: ops@bastion, port: 1}\n")
+    return path
+
+
 def test_connection_settings_pass_without_the_flag(tmp_path: Path) -> None:
-    (host,) = load_inventory(hosts_yaml(tmp_path, ALLOWED)).select()
+    path = hosts_yaml(tmp_path, ALLOWED)
+    with_jumps(path)
+    (host,) = load_inventory(path).select(names=["evil"])
     argv = OpenSsh(tmp_path).argv(host, "true")
     for key, value in ALLOWED.items():
         assert f"{key}={value}" in argv
     args = " ".join(f"-o {k}={v}" for k, v in ALLOWED.items() if k != "ProxyJump") + " -C -4 -J jump -p 2200 -l ops"
-    (host,) = load_inventory(ansible_ini(tmp_path, args)).select()
+    path = ansible_ini(tmp_path, args)
+    path.write_text(path.read_text() + "jump ansible_host=127.0.0.2 ansible_port=1\n")
+    (host,) = load_inventory(path).select(names=["evil"])
     assert host.ssh_options["ProxyJump"] == "jump" and host.ssh_options["AddressFamily"] == "inet"
+
+
+@pytest.mark.parametrize("jump", ["stranger", "ops@stranger:22", "jump,stranger", "ssh://root@[fd00::9]:22",
+                                  "JUMP,10.9.9.9"])
+def test_a_proxyjump_leads_only_to_hosts_of_the_inventory(tmp_path: Path, jump: str) -> None:
+    """A hop that is no host of the inventory would take root's connection, and the keys it offers, to a host
+    nobody listed: refused without the flag, in both inventory kinds."""
+    path = hosts_yaml(tmp_path, {"ProxyJump": jump})
+    with_jumps(path)
+    with pytest.raises(InvalidInputError, match="not a host of this inventory"):
+        load_inventory(path).select(names=["evil"])
+    assert load_inventory(path).select(names=["evil"], allow_ssh_options=True)
+    path = ansible_ini(tmp_path, f"-J {jump}")
+    path.write_text(path.read_text() + "jump ansible_host=127.0.0.2 ansible_port=1\n")
+    with pytest.raises(InvalidInputError, match="not a host of this inventory"):
+        load_inventory(path).select(names=["evil"])
+    # a hop named by the inventory host's name or its ssh destination, in any case, passes
+    for ok in ("jump", "JUMP", "ops@127.0.0.2:22", "bastion-1,jump"):
+        path = hosts_yaml(tmp_path, {"ProxyJump": ok})
+        with_jumps(path)
+        assert load_inventory(path).select(names=["evil"])
 
 
 @pytest.mark.parametrize(("option", "value"), [("Port", "22 -oProxyCommand=x"), ("User", "%u"),

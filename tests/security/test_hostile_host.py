@@ -429,9 +429,10 @@ def test_config_directives_and_shell_in_a_jump_host_are_refused(tmp_path: Path, 
         load_inventory(inventory)
 
 
-def test_proxyjump_needs_no_opt_in(tmp_path: Path) -> None:
-    inventory = _write(tmp_path, "j.yaml", "hosts:\n  - {name: ok, ssh: box, ssh_options: {ProxyJump: 'ops@jump:22'}}\n")
-    (host,) = load_inventory(inventory).select()
+def test_proxyjump_to_a_host_of_the_inventory_needs_no_opt_in(tmp_path: Path) -> None:
+    inventory = _write(tmp_path, "j.yaml", "hosts:\n  - {name: ok, ssh: box, ssh_options: {ProxyJump: 'ops@jump:22'}}\n"
+                                           "  - {name: jump, ssh: 10.0.0.7}\n")
+    (host,) = load_inventory(inventory).select(names=["ok"])
     assert host.ssh_options == {"ProxyJump": "ops@jump:22"}
 
 

@@ -85,10 +85,16 @@ def no_option_jump(options: dict[str, str]) -> dict[str, str]:
 CONFIG_DIRECTIVES = {"match": "Match", "include": "Include", "host": "Host"}
 
 
-def ssh_option_problems(path: str, hosts: Iterable[Host]) -> list[str]:
-    """One line per host and ssh option (or identity file) that the inventory may not set by itself."""
+def ssh_option_problems(path: str, hosts: Iterable[Host], known: frozenset[str] | None = None) -> list[str]:
+    """One line per host and ssh option (or identity file) that the inventory may not set by itself;
+    ``known``: the inventory's host names and destinations, the only places a ProxyJump may lead."""
     return [line for host in hosts
-            for line in host_option_problems(path, host.name, host.ssh_options, host.identity_file)]
+            for line in host_option_problems(path, host.name, host.ssh_options, host.identity_file, known)]
+
+
+def known_hosts(hosts: Iterable[Host]) -> frozenset[str]:
+    """Every name a ProxyJump hop may give for a host of the inventory: its name and its ssh host."""
+    return frozenset(n.lower() for h in hosts for n in (h.name, h.ssh.rpartition("@")[2]))
 
 
 def _no_config_directive(options: dict[str, str]) -> dict[str, str]:
@@ -249,7 +255,7 @@ class Inventory:
             also = [f"--tag {t}" for t in sorted(wanted_tags)] + [f"--only {n}" for n in sorted(wanted_names)]
             raise UsageError(f"--limit {limit!r} selects no host" + (f" with {' '.join(also)}" if also else ""))
         self._refuse(chosen)
-        problems = [] if allow_ssh_options else ssh_option_problems(self.path, chosen)
+        problems = [] if allow_ssh_options else ssh_option_problems(self.path, chosen, known_hosts(self.hosts))
         if problems:
             raise InvalidInputError(problems, fix=f"remove it from the inventory (connection settings such as Port, "
                                                   f"User, ProxyJump, ConnectTimeout pass), or pass {ALLOW_SSH_OPTIONS} "

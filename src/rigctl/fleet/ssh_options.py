@@ -158,12 +158,36 @@ def option_problem(key: str, value: str) -> str | None:
     return None
 
 
+def jump_hosts(value: str) -> list[str]:
+    """The hosts of a ProxyJump value's hops (``[ssh://][user@]host[:port]``, comma-separated)."""
+    hosts = []
+    for hop in value.split(","):
+        host = hop.removeprefix("ssh://").rpartition("@")[2]
+        if host.startswith("["):
+            host = host[1:].partition("]")[0]
+        elif host.count(":") == 1:
+            host = host.partition(":")[0]
+        hosts.append(host.lower())
+    return hosts
+
+
+def jump_problem(value: str, known: frozenset[str]) -> str | None:
+    """Why a ProxyJump may not go where ``value`` says: a hop that is no host of the inventory (its names and
+    ssh destinations, ``known``) would send root's connection, and the keys it offers, to a host nobody listed."""
+    if value.lower() == "none":
+        return None
+    strangers = [h for h in jump_hosts(value) if h not in known]
+    return f"jumps through {', '.join(strangers)}, not a host of this inventory" if strangers else None
+
+
 def host_option_problems(where: str, name: str, options: Mapping[str, str],
-                         identity_file: str | None) -> list[str]:
+                         identity_file: str | None, known: frozenset[str] | None = None) -> list[str]:
     """One line per option of host ``name`` that the inventory may not set by itself (and for its
-    ``identity_file``), naming the opt-in."""
+    ``identity_file``), naming the opt-in. ``known``: the inventory's host names and ssh destinations, where
+    ProxyJump hops must lead (None: not judged here)."""
     said = [(f"ssh option {printable(f'{key}={value}', 120)}", why) for key, value in options.items()
-            if (why := option_problem(key, value)) is not None]
+            if (why := option_problem(key, value)) is not None
+            or (known is not None and key.lower() == "proxyjump" and (why := jump_problem(value, known)) is not None)]
     if identity_file is not None and (why := identity_problem(identity_file)) is not None:
         said.append((f"identity file {printable(identity_file, 120)}", why))
     return [f"{where}: host {name}: {what}: {why}; refused without {ALLOW_SSH_OPTIONS}" for what, why in said]
