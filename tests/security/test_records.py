@@ -312,9 +312,14 @@ def test_a_damaged_record_is_a_clear_error_naming_the_file(box: Box, damage: str
     as_json = rigctl("down", NAME, "--user", "--json", env=box.env)
     assert as_json.returncode == 3 and json.loads(as_json.stdout)["error"]["code"] == "invalid-input"
     assert (box.units / UNIT_FILE).exists() and os.path.lexists(path)
-    # `status` lists the sound records and skips this one instead of hanging or crashing
+    # `status` neither hangs nor crashes on it, and never leaves it out silently: it names it and fails (#31)
     status = rigctl("status", "--user", "--json", env=box.env)
-    assert status.returncode == 0 and json.loads(status.stdout)["services"] == [], status.stderr
+    doc = json.loads(status.stdout)
+    assert status.returncode == 7 and doc["services"] == [] and doc["ok"] is False, status.stderr
+    assert [r["path"] for r in doc["unreadable_records"]] == [str(path)]
+    assert "not a sound deployment record" in doc["unreadable_records"][0]["why"]
+    text = rigctl("status", "--user", env={**box.env, "COLUMNS": "400"})
+    assert text.returncode == 7 and f"UNREADABLE RECORD {path}: not a sound deployment record" in text.stdout
 
 
 def test_status_skips_fifo_linked_and_huge_unit_files_without_blocking(box: Box) -> None:

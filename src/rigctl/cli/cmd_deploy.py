@@ -12,7 +12,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rigctl.adapters import real_adapters
 from rigctl.adapters.clock import RealClock
@@ -103,7 +103,8 @@ def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json
     manager did not answer."""
 
     def produce() -> Outcome:
-        found = discover_all(scope_choice(user, system))
+        unreadable: list[tuple[str, str]] = []
+        found = discover_all(scope_choice(user, system), unreadable)
         rows = []
         if found:  # the adapters (HTTP, podman, NVML) load only when there is a service to ask about
             for scope in dict.fromkeys(item.scope for item in found):
@@ -114,8 +115,14 @@ def status_cmd(user: opt.UserOpt = False, system: opt.SystemOpt = False, as_json
                 finally:
                     adapters.probe.close()
         failing = [row.unit for row in rows if row.failing]  # a dead model fails status: cron and CI act on it
-        return Outcome("status", not failing, {"services": rows, "failing": failing}, view=views.status(rows),
-                       exit_code=ExitCode.SERVICE_DOWN if failing else ExitCode.OK)
+        # a deployment record that cannot be read hides what it deployed: failing too, never silently left out
+        damaged = [{"path": path, "why": why} for path, why in unreadable]
+        payload: dict[str, Any] = {"services": rows, "failing": failing}
+        if damaged:
+            payload["unreadable_records"] = damaged
+        bad = bool(failing or damaged)
+        return Outcome("status", not bad, payload, view=views.status(rows, damaged),
+                       exit_code=ExitCode.SERVICE_DOWN if bad else ExitCode.OK)
 
     finish("status", as_json, produce)
 

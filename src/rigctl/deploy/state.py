@@ -274,9 +274,9 @@ def load_record(directory: Path, recipe: str) -> DeploymentRecord | None:
     return _read(record_path(directory, recipe), recipe)
 
 
-def all_records(directory: Path) -> list[DeploymentRecord]:
-    """Every sound record; a damaged one must not hide the others, so it is skipped here (commands on
-    that one deployment name it)."""
+def all_records(directory: Path, unreadable: list[tuple[str, str]] | None = None) -> list[DeploymentRecord]:
+    """Every sound record; a damaged one must not hide the others, so it is left out here and, given
+    ``unreadable``, added to it as (path, why) for the caller to show (commands on that one deployment name it)."""
     if not directory.is_dir():
         return []
     records = []
@@ -286,7 +286,10 @@ def all_records(directory: Path) -> list[DeploymentRecord]:
             continue
         try:
             record = _read(directory / name, recipe)
-        except InvalidInputError:
+        except InvalidInputError as exc:
+            if unreadable is not None:
+                why = exc.problems[0] if exc.problems else exc.message
+                unreadable.append((str(directory / name), why.removeprefix(f"{directory / name}: ")))
             continue
         if record is not None:
             records.append(record)

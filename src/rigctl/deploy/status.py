@@ -52,13 +52,15 @@ def _quadlet_units(scopes: tuple[Scope, ...]) -> dict[tuple[Scope, str], Unit]:
             if u.kind == "container" and not snap.found[u.path].link and (service := u.service) is not None}
 
 
-def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], Unit]) -> list[Managed]:
-    """The services of ``scope``: its units labelled rigctl's, and those rigctl's records name."""
+def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], Unit],
+             unreadable: list[tuple[str, str]] | None = None) -> list[Managed]:
+    """The services of ``scope``: its units labelled rigctl's, and those rigctl's records name (a record that
+    cannot be read is added to ``unreadable``, when given)."""
     found: dict[str, Managed] = {}
     for (where, name), unit in units.items():
         if where is scope and unit.managed:
             found[name] = Managed(scope, name, Path(unit.path), None, unit)
-    for record in records.all_records(records_dir):
+    for record in records.all_records(records_dir, unreadable):
         if record.scope is not scope:
             continue
         entry = found.get(record.unit)
@@ -71,11 +73,12 @@ def discover(scope: Scope, records_dir: Path, units: dict[tuple[Scope, str], Uni
     return list(found.values())
 
 
-def discover_all(choice: Scope | None) -> list[Managed]:
-    """Every managed service in the scopes verify, logs and down look in (``state.search_scopes``)."""
+def discover_all(choice: Scope | None, unreadable: list[tuple[str, str]] | None = None) -> list[Managed]:
+    """Every managed service in the scopes verify, logs and down look in (``state.search_scopes``); the
+    deployment records that cannot be read go to ``unreadable``, when given."""
     scopes = records.search_scopes(choice)
     units = _quadlet_units(scopes)
-    return [item for scope in scopes for item in discover(scope, Dirs.of(scope).state, units)]
+    return [item for scope in scopes for item in discover(scope, Dirs.of(scope).state, units, unreadable)]
 
 
 @dataclass

@@ -155,8 +155,11 @@ def _gib(value: object) -> str:
     return f"{value / 2**30:.1f} GiB" if isinstance(value, int) else "?"
 
 
-def status(services: Sequence[ServiceStatus]) -> View:
+def status(services: Sequence[ServiceStatus], unreadable: Sequence[dict[str, str]] = ()) -> View:
     def view(out: TextIO) -> None:
+        for bad in unreadable:
+            prose(out, f"{printable(bad['path'], LINE_LIMIT)}: {printable(bad['why'], LINE_LIMIT)} (a deployment "
+                       "record that cannot be read counts as failing)", first="UNREADABLE RECORD ", rest="  ")
         if not services:
             out.write("no rigctl-managed services on this host\n")
             return
