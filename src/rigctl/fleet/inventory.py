@@ -258,8 +258,8 @@ class Inventory:
         problems = [] if allow_ssh_options else ssh_option_problems(self.path, chosen, known_hosts(self.hosts))
         if problems:
             raise InvalidInputError(problems, fix=f"remove it from the inventory (connection settings such as Port, "
-                                                  f"User, ProxyJump, ConnectTimeout pass), or pass {ALLOW_SSH_OPTIONS} "
-                                                  "if you trust this file as code")
+                                                  "User, ConnectTimeout and a ProxyJump to a host of the inventory "
+                                                  f"pass), or pass {ALLOW_SSH_OPTIONS} if you trust this file as code")
         return chosen
 
     def get(self, name: str, *, allow_ssh_options: bool = False) -> Host:
