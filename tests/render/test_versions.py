@@ -105,7 +105,7 @@ def test_service_section(scope: str) -> None:
     assert _values(text, "Restart") == ["always"]
     assert _values(text, "TimeoutStartSec") == [str(recipe.service.warmup_budget_s)]
     # the warmup is the startup check's (HealthStartupInterval), bounded by TimeoutStartSec: no start period
-    assert _values(text, "HealthStartPeriod") == [] and _values(text, "HealthStartupInterval") == ["500ms"]
+    assert _values(text, "HealthStartPeriod") == [] and _values(text, "HealthStartupInterval") == ["2s"]
     assert _values(text, "WantedBy") == ["multi-user.target" if scope == "system" else "default.target"]
 
 
@@ -136,7 +136,7 @@ def test_notify_healthy_gets_a_startup_check_that_polls_during_warmup(
     assert ("Notify=healthy" in text) is startup
     if startup:
         assert _values(text, "HealthStartupCmd") == _values(text, "HealthCmd")
-        assert _values(text, "HealthStartupInterval") == ["500ms"]
+        assert _values(text, "HealthStartupInterval") == ["2s"]
         assert _values(text, "HealthStartupSuccess") == ["1"]
         assert _values(text, "HealthInterval") == ["30s"]
         assert not _values(text, "HealthStartupRetries")  # a slow warmup is TimeoutStartSec's to end, not a restart
