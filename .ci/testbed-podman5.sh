@@ -136,7 +136,8 @@ p5_start_manager() {
         log "podman 5: starting systemd 257 --user in the trixie root"
         local envs=()
         mapfile -t envs < <(p5_base_env)
-        nsenter --net="$p5_netns" -- chroot "$p5_root" env -i "${envs[@]}" setsid /lib/systemd/systemd --user \
+        (enter_own_cgroup rigctl-testbed-podman5
+         exec nsenter --net="$p5_netns" -- chroot "$p5_root" env -i "${envs[@]}" setsid /lib/systemd/systemd --user) \
             </dev/null >"$p5_dir/systemd-user.log" 2>&1 &
         local i
         for ((i = 0; i < 100; i++)); do

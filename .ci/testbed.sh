@@ -148,6 +148,29 @@ host_manager_pid() {
     if [[ ${1:-} == -n ]]; then echo "${found[-1]}"; else echo "${found[0]}"; fi
 }
 
+# A testbed's `systemd --user` in a cgroup of its own. A user manager that is not under user@.service takes the
+# cgroup it starts in (less a trailing /init.scope) as its root, so two started from one shell (the podman 4.3
+# and the podman 5 testbed, which CI runs at the same time) share a root: a unit of the same name under both
+# (the real-chain tests use the same names on both flavours) is then one cgroup, and either manager's stop or
+# restart of it kills the other's engine. Moves the calling (sub)shell into /NAME of every hierarchy.
+enter_own_cgroup() {
+    local name=$1 h
+    if [[ -f /sys/fs/cgroup/cgroup.procs ]]; then  # unified (cgroup v2)
+        mkdir -p "/sys/fs/cgroup/$name" && echo "$BASHPID" > "/sys/fs/cgroup/$name/cgroup.procs"
+        return
+    fi
+    for h in /sys/fs/cgroup/*/; do
+        [[ -f ${h}cgroup.procs && ! -L ${h%/} ]] || continue
+        mkdir -p "$h$name" 2>/dev/null || continue
+        if [[ -f $h$name/cpuset.cpus && -z $(<"$h$name/cpuset.cpus") ]]; then  # v1 cpuset: empty until set
+            cat "${h}cpuset.cpus" > "$h$name/cpuset.cpus"
+            cat "${h}cpuset.mems" > "$h$name/cpuset.mems"
+        fi
+        echo "$BASHPID" > "$h$name/cgroup.procs" 2>/dev/null || true
+    done
+    grep -q ":/$name\$" /proc/"$BASHPID"/cgroup || die "could not move the manager into a cgroup of its own ($name)"
+}
+
 manager_running() {
     [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null \
         && manager_env systemctl --user is-system-running >/dev/null 2>&1
@@ -170,7 +193,8 @@ start_manager() {
         [[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
         log "starting systemd --user"
         # setsid: the manager must outlive this script and not take its terminal's signals.
-        manager_env setsid /lib/systemd/systemd --user </dev/null >"$bed/systemd-user.log" 2>&1 &
+        (enter_own_cgroup rigctl-testbed-podman4; manager_env setsid /lib/systemd/systemd --user) \
+            </dev/null >"$bed/systemd-user.log" 2>&1 &
         echo $! > "$pidfile"
         local i state=""
         for ((i = 0; i < 100; i++)); do
