@@ -48,7 +48,10 @@ Options (each also readable from the environment variable named in brackets)
   --prefill-delay S           [FAKE_VLLM_PREFILL_DELAY] seconds per 1,000 prompt tokens, default 0.001
   --warmup-seconds S          [FAKE_VLLM_WARMUP_SECONDS] default 0: for S seconds /health (and all else)
                               answers 503 while vLLM-like boot phases are printed on stdout; the line
-                              "Starting vLLM API server on http://HOST:PORT" comes when the engine is ready
+                              "Starting vLLM API server on http://HOST:PORT" comes when the engine is ready.
+                              Its memory lines take FAKE_VLLM_WEIGHTS_GIB (15.26), FAKE_VLLM_KV_GIB (52.1),
+                              FAKE_VLLM_KV_TOKENS (379392) and FAKE_VLLM_GRAPHS_GIB (0.52); the concurrency line
+                              counts requests of --max-model-len tokens
   --die-during-warmup-after S [FAKE_VLLM_DIE_AFTER] exit during warmup after S seconds ...
   --exit-code N               [FAKE_VLLM_EXIT_CODE] ... with this status (default 1) ...
   --die-message TEXT          [FAKE_VLLM_DIE_MESSAGE] ... after printing this line to stderr
@@ -79,6 +82,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -723,16 +727,43 @@ def full_response(rid: str, chat: bool, name: str, pieces: list[str], *, finish:
 # --- boot ------------------------------------------------------------------------------------------
 
 
+def env_number(name: str, default: float) -> float:
+    """A non-negative finite number from the environment; anything else is the default."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if math.isfinite(value) and value >= 0 else default
+
+
+def boot_lines(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The boot phases as (source file, message), in vLLM V1's order and its memory lines' format:
+    weights, profiling, the KV pool (size, tokens, concurrency at --max-model-len), CUDA graphs."""
+    weights = env_number("FAKE_VLLM_WEIGHTS_GIB", 15.26)
+    kv = env_number("FAKE_VLLM_KV_GIB", 52.1)
+    tokens = int(env_number("FAKE_VLLM_KV_TOKENS", 379392))
+    graphs = env_number("FAKE_VLLM_GRAPHS_GIB", 0.52)
+    context = max(int(args.max_model_len), 1)
+    lines = [("gpu_model_runner.py:1", f"Loading safetensors checkpoint shards: {i}/8 [{'#' * i}{'.' * (8 - i)}]")
+             for i in range(1, 9)]
+    lines += [("gpu_model_runner.py:2", f"Model loading took {weights:.4f} GiB and 212.400000 seconds"),
+              ("gpu_worker.py:3", "Memory profiling takes 9.41 seconds"),
+              ("gpu_worker.py:4", f"Available KV cache memory: {kv:.2f} GiB"),
+              ("kv_cache_utils.py:5", f"GPU KV cache size: {tokens:,} tokens"),
+              ("kv_cache_utils.py:6", f"Maximum concurrency for {context:,} tokens per request: {tokens / context:.2f}x"),
+              ("gpu_model_runner.py:7", "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 33/67"),
+              ("gpu_model_runner.py:7", "Capturing CUDA graphs (decode, FULL): 67/67"),
+              ("gpu_model_runner.py:8", f"Graph capturing finished in 41 secs, took {graphs:.2f} GiB")]
+    return lines
+
+
 def warm_up(state: State) -> None:
     """Print vLLM-like boot phases over --warmup-seconds, then open the gate (or die, if told to)."""
     args = state.args
     total = args.warmup_seconds
     start = time.monotonic()
-    phases = [f"Loading safetensors checkpoint shards: {i}/8 [{'#' * i}{'.' * (8 - i)}]" for i in range(1, 9)]
-    phases += ["Model loading took 171.80 GiB and 212.4 seconds", "Memory profiling takes 9.41 seconds",
-               "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 33/67",
-               "Capturing CUDA graphs (decode, FULL): 67/67", "Graph capturing finished in 41 secs"]
-    for i, phase in enumerate(phases):
+    phases = boot_lines(args)
+    for i, (source, phase) in enumerate(phases):
         due = start + total * (i + 1) / (len(phases) + 1)
         while time.monotonic() < due:
             if 0 <= args.die_during_warmup_after <= time.monotonic() - start:
@@ -740,7 +771,7 @@ def warm_up(state: State) -> None:
                 sys.stderr.flush()
                 os._exit(args.exit_code)
             time.sleep(min(0.05, max(due - time.monotonic(), 0)))
-        log(f"INFO {time.strftime('%m-%d %H:%M:%S')} [gpu_model_runner.py:1] {phase}")
+        log(f"INFO {time.strftime('%m-%d %H:%M:%S')} [{source}] {phase}")
     while time.monotonic() < start + total:
         time.sleep(0.05)
     state.ready = True
