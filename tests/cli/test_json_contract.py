@@ -176,7 +176,8 @@ def test_up_dry_run_on_a_captured_inventory(env: dict[str, str], h200_podman_44:
 # --- inventory ---------------------------------------------------------------------------------------
 
 INVENTORY_KEYS = ENVELOPE | {"hostname", "captured_at", "cpu_count", "gpu", "shm", "paths", "podman", "cdi",
-                             "systemd", "ports", "licenses", "probe_errors"}
+                             "systemd", "ports", "licenses", "probe_errors",
+                             "receipts"}  # #32: what engines booted here said of their memory
 GPU_INVENTORY_KEYS = frozenset({"available", "error", "driver_version", "nvml_version", "cuda_driver_version",
                                 "devices", "pairs"})
 

@@ -38,6 +38,7 @@ UP_KEYS = ENVELOPE | {
     "recipe", "scope", "unit", "container", "endpoint", "served_name", "image", "action", "message", "unit_dir",
     "unit_files", "gpu_ids", "preflight", "render_notes", "wait", "signatures", "checks", "warnings", "restarts",
     "stopped_after_failure", "scope_hint",  # scope_hint: #15
+    "memory",  # #32: the memory plan against the boot's receipt (None: neither said anything)
 }
 UP_ACTIONS = frozenset({"installed", "replaced", "unchanged", "restarted", "started", "attached", "refused"})
 WAIT_KEYS = frozenset({"status", "elapsed_s", "phase", "exit_status", "detail", "last_lines"})
@@ -49,6 +50,7 @@ SERVICE_KEYS = frozenset({
     "verdict", "verdict_detail", "last_exit",  # #25: the unit judged, and how its engine last ended
     "gpu_memory",  # #22: per GPU, the memory the plan gives the engine beside what it holds (None: no NVML)
     "restart_policy_from",  # #20: the manager, or the unit file when the manager did not answer
+    "memory",  # #32: the memory plan against the last ready boot's receipt
 })
 LAST_EXIT_KEYS = frozenset({"said", "status", "how", "at", "phase", "source"})
 HEALTH_WORDS = frozenset({"ready", "down", "unknown", "starting", "restarting"})  # or "unhealthy (<why>)"

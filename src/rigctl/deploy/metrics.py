@@ -48,6 +48,7 @@ class MetricRow:
     last_itl_ms: float | None = None
     last_boot_s: float | None = None
     last_boot_at: float | None = None
+    memory: Mapping[str, Any] | None = None  # deploy.memory.view: the plan against the boot's receipt
 
 
 @dataclass
@@ -83,6 +84,12 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("rigctl_service_restarts_total", "counter", "Restarts systemd counted (NRestarts) since the last start."),
     ("rigctl_gpu_memory_used_bytes", "gauge", "GPU memory the engine's processes use now (NVML)."),
     ("rigctl_gpu_memory_planned_bytes", "gauge", "GPU memory the recipe plans for (gpus.count x gpus.min_memory_mib)."),
+    ("rigctl_kv_budget_planned_bytes", "gauge",
+     "The KV cache per GPU the memory plan gave the engine; bound=low|high (pessimistic, optimistic)."),
+    ("rigctl_kv_budget_receipt_bytes", "gauge", "The KV cache per GPU the engine said it had at its last ready boot."),
+    ("rigctl_weights_planned_bytes", "gauge", "Weights per GPU as the memory plan had them (its high estimate)."),
+    ("rigctl_weights_receipt_bytes", "gauge", "Weights per GPU as the engine said it loaded them."),
+    ("rigctl_memory_plan_disagrees", "gauge", "1 when the boot's receipt is outside the memory plan's margin."),
     ("rigctl_canary_ok", "gauge",
      "1 when the canary's last run passed and it runs, 0 when it failed, is stale or its record is unreadable."),
     ("rigctl_canary_stale", "gauge",
@@ -116,6 +123,17 @@ def exposition(rows: Iterable[MetricRow]) -> str:
         add("rigctl_gpu_memory_used_bytes", base, None if row.gpu_used_mib is None else row.gpu_used_mib * MIB)
         add("rigctl_gpu_memory_planned_bytes", base,
             row.gpu_planned_mib * MIB if row.gpu_planned_mib else None)
+        if row.memory is not None:
+            planned = row.memory.get("planned") or {}
+            got = row.memory.get("receipt") or {}
+            add("rigctl_kv_budget_planned_bytes", {**base, "bound": "low"}, _number(planned.get("kv_budget_low_bytes")))
+            add("rigctl_kv_budget_planned_bytes", {**base, "bound": "high"},
+                _number(planned.get("kv_budget_high_bytes")))
+            add("rigctl_kv_budget_receipt_bytes", base, _number(got.get("kv_available_bytes")))
+            add("rigctl_weights_planned_bytes", base, _number(planned.get("weights_high_bytes")))
+            add("rigctl_weights_receipt_bytes", base, _number(got.get("weights_bytes")))
+            if planned and got:
+                add("rigctl_memory_plan_disagrees", base, 1 if row.memory.get("disagrees") else 0)
         canary = row.canary or {}
         result = "fail" if canary.get("unreadable") or canary.get("failing") else canary.get("last_result")
         add("rigctl_canary_ok", base, None if result is None else (1 if result == "pass" else 0))
@@ -175,5 +193,5 @@ def row_of(status: Any, planned_mib: int | None = None) -> MetricRow:
         gpu_planned_mib=planned_mib, canary=canary, canary_counts=(canary or {}).get("counts"),
         last_ttft_ms=_number((canary or {}).get("last_ttft_ms")),
         last_itl_ms=_number((canary or {}).get("last_itl_ms")),
-        last_boot_s=total, last_boot_at=_number(boot.get("at")),
+        last_boot_s=total, last_boot_at=_number(boot.get("at")), memory=getattr(status, "memory", None),
     )

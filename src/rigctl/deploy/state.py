@@ -129,6 +129,9 @@ class DeploymentRecord:
     # an older rigctl
     recipe_sha256: str = ""
     recipe_deployed: dict[str, Any] | None = None
+    # the memory plan against the last ready boot's receipt (``deploy.memory.after_boot``); read through
+    # ``deploy.memory.view``
+    memory: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -113,6 +113,8 @@ class ServiceStatus:
     # who said restart_policy: the manager (what it runs), or, when it did not answer, the unit file (what it
     # would run once loaded); "" where neither did
     restart_policy_from: str = "manager"
+    # the memory plan against the last ready boot's receipt (deploy.memory.view): planned, receipt, disagrees
+    memory: dict[str, Any] | None = None
 
     @property
     def failing(self) -> bool:
@@ -342,7 +344,16 @@ def describe(
         verdict=verdict, verdict_detail=verdict_detail,
         last_exit=jsonable(exit_) if exit_ is not None else None,
         gpu_memory=memory_plan(record, pids, gpu), restart_policy_from=said_by,
+        memory=_memory(record),
     )
+
+
+def _memory(record: records.DeploymentRecord | None) -> dict[str, Any] | None:
+    if record is None or record.memory is None:
+        return None
+    from rigctl.deploy.memory import view  # noqa: PLC0415 - only where a boot left a receipt
+
+    return view(record.memory)
 
 
 def memory_plan(record: records.DeploymentRecord | None, pids: Collection[int] | None,

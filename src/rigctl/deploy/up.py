@@ -10,6 +10,7 @@ behind. systemd, podman, the HTTP probe and the clock come in as ``Adapters``.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import os
 import threading
@@ -23,6 +24,8 @@ from rigctl.adapters.podman import PodmanCli
 from rigctl.deploy import history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts, remove_files
+from rigctl.deploy.memory import after_boot
+from rigctl.deploy.memory import view as memory_view
 from rigctl.deploy.state import deployment_lock
 from rigctl.deploy.warmup import (
     OutputFollower,
@@ -36,8 +39,10 @@ from rigctl.deploy.warmup import (
 from rigctl.errors import DeployError, InvalidInputError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes
+from rigctl.host.facts import MemoryReceipt
 from rigctl.host.gather import facts_for_recipe
 from rigctl.host.probes import probe_ports
+from rigctl.host.receipts import record_receipt
 from rigctl.invocation import named_dir
 from rigctl.places import USER_UNIT_SUBDIR, Dirs, Scope, quadlet_file, quadlet_service
 from rigctl.plan.plan import Plan, make_plan, notes_dict
@@ -98,6 +103,12 @@ class UpResult:
     restarts: int = 0
     stopped_after_failure: bool = False
     other_scope: str | None = None  # the plan's: why the other manager could run it here (the CLI's hint)
+    memory: dict[str, Any] | None = None  # the plan against the boot's receipt (deploy.memory.after_boot)
+
+    @property
+    def memory_warning(self) -> str | None:
+        said = (self.memory or {}).get("disagrees")
+        return f"the engine's start-up figures are outside the memory plan's margin: {said}" if said else None
 
     @classmethod
     def begin(cls, recipe: Recipe, scope: Scope, dirs: Dirs) -> UpResult:
@@ -124,7 +135,8 @@ class UpResult:
             "signatures": [asdict(s) for s in self.signatures],
             "checks": None if self.checks is None else {
                 "ok": self.checks.ok, "results": jsonable(self.checks.results)},
-            "warnings": [w for w in [self.max_model_len_warning] if w],
+            "warnings": [w for w in [self.max_model_len_warning, self.memory_warning] if w],
+            "memory": None if self.memory is None else memory_view(self.memory),
             "restarts": self.restarts, "stopped_after_failure": self.stopped_after_failure,
         }
 
@@ -393,10 +405,18 @@ def _install_and_run(
     result.wait = wait
     if wait is not None and wait.status is not WaitStatus.READY:
         return _failed_warmup(recipe, result, wait, record, adapters=adapters, dirs=dirs, options=options)
+    changed = False
     if wait is not None and wait.engine_log and record.engine_log != wait.engine_log:
         # where the engine's output goes: `logs` reads it once no container is left (the record this up
         # wrote, under the deployment's lock: nobody else has written it since)
         record.engine_log = wait.engine_log
+        changed = True
+    if wait is not None:
+        result.memory = _memory_receipt(recipe, result, wait, clock.time())
+        if result.memory is not None:
+            record.memory = result.memory
+            changed = True
+    if changed:
         records.save(dirs.state, record)
     if wait is not None and wait.readiness is not None and wait.readiness.max_model_len not in (None,
                                                                                              recipe.context_length):
@@ -409,6 +429,27 @@ def _install_and_run(
     result.exit_code = ExitCode.OK
     result.message = f"{recipe.served_name} ready at {result.endpoint}"
     return result
+
+
+def _memory_receipt(recipe: Recipe, result: UpResult, wait: WaitResult, now: float) -> dict[str, Any] | None:
+    """The plan against what the engine said at start-up, for the record; the receipt is also kept for the
+    host's next plan of the same settings, image and GPU (a store that cannot be written never fails `up`)."""
+    memory = after_boot(result.preflight, wait.receipt, at=now)
+    planned = (memory or {}).get("planned")
+    got = wait.receipt
+    if memory is None or planned is None or got is None or got.empty or got.kv_available_bytes is None \
+            or not planned.get("gpu_product"):
+        return memory
+    with contextlib.suppress(OSError, InvalidInputError, ValueError):
+        record_receipt(MemoryReceipt(
+            recipe=recipe.name, key=planned["receipt_key"], image=recipe.image, gpu_product=planned["gpu_product"],
+            at=dt.datetime.fromtimestamp(now, dt.UTC).isoformat(timespec="seconds"), engine=got.engine or "",
+            engine_version=got.engine_version, kv_available_bytes=got.kv_available_bytes,
+            weights_bytes=got.weights_bytes, kv_tokens=got.kv_tokens, max_concurrency=got.max_concurrency,
+            graphs_bytes=got.graphs_bytes, planned_kv_budget_low=planned.get("kv_budget_low_bytes"),
+            planned_kv_budget_high=planned.get("kv_budget_high_bytes"),
+            planned_weights_bytes=planned.get("weights_high_bytes")))
+    return memory
 
 
 def _recipe_digest(files: Mapping[str, str]) -> str:
@@ -446,6 +487,7 @@ def _watch(
     finally:
         follower.stop()
     wait.engine_log = follower.log_path
+    wait.receipt = follower.receipt()
     if learn is not None and wait.status is not WaitStatus.STOPPED:
         _record_boot(recipe, wait=wait, follower=follower, adapters=adapters, learn=learn, start_mono=start_mono)
     return wait

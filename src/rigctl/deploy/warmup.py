@@ -22,6 +22,7 @@ from rigctl.adapters.podman import ContainerInfo, Podman
 from rigctl.adapters.probe import Probe, Readiness
 from rigctl.adapters.systemd import Systemd, UnitState
 from rigctl.deploy.history import BootBudget
+from rigctl.deploy.receipt import Receipt, ReceiptReader
 from rigctl.recipe.defaults import HEALTH_PATH
 from rigctl.util.publish import MODELS_PATH
 
@@ -119,6 +120,7 @@ class OutputFollower:
         # run `podman container cleanup` (0.3-1 s here); the PID itself is gone at once.
         self.pid: int | None = None
         self.info: ContainerInfo | None = None  # the followed container as podman described it on attach
+        self._receipt = ReceiptReader()  # the memory lines of the container followed now
         self._thread = threading.Thread(target=self._run, name=f"follow-{name}", daemon=True)
 
     def start(self) -> None:
@@ -132,6 +134,8 @@ class OutputFollower:
                 continue
             self.attached_ids.append(info.id)
             self.info = info
+            with self._lock:
+                self._receipt = ReceiptReader()  # a restarted engine prints its start-up again
             self.pid = info.pid or None
             if info.log_driver == "k8s-file" and info.log_path:
                 self.log_path = info.log_path
@@ -152,6 +156,7 @@ class OutputFollower:
             return
         with self._lock:
             self._lines.append(line)
+            self._receipt.feed(line)
             self.line_count += 1
             self.last_output_mono = self._clock.monotonic()
             before = self.phase.phase
@@ -181,6 +186,10 @@ class OutputFollower:
         """Whether every container followed so far has had its output read to the end."""
         with self._lock:
             return bool(self.attached_ids) and self._streams_ended >= len(self.attached_ids)
+
+    def receipt(self) -> Receipt:
+        with self._lock:
+            return self._receipt.receipt()
 
     def tail(self, n: int = TAIL_LINES) -> list[str]:
         with self._lock:
@@ -234,6 +243,7 @@ class WaitResult:
     noticed_mono: float = 0.0  # when the loop noticed the outcome (benchmarks measure against it)
     tail: list[str] = field(default_factory=list)
     engine_log: str = ""  # where podman wrote the engine's output (its k8s-file log), as the container said
+    receipt: Receipt | None = None  # what the engine's start-up lines said of its memory (the last container's)
 
 
 @dataclass(frozen=True)

@@ -411,6 +411,30 @@ class LicenseAcceptance(_Fact):
     recipe: Name | None = None
 
 
+MemBytes = Annotated[int, Field(ge=0, le=1 << 50)]  # a GPU memory figure: under 1 PiB
+
+
+class MemoryReceipt(_Fact):
+    """What an engine said about its memory at a boot here (its own start-up lines), beside what the plan had
+    said: the next plan for the same recipe settings, image and GPU product uses it."""
+
+    recipe: Name
+    key: Name  # gpu_fit.receipt_key: the recipe's memory settings
+    image: LongName
+    gpu_product: Name
+    at: Name  # when the boot was ready, ISO 8601
+    engine: Name = ""
+    engine_version: Name | None = None
+    kv_available_bytes: MemBytes | None = None
+    weights_bytes: MemBytes | None = None
+    kv_tokens: Annotated[int, Field(ge=0, le=1 << 40)] | None = None
+    max_concurrency: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] | None = None
+    graphs_bytes: MemBytes | None = None
+    planned_kv_budget_low: int | None = Field(default=None, ge=-(1 << 50), le=1 << 50)
+    planned_kv_budget_high: int | None = Field(default=None, ge=-(1 << 50), le=1 << 50)
+    planned_weights_bytes: MemBytes | None = None
+
+
 # --- the document ----------------------------------------------------------------------------------
 
 
@@ -447,6 +471,8 @@ class HostFacts(_Fact):
     systemd: SystemdFacts = Field(default_factory=lambda: SystemdFacts(system_manager=False, user_manager=False))
     ports: Ports = Field(default_factory=Ports)
     licenses: list[LicenseAcceptance] = Field(default_factory=empty_list)
+    receipts: list[MemoryReceipt] = Field(default_factory=empty_list, max_length=256,
+                                          description="what engines booted here said of their memory")
     probe_errors: dict[LongName, Text] = Field(
         default_factory=dict, description="probes that crashed, by section: the rest of the document is valid"
     )

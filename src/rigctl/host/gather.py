@@ -32,6 +32,7 @@ from rigctl.host.facts import (
 from rigctl.host.licenses import read_acceptances
 from rigctl.host.nvml import probe_gpus
 from rigctl.host.nvml_lib import NvmlLib
+from rigctl.host.receipts import read_receipts
 from rigctl.invocation import current
 from rigctl.places import Scope
 from rigctl.recipe.model import Recipe, SpecDraft
@@ -130,7 +131,10 @@ def gather_facts(
     records, problem = read_acceptances()
     if problem:
         errors["licenses"] = problem
-    return facts.model_copy(update={"licenses": records, "probe_errors": errors})
+    receipts, problem = read_receipts()
+    if problem:
+        errors["receipts"] = problem
+    return facts.model_copy(update={"licenses": records, "receipts": receipts, "probe_errors": errors})
 
 
 def facts_from_json(data: Any, source: str) -> HostFacts:

@@ -20,8 +20,10 @@ Planning is pure (``plan``); only ``check_gpu_fit`` reads this machine's checkpo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +36,6 @@ from rigctl.recipe.model import CheckpointFormat, EngineKind, Recipe, SpecDraft,
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1}
 FP8_KV = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
-THIN = 1.10  # a budget that holds the context with less than 10% to spare is thin: the estimate's own error
 
 
 # --- the model's shape ----------------------------------------------------------------------------
@@ -66,6 +67,7 @@ class Shape:
     experts_per_token: int | None = None
     vocab_size: int | None = None
     mtp_layers: int = 0
+    quant_method: str = ""  # config.json's quantization_config.quant_method ("" when unquantized)
     notes: tuple[str, ...] = ()  # what config.json gave that could not be used, one line each
     usable: bool = True  # False: no layer count or attention size to plan from
 
@@ -154,6 +156,7 @@ def shape_from_config(config: Mapping[str, Any], source: str, *, label: str = "c
         "moe_intermediate_size": f.int("moe_intermediate_size"),
         "experts_per_token": f.int("num_experts_per_tok", "num_experts_per_token", hi=MAX_HEADS),
         "mtp_layers": f.int("num_nextn_predict_layers", lo=0, hi=1024) or 0,
+        "quant_method": _quant_method(c.get("quantization_config")),
     }
     if mla:
         common.update(kv_lora_rank=f.int("kv_lora_rank") or 0, rope_dim=f.int("qk_rope_head_dim", lo=0) or 0)
@@ -212,6 +215,11 @@ def shape_from_config(config: Mapping[str, Any], source: str, *, label: str = "c
                           notes=tuple(f.notes)), label)
 
 
+def _quant_method(block: Any) -> str:
+    method = block.get("quant_method") if isinstance(block, Mapping) else None
+    return method.lower() if isinstance(method, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", method) else ""
+
+
 def _layer_kinds(c: Mapping[str, Any], f: _Fields, layers: int, window: int | None) -> tuple[int, int, int]:
     """(full, sliding, linear) attention layers among ``layers``, counted: an explicit list (at most
     ``MAX_LAYERS`` long, as ``layers`` is) or a pattern's arithmetic."""
@@ -260,6 +268,7 @@ class KvPlan:
     fixed_bytes: int  # per GPU per sequence, whatever the context (linear-attention / SSM state)
     dtype: str  # "bfloat16", "fp8"...
     parts: dict[str, int] = field(default_factory=dict)  # per-token bytes by kind, for the basis
+    padding: str = ""  # the hybrid allocator's padding layers, as vLLM reports them
 
     def for_context(self, tokens: int) -> int:
         sliding = min(tokens, self.sliding_tokens_cap) if self.sliding_tokens_cap is not None else tokens
@@ -280,8 +289,22 @@ class KvPlan:
         return lo
 
 
+def padded_layers(counts: Sequence[int]) -> tuple[list[int], int]:
+    """vLLM's hybrid allocator (kv_cache_utils, uniform page size): the layer kinds of a hybrid model are cut
+    into groups of equal size, the smallest kind's count (or the largest's when it is under 1.25x the
+    smallest), the last group of each kind padded. (the counts as padded, how many padding layers)."""
+    kinds = [n for n in counts if n]
+    if len(kinds) < 2:
+        return list(counts), 0
+    group = min(kinds)
+    if max(kinds) < group * 1.25:
+        group = max(kinds)
+    padded = [-(-n // group) * group if n else 0 for n in counts]
+    return padded, sum(padded) - sum(counts)
+
+
 def kv_per_sequence(shape: Shape, *, tp: int, dcp: int = 1, kv_cache_dtype: str | None = None,
-                    batched_tokens: int = 2048, speculative_layers: int = 0) -> KvPlan:
+                    batched_tokens: int = 2048, speculative_layers: int = 0, pad_groups: bool = False) -> KvPlan:
     """The KV cache one sequence needs on one GPU, by attention family:
 
     - full attention (MHA/GQA/MQA): 2 (K and V) x layers x KV heads on this rank x head_dim x dtype bytes;
@@ -299,8 +322,20 @@ def kv_per_sequence(shape: Shape, *, tp: int, dcp: int = 1, kv_cache_dtype: str 
       (vLLM SlidingWindowSpec.max_memory_usage_bytes: window - 1 + max_num_batched_tokens);
     - linear attention / SSM (KDA, Gated DeltaNet, Mamba-2): a fixed state per sequence split by TP, no
       per-token term;
-    - hybrids: the sum of their layer kinds. The KV dtype is --kv-cache-dtype (fp8: 1 byte) or the model's.
+    - hybrids: the sum of their layer kinds (``pad_groups``: padded as vLLM's hybrid allocator pads them).
+      The KV dtype is --kv-cache-dtype (fp8: 1 byte) or the model's.
     """
+    padding = ""
+    if pad_groups:
+        attention = shape.mla_layers or shape.full_layers
+        (attention_p, sliding_p, linear_p), added = padded_layers(
+            [attention, shape.sliding_layers, shape.linear_layers])
+        if added:
+            original = sum((attention, shape.sliding_layers, shape.linear_layers))
+            padding = f"{added} padding layer(s) of vLLM's hybrid allocator ({added / original:.2%} of {original})"
+            shape = replace(shape, sliding_layers=sliding_p, linear_layers=linear_p,
+                            mla_layers=attention_p if shape.mla_layers else 0,
+                            full_layers=0 if shape.mla_layers else attention_p)
     fp8 = kv_cache_dtype in FP8_KV
     kv_bytes = 1 if fp8 else shape.dtype_bytes
     dtype = "fp8" if fp8 else {1: "fp8", 2: "bfloat16/float16", 4: "float32"}[shape.dtype_bytes]
@@ -331,7 +366,7 @@ def kv_per_sequence(shape: Shape, *, tp: int, dcp: int = 1, kv_cache_dtype: str 
         parts["sliding_window"] = sliding_per_token
         cap = (shape.window or 0) - 1 + batched_tokens
     fixed = shape.linear_layers * shape.linear_state_bytes // tp
-    return KvPlan(per_token, sliding_per_token, cap, fixed, dtype, parts)
+    return KvPlan(per_token, sliding_per_token, cap, fixed, dtype, parts, padding)
 
 
 # --- weights -------------------------------------------------------------------------------------------
@@ -357,43 +392,75 @@ def weights_per_gpu(tensors: Sequence[Tensor], *, tp: int, pp: int = 1, ep_ranks
 
 
 # --- the budget ----------------------------------------------------------------------------------------
+#
+# What each engine takes out of a GPU before its KV cache, term by term, each with a low and a high estimate.
+# The plan says "fits" only when the KV cache fits with every term at its high estimate.
 
 CUDA_CONTEXT = 640 * MIB  # measured: 621 MiB after the first CUDA tensor on an H200 (facts.md), rounded up
-NCCL_BUFFERS = 512 * MIB  # TP > 1: NCCL communicators and the custom all-reduce buffers (an estimate)
-CUDA_GRAPHS = 512 * MIB  # piecewise graphs of a default capture (vLLM "Estimated CUDA graph memory": ~0.3-1 GiB)
+# torch.cuda.mem_get_info()'s total, which vLLM and SGLang multiply, is below NVML's: H100 79.18 vs 79.65 GiB,
+# H200 139.81 vs 140.40, L40S 44.42 vs 44.99 (issue #32's start-ups)
+TOTAL_RESERVE = (int(0.45 * GIB), int(0.60 * GIB))
+# vLLM's dummy sampler pass peaks at about this many float32 copies of max_num_seqs x vocab in recent versions
+# (9.6-9.9 in 9 of 10 text-only start-ups, issue #32); six 0.10.1.1 start-ups on A100 show no such peak (their
+# whole profile peak and non-torch growth is 0.55-0.68 GiB), so before NEW_ACCOUNTING it is not counted
+SAMPLER_COPIES = (9.6, 9.9)
+NEW_ACCOUNTING = (0, 11)  # the first version modelled with the sampler's copies and 2 GiB non-torch at TP >= 2
+NON_TORCH_TP1 = (int(0.1 * GIB), int(0.5 * GIB))
+NON_TORCH_TP1_OLD = (int(0.1 * GIB), int(0.4 * GIB))  # 0.28 GiB beside the forward pass in 0.10.1.1 on A100
+# TP >= 2: NCCL communicators and the custom all-reduce's buffers: 2.07-2.17 GiB per GPU measured on H100
+# (vLLM 0.19, llm-d-planner's report, facts.md); 0.5 GiB in 0.10.1.1's TP 2 start-ups on A100
+NON_TORCH_TP = (int(1.5 * GIB), int(2.2 * GIB))
+NON_TORCH_TP_OLD = (int(0.3 * GIB), int(0.8 * GIB))
+CUDA_GRAPHS = (int(0.3 * GIB), int(1.9 * GIB))  # graph pools of 0.51-1.85 GiB measured (facts.md)
+MXFP4_HOPPER_PAD = 3072 / 2880  # MXFP4 MoE experts on Hopper load padded (2880 -> 3072 columns)
 
 
 @dataclass(frozen=True)
-class Overhead:
-    cuda_context: int
-    nccl: int
-    activations: int
-    cuda_graphs: int
-    batched_tokens: int
+class Term:
+    """A part of a GPU's memory the engine holds besides its KV cache: low and high estimates (equal where
+    the figure is known) and where it comes from."""
 
-    @property
-    def total(self) -> int:
-        """What comes out of the gpu-memory-utilization budget before the KV cache. CUDA graphs are not in
-        it: vLLM sizes the KV cache before it captures them, so they come out of the headroom left beyond
-        the budget (they count against NVML's free memory, ``judge``)."""
-        return self.cuda_context + self.nccl + self.activations
+    name: str
+    low: int
+    high: int
+    basis: str
+
+    @classmethod
+    def exact(cls, name: str, value: int, basis: str) -> Term:
+        return cls(name, value, value, basis)
+
+    def entry(self) -> dict[str, Any]:
+        return {"name": self.name, "low_bytes": self.low, "high_bytes": self.high, "basis": self.basis}
+
+    def shown(self) -> str:
+        if abs(self.high - self.low) < 0.05 * GIB:
+            return f"{self.name} {_gib(self.high)}"
+        return f"{self.name} {self.low / GIB:,.1f}-{self.high / GIB:,.1f} GiB"
 
 
-def overhead(shape: Shape, *, tp: int, batched_tokens: int, max_num_seqs: int, eager: bool) -> Overhead:
-    """What the engine holds besides weights and KV, as vLLM profiles it: the CUDA context (and NCCL with
-    TP > 1), the peak activations of one forward pass of ``batched_tokens`` tokens (the MLP's gate/up and
-    down buffers on this rank, a few hidden-size buffers; for MoE the fused kernel's top-k caches), the
-    sampler's float32 logits for ``max_num_seqs`` sequences, and CUDA graphs unless --enforce-eager."""
-    act_bytes = 2
-    hidden = shape.hidden_size or 4096
-    if shape.moe_intermediate_size and shape.experts_per_token:
-        mlp = shape.experts_per_token * (3 * shape.moe_intermediate_size // tp + hidden)
-    else:
-        mlp = 3 * (shape.intermediate_size or 4 * hidden) // tp
-    per_token = (mlp + 4 * hidden) * act_bytes
-    logits = max_num_seqs * (shape.vocab_size or 128_000) * 4
-    return Overhead(CUDA_CONTEXT, NCCL_BUFFERS if tp > 1 else 0, batched_tokens * per_token + logits,
-                    0 if eager else CUDA_GRAPHS, batched_tokens)
+@dataclass(frozen=True)
+class EngineMemory:
+    """How one engine version sizes its KV cache: ``utilization`` x (NVML total - ``reserve``), less the
+    ``inside`` terms; the ``outside`` ones are held beyond that budget and must fit in what it leaves."""
+
+    model: str
+    utilization: float
+    reserve: Term
+    inside: tuple[Term, ...]
+    outside: tuple[Term, ...]
+    receipt: str | None = None  # the budget is a boot's measured one (then low == high)
+    measured_budget: int | None = None
+
+    def budget(self, total: int, *, high: bool) -> int:
+        """The KV budget with every term at its high estimate (``high``: the pessimistic side) or its low one."""
+        if self.measured_budget is not None:
+            return self.measured_budget
+        reserve = self.reserve.high if high else self.reserve.low
+        taken = sum(t.high if high else t.low for t in self.inside)
+        return int(self.utilization * (total - reserve)) - taken
+
+    def terms(self) -> tuple[Term, ...]:
+        return (self.reserve, *self.inside, *self.outside)
 
 
 # --- engine settings -------------------------------------------------------------------------------------
@@ -408,23 +475,43 @@ def _arg(args: Sequence[str], flag: str) -> str | None:
     return None
 
 
+def engine_version(text: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a version such as "0.11.0" or "v0.10.1.1"; None when there is none."""
+    match = re.match(r"v?(\d{1,4})\.(\d{1,4})", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 @dataclass(frozen=True)
 class EngineSettings:
+    kind: EngineKind
     utilization: float
     utilization_source: str
     kv_cache_dtype: str | None
     batched_tokens: int
-    max_num_seqs: int
+    max_num_seqs: int | None  # None: the engine's default (which may depend on its version and the GPU)
     eager: bool
+    version: tuple[int, int] | None = None
+    quantization: str | None = None  # --quantization: fp8 on an unquantized checkpoint quantizes it at load
+    kv_cache_memory: int | None = None  # --kv-cache-memory-bytes: vLLM skips sizing the KV cache
     problem: str | None = None  # the memory fraction given is not one (the plan then uses the default)
 
 
-def _count(args: Sequence[str], flag: str, default: int, most: int) -> int:
+def _count(args: Sequence[str], flag: str, default: int | None, most: int) -> int | None:
     """A positive count from the engine's arguments, else ``default`` (the engine refuses what is not one)."""
     given = _arg(args, flag)
     if given is None or not (given.isascii() and given.isdigit() and len(given) <= 12):
         return default
     return int(given) if 1 <= int(given) <= most else default
+
+
+def _bytes_arg(given: str | None) -> int | None:
+    """--kv-cache-memory-bytes as vLLM takes it: a count, optionally with a K/M/G/T suffix (binary)."""
+    match = re.fullmatch(r"(\d{1,16})([KMGT]i?B?)?", (given or "").strip(), re.I)
+    if not match:
+        return None
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[(match.group(2) or "")[:1].upper()]
+    value = int(match.group(1)) * scale
+    return value if 0 < value < 1 << 50 else None
 
 
 def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
@@ -446,13 +533,102 @@ def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
         else:  # a fraction of each GPU's memory: 10 is not 10%, and the engine refuses it
             problem = f"{flag} {given[:40]!r} is not a fraction in (0, 1]"
             source += f" ({problem})"
+    seqs_flag = "--max-running-requests" if recipe.engine.kind is EngineKind.SGLANG else "--max-num-seqs"
     # vLLM's defaults for `vllm serve` (vllm/engine/arg_utils.py): 8192 batched tokens on GPUs of 70 GiB or
-    # more, 2048 below; 256 sequences
+    # more, 2048 below
     return EngineSettings(
-        utilization=util, utilization_source=source, kv_cache_dtype=_arg(args, "--kv-cache-dtype"),
-        batched_tokens=_count(args, "--max-num-batched-tokens", 8192 if big else 2048, defaults.MAX_CONTEXT),
-        max_num_seqs=_count(args, "--max-num-seqs", 256, 1 << 20),
-        eager="--enforce-eager" in args, problem=problem)
+        kind=recipe.engine.kind, utilization=util, utilization_source=source,
+        kv_cache_dtype=_arg(args, "--kv-cache-dtype"),
+        batched_tokens=_count(args, "--max-num-batched-tokens", 8192 if big else 2048, defaults.MAX_CONTEXT) or 2048,
+        max_num_seqs=_count(args, seqs_flag, None, 1 << 20), eager="--enforce-eager" in args,
+        version=engine_version(recipe.engine.version), quantization=_arg(args, "--quantization"),
+        kv_cache_memory=_bytes_arg(_arg(args, "--kv-cache-memory-bytes")), problem=problem)
+
+
+def _default_seqs(eng: EngineSettings, total: int, product: str) -> tuple[int, int, str]:
+    """vLLM's max_num_seqs when the recipe does not set it: (low, high, why). `vllm serve` takes 1024 on GPUs
+    of 70 GiB or more (not A100) and 256 below in the versions that size it by GPU (get_batch_defaults); older
+    ones take 256. Unknown version: both."""
+    if eng.max_num_seqs is not None:
+        return eng.max_num_seqs, eng.max_num_seqs, f"--max-num-seqs {eng.max_num_seqs}"
+    big = total >= 70 * GIB and "A100" not in product
+    if not big:
+        return 256, 256, "vLLM's default max_num_seqs 256 (a GPU under 70 GiB, or an A100)"
+    if eng.version is None:
+        return 256, 1024, ("vLLM's default max_num_seqs: 1024 on a GPU of 70 GiB or more in the versions that size "
+                           "it by GPU, 256 before (engine.version is not set)")
+    if eng.version >= (0, 10):
+        return 1024, 1024, f"vLLM {eng.version[0]}.{eng.version[1]}'s default max_num_seqs 1024 on a GPU of 70 GiB+"
+    return 256, 256, f"vLLM {eng.version[0]}.{eng.version[1]}'s default max_num_seqs 256"
+
+
+def forward_activations(shape: Shape, *, tp: int, batched_tokens: int) -> int:
+    """The peak activations of one forward pass of ``batched_tokens`` tokens on one rank: the MLP's gate/up
+    and down buffers (for MoE the fused kernel's top-k caches) and a few hidden-size buffers, in bf16."""
+    hidden = shape.hidden_size or 4096
+    if shape.moe_intermediate_size and shape.experts_per_token:
+        mlp = shape.experts_per_token * (3 * shape.moe_intermediate_size // tp + hidden)
+    else:
+        mlp = 3 * (shape.intermediate_size or 4 * hidden) // tp
+    return batched_tokens * (mlp + 4 * hidden) * 2
+
+
+def engine_memory(eng: EngineSettings, shape: Shape, *, tp: int, total: int, weights: Term,
+                  product: str = "") -> EngineMemory:
+    """The terms of ``eng``'s engine (and version) on a GPU of ``total`` bytes."""
+    reserve = Term("torch_total_gap", *TOTAL_RESERVE, "the engine multiplies torch's total, below NVML's by "
+                   "0.47-0.59 GiB on H100/H200/L40S")
+    fwd = forward_activations(shape, tp=tp, batched_tokens=eng.batched_tokens)
+    graphs = Term("cuda_graphs", 0, 0, "--enforce-eager: none") if eng.eager else \
+        Term("cuda_graphs", *CUDA_GRAPHS, "captured after the KV cache is sized: 0.51-1.85 GiB measured")
+    context = Term.exact("cuda_context", CUDA_CONTEXT, "0.6 GiB per process, measured on an H200")
+    vocab = shape.vocab_size or 128_000
+    vocab_note = "" if shape.vocab_size else " (vocab_size unknown: 128,000 assumed)"
+    new = eng.version is not None and eng.version >= NEW_ACCOUNTING
+    old = eng.version is not None and not new
+    if tp == 1:
+        spread = NON_TORCH_TP1_OLD if old else NON_TORCH_TP1
+        why = "allocations outside torch's pool (cuBLAS workspaces)"
+    elif new:
+        spread, why = NON_TORCH_TP, "NCCL and custom all-reduce buffers at TP >= 2 (2.07-2.17 GiB measured on H100)"
+    elif old:
+        spread, why = NON_TORCH_TP_OLD, "NCCL buffers at TP >= 2 (about 0.5 GiB in 0.10.1.1 start-ups on A100)"
+    else:
+        spread = (NON_TORCH_TP_OLD[0], NON_TORCH_TP[1])
+        why = "NCCL and custom all-reduce buffers at TP >= 2: 0.5 GiB (vLLM 0.10) to 2.2 GiB (0.19) by version"
+    non_torch = Term("non_torch", *spread, why)
+    if eng.kind is EngineKind.SGLANG:
+        # --mem-fraction-static covers weights and the KV pool; activations and graphs live outside it
+        seqs = eng.max_num_seqs or 256
+        act = Term("activations", fwd, int(fwd * 1.5) + seqs * vocab * 4,
+                   f"a forward pass of {eng.batched_tokens:,} tokens and the logits of {seqs} requests{vocab_note}")
+        return EngineMemory("SGLang (--mem-fraction-static: weights + KV pool)", eng.utilization, reserve,
+                            (weights,), (context, act, non_torch, graphs))
+    if eng.kind is not EngineKind.VLLM:
+        act = Term("activations", fwd, int(fwd * 1.5), f"a forward pass of {eng.batched_tokens:,} tokens")
+        return EngineMemory(f"{eng.kind} (an estimate: rigctl does not model its own accounting)",
+                            eng.utilization, reserve, (weights, context, act, non_torch), (graphs,))
+    low_seqs, high_seqs, seqs_why = _default_seqs(eng, total, product)
+    copies = f"{SAMPLER_COPIES[0]:g}-{SAMPLER_COPIES[1]:g} float32 copies of max_num_seqs x vocab {vocab:,}{vocab_note}"
+    if old:
+        peak = Term("profile_peak", fwd, int(fwd * 1.5) + high_seqs * vocab * 4,
+                    f"the profile run's peak: a forward pass of {eng.batched_tokens:,} tokens and one copy of the "
+                    f"logits ({seqs_why}); this version's sampler pass shows no larger peak")
+    else:
+        sampler_low = int(SAMPLER_COPIES[0] * low_seqs * vocab * 4) if new else fwd
+        sampler_high = int(SAMPLER_COPIES[1] * high_seqs * vocab * 4)
+        peak = Term("profile_peak", max(fwd, sampler_low), max(int(fwd * 1.5), sampler_high),
+                    f"the profile run's peak: the dummy sampler pass, {copies} ({seqs_why}), or a forward pass of "
+                    f"{eng.batched_tokens:,} tokens when larger"
+                    + ("" if new else "; versions before 0.11 show no sampler peak (the low estimate)"))
+    version = f"vLLM {eng.version[0]}.{eng.version[1]}" if eng.version else "vLLM (engine.version not set: V1 assumed)"
+    if eng.version is not None and eng.version < (0, 9):
+        # before 0.9 the budget's baseline was taken before the CUDA context: it came out of the budget
+        return EngineMemory(f"{version}: utilization x total - weights - profile peak - non-torch (with the "
+                            "CUDA context)", eng.utilization, reserve, (weights, peak, non_torch, context), (graphs,))
+    model = (f"{version}: utilization x torch total - weights - profile peak - non-torch growth; the CUDA context "
+             "and CUDA graphs are held beyond the budget")
+    return EngineMemory(model, eng.utilization, reserve, (weights, peak, non_torch), (context, graphs))
 
 
 # --- the plan --------------------------------------------------------------------------------------------
@@ -462,12 +638,19 @@ def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
 class MemoryPlan:
     context: int
     total_bytes: int
-    utilization: float
-    weights: int
-    weights_basis: str
     kv: KvPlan
-    overhead: Overhead
     shape: Shape
+    engine: EngineMemory
+    weights_basis: str = ""
+
+    @property
+    def utilization(self) -> float:
+        return self.engine.utilization
+
+    @property
+    def weights(self) -> int:
+        w = next((t for t in self.engine.inside + self.engine.outside if t.name == "weights"), None)
+        return w.high if w is not None else 0
 
     @property
     def kv_bytes_per_sequence(self) -> int:
@@ -475,7 +658,12 @@ class MemoryPlan:
 
     @property
     def budget(self) -> int:
-        return int(self.utilization * self.total_bytes) - self.weights - self.overhead.total
+        """The KV budget per GPU on the pessimistic side (every term at its high estimate)."""
+        return self.engine.budget(self.total_bytes, high=True)
+
+    @property
+    def budget_optimistic(self) -> int:
+        return self.engine.budget(self.total_bytes, high=False)
 
     @property
     def sequences(self) -> float:
@@ -488,15 +676,40 @@ class MemoryPlan:
 
     @property
     def needed_utilization(self) -> float:
-        need = self.weights + self.overhead.total + self.kv_bytes_per_sequence
-        return math.ceil(need / self.total_bytes * 100) / 100
+        usable = self.total_bytes - self.engine.reserve.high
+        need = sum(t.high for t in self.engine.inside) + self.kv_bytes_per_sequence
+        return math.ceil(need / usable * 100) / 100 if usable > 0 else math.inf
 
     @property
-    def fits(self) -> bool:
-        return self.budget >= self.kv_bytes_per_sequence
+    def verdict(self) -> str:
+        need = self.kv_bytes_per_sequence
+        if self.budget >= need:
+            return "fits"
+        return "tight" if self.budget_optimistic >= need else "does-not-fit"
+
+    @property
+    def headroom(self) -> tuple[int, int]:
+        """(what the budget leaves of the GPU, what the outside terms need at their high estimate)."""
+        usable = self.total_bytes - self.engine.reserve.high
+        return usable - int(self.utilization * usable), sum(t.high for t in self.engine.outside)
+
+    def deciding(self) -> Term:
+        """The uncertain term with the widest spread: the one whose truth decides a tight plan."""
+        return max(self.engine.terms(), key=lambda t: t.high - t.low)
+
+    def components(self) -> str:
+        """Per GPU, term by term: never a total alone (errors cancel in a total)."""
+        parts = [t.shown() for t in self.engine.inside]
+        out = "; beyond the budget: " + ", ".join(t.shown() for t in self.engine.outside) if self.engine.outside \
+            else ""
+        budget = _gib(self.budget) if self.budget == self.budget_optimistic else \
+            f"{self.budget / GIB:,.1f} to {self.budget_optimistic / GIB:,.1f} GiB"
+        return (f"{self.utilization:g} x {_gib(self.total_bytes)}, less {', '.join(parts)} = KV budget {budget}"
+                f"{out}")
 
     def figures(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         seqs = self.sequences
+        optimistic = self.budget_optimistic / self.kv_bytes_per_sequence if self.kv_bytes_per_sequence else math.inf
         basis: dict[str, Any] = {
             "weights": self.weights_basis,
             "shape": f"{self.shape.family} ({self.shape.source})",
@@ -505,36 +718,83 @@ class MemoryPlan:
             "kv_fixed_bytes_per_sequence": self.kv.fixed_bytes,
             "gpu_memory_bytes": self.total_bytes,
             "gpu_memory_utilization": self.utilization,
-            "overhead_bytes": {"cuda_context": self.overhead.cuda_context, "nccl": self.overhead.nccl,
-                               "activations": self.overhead.activations, "cuda_graphs": self.overhead.cuda_graphs},
-            "overhead_basis": (f"an estimate: CUDA context 0.6 GiB as measured, NCCL buffers with TP > 1, peak "
-                               f"activations of {self.overhead.batched_tokens:,} batched tokens and the sampler's "
-                               "logits; CUDA graphs (unless --enforce-eager) are captured after the KV cache is "
-                               "sized, so they count against free memory, not the budget"),
+            "engine_model": self.engine.model,
+            "terms": [t.entry() for t in self.engine.terms()],
+            "overhead_bytes": {t.name: t.high for t in self.engine.terms() if t.name != "weights"},
         }
+        if self.engine.receipt:
+            basis["receipt"] = self.engine.receipt
+        if self.kv.padding:
+            basis["kv_padding"] = self.kv.padding
         if extra:
             basis.update(extra)
         return {
+            "verdict": self.verdict,
             "weights_bytes_per_gpu": self.weights,
             "kv_bytes_per_sequence": self.kv_bytes_per_sequence,
             "kv_budget_bytes_per_gpu": self.budget,
+            "kv_budget_bytes_per_gpu_optimistic": self.budget_optimistic,
             "max_context_tokens": self.max_context,
+            "max_context_tokens_optimistic": self.kv.max_context(self.budget_optimistic),
             "max_full_context_sequences": math.floor(seqs * 100) / 100 if math.isfinite(seqs) else None,
+            "max_full_context_sequences_optimistic":
+                math.floor(optimistic * 100) / 100 if math.isfinite(optimistic) else None,
             "needed_gpu_memory_utilization": self.needed_utilization,
             "basis": basis,
         }
 
 
-def plan(recipe: Recipe, shape: Shape, *, total_bytes: int, weights: int, weights_basis: str) -> MemoryPlan:
+def weights_term(recipe: Recipe, shape: Shape, weights: int, basis: str, *, exact: bool,
+                 eng: EngineSettings, compute_capability: str | None = None,
+                 local: LocalCheckpoint | None = None) -> Term:
+    """The weights per GPU as the engine loads them: online FP8 halves the linear layers of an unquantized
+    checkpoint; MXFP4 experts load padded on Hopper; a size from the recipe is within 2%."""
+    low, high = (weights, weights) if exact else (int(weights * 0.98), int(weights * 1.02))
+    notes = []
+    if eng.quantization == "fp8" and not shape.quant_method and shape.dtype_bytes >= 2:
+        # vLLM's online FP8: linear weights stored in one byte; embeddings, norms and the LM head stay
+        kinds = local.weights if local is not None and local.weights.tensors else None
+        tp = recipe.gpus.tensor_parallel
+        linear = (kinds.split // tp + kinds.experts // tp) if kinds else int(weights * 0.9)
+        saved = linear // 2
+        low, high = low - saved, high - saved + (0 if kinds else int(weights * 0.05))
+        notes.append("--quantization fp8 on an unquantized checkpoint: linear layers loaded in FP8 (half)")
+    if shape.quant_method == "mxfp4" and compute_capability and compute_capability.startswith("9."):
+        kinds = local.weights if local is not None and local.weights.tensors else None
+        experts = (kinds.experts // recipe.gpus.tensor_parallel) if kinds else int(weights * 0.9)
+        low += int(experts * (MXFP4_HOPPER_PAD - 1) * 0.8)
+        high += int(experts * (MXFP4_HOPPER_PAD - 1))
+        notes.append("MXFP4 experts load padded on Hopper (2880 -> 3072 columns, +5-7%)")
+    return Term("weights", max(0, low), max(0, high), "; ".join([basis, *notes]))
+
+
+def plan(recipe: Recipe, shape: Shape, *, total_bytes: int, weights: int, weights_basis: str,
+         weights_exact: bool = True, product: str = "", compute_capability: str | None = None,
+         local: LocalCheckpoint | None = None, receipt: Mapping[str, Any] | None = None) -> MemoryPlan:
+    """The memory plan of one GPU of ``total_bytes``. ``receipt``: a boot's own figures for this recipe,
+    image and GPU product (``kv_available_bytes``, ``weights_bytes``, ``described``): its KV budget is used
+    as measured."""
     gpus = recipe.gpus
     eng = engine_settings(recipe, total_bytes)
     spec_layers = (shape.mtp_layers or 1) if isinstance(recipe.speculative, SpecMtp) else 0
     kv = kv_per_sequence(shape, tp=gpus.tensor_parallel, dcp=gpus.decode_context_parallel,
                          kv_cache_dtype=eng.kv_cache_dtype, batched_tokens=eng.batched_tokens,
-                         speculative_layers=spec_layers)
-    over = overhead(shape, tp=gpus.tensor_parallel, batched_tokens=eng.batched_tokens,
-                    max_num_seqs=eng.max_num_seqs, eager=eng.eager)
-    return MemoryPlan(recipe.context_length, total_bytes, eng.utilization, weights, weights_basis, kv, over, shape)
+                         speculative_layers=spec_layers, pad_groups=eng.kind is EngineKind.VLLM)
+    w = weights_term(recipe, shape, weights, weights_basis, exact=weights_exact, eng=eng,
+                     compute_capability=compute_capability, local=local)
+    memory = engine_memory(eng, shape, tp=gpus.tensor_parallel, total=total_bytes, weights=w, product=product)
+    if eng.kv_cache_memory is not None and eng.kind is EngineKind.VLLM:
+        memory = replace(memory, measured_budget=eng.kv_cache_memory,
+                         receipt=f"--kv-cache-memory-bytes {eng.kv_cache_memory:,}: vLLM allocates exactly that")
+    elif receipt and isinstance(receipt.get("kv_available_bytes"), int):
+        measured = receipt["kv_available_bytes"]
+        if isinstance(receipt.get("weights_bytes"), int):
+            w = Term.exact("weights", receipt["weights_bytes"], f"the receipt: {receipt.get('described', 'a boot')}")
+            memory = replace(memory, inside=(w, *memory.inside[1:]) if memory.inside[0].name == "weights"
+                             else memory.inside)
+        memory = replace(memory, measured_budget=measured,
+                         receipt=f"the KV budget a boot measured: {receipt.get('described', 'a boot')}")
+    return MemoryPlan(recipe.context_length, total_bytes, kv, shape, memory, w.basis)
 
 
 def recipe_weights(recipe: Recipe, local: LocalCheckpoint | None) -> tuple[int, str]:
@@ -596,9 +856,13 @@ def _holders(gpu: Gpu) -> str:
     return procs or "no process visible (another container or PID namespace?)"
 
 
-def judge(p: MemoryPlan, chosen: Sequence[Gpu], extra: Mapping[str, Any] | None = None) -> Verdict:
-    """Fits or not, with the numbers; then against NVML's free memory now."""
+def judge(p: MemoryPlan, chosen: Sequence[Gpu], extra: Mapping[str, Any] | None = None, *,
+          assumed: str | None = None) -> Verdict:
+    """Fits, tight or not, with the plan per component; then against NVML's free memory now. ``assumed``:
+    the GPUs are not here and the plan is for the cards this names."""
     v = _judge(p, chosen, p.figures(extra))
+    if assumed is not None:
+        v = Verdict(v.severity, f"{assumed}: {v.message}", v.fix, {**(v.figures or {}), "assumed_gpus": assumed})
     if not p.shape.notes:
         return v
     notes = "; ".join(p.shape.notes)
@@ -611,20 +875,32 @@ def _judge(p: MemoryPlan, chosen: Sequence[Gpu], figures: dict[str, Any]) -> Ver
     ctx = f"{p.context:,}"
     seqs = figures["max_full_context_sequences"]
     held = f"{seqs:,.2f}" if seqs is not None else "any number of"
-    head = (f"weights {_gib(p.weights)}/GPU, KV for one {ctx}-token sequence {_gib(p.kv_bytes_per_sequence)}/GPU "
-            f"({p.shape.family}, KV {p.kv.dtype}); budget {_gib(p.budget)}/GPU at gpu-memory-utilization "
-            f"{p.utilization:g} of {_gib(p.total_bytes)} (less {_gib(p.overhead.total)} estimated overhead)")
-    if not p.fits:
+    head = (f"KV for one {ctx}-token sequence {_gib(p.kv_bytes_per_sequence)}/GPU ({p.shape.family}, KV {p.kv.dtype}"
+            f"{'; ' + p.kv.padding if p.kv.padding else ''}); per GPU: {p.components()}")
+    verdict = p.verdict
+    if verdict == "does-not-fit":
         return Verdict(Severity.FAIL,
                        f"{ctx} tokens do not fit: {head}; the largest context for one sequence is "
                        f"{p.max_context:,} tokens", (
                            f"lower context_length to {p.max_context:,} or less, raise --gpu-memory-utilization to "
                            f"{p.needed_utilization:.2f} if the GPU has it free, use --kv-cache-dtype fp8, or more GPUs "
                            "(a larger tensor_parallel)"), figures)
-    text = (f"{ctx} tokens fit: {head}; it holds {held} full-context sequence(s) "
-            f"(largest single context {p.max_context:,} tokens; needs gpu-memory-utilization >= "
-            f"{p.needed_utilization:.2f})")
-    want = int(p.utilization * p.total_bytes) + p.overhead.cuda_graphs
+    if verdict == "tight":
+        term = p.deciding()
+        span = term.shown()[len(term.name) + 1:]
+        text = (f"{ctx} tokens are tight: they fit only if {term.name} is near the low end of {span}; "
+                f"{head}; sure to fit: {p.max_context:,} tokens")
+        fix = (("nothing is sure to fit beside the weights: " if p.max_context == 0 else
+                f"lower context_length to {p.max_context:,}, or ") + "pin what decides it ("
+               + {"profile_peak": "--max-num-seqs", "weights": "the checkpoint on this machine, or its exact "
+                  "checkpoint.total_bytes"}.get(term.name, "engine.version, --max-num-seqs")
+               + "), or boot once: the receipt of that boot replaces the estimate")
+    else:
+        text = (f"{ctx} tokens fit: {head}; it holds {held} full-context sequence(s) "
+                f"(largest single context {p.max_context:,} tokens; needs gpu-memory-utilization >= "
+                f"{p.needed_utilization:.2f})")
+        fix = None
+    want = int(p.utilization * p.total_bytes) + sum(t.high for t in p.engine.outside if t.name == "cuda_graphs")
     short = [g for g in chosen if g.memory_free_bytes is not None and g.memory_free_bytes < want]
     if short:
         rows = "; ".join(f"GPU {g.index}: {_gib(g.memory_free_bytes or 0)} free, held by {_holders(g)}" for g in short)
@@ -634,18 +910,70 @@ def _judge(p: MemoryPlan, chosen: Sequence[Gpu], figures: dict[str, Any]) -> Ver
                        (f"stop the holders (`kill {' '.join(map(str, pids))}` or stop the serving unit that owns them)"
                         if pids else "find the holder with `nvidia-smi` on the host and stop it")
                        + ", or lower --gpu-memory-utilization to what is free", figures)
-    if p.sequences < THIN:
-        return Verdict(Severity.WARN, f"{text}; the margin is thin (under {THIN - 1:.0%} beyond one sequence, about "
-                                      "the estimate's own error)",
-                       "lower context_length a little, or use --kv-cache-dtype fp8, for room to spare", figures)
+    if fix is not None:
+        return Verdict(Severity.WARN, text, fix, figures)
+    left, outside = p.headroom
+    if outside > left:
+        names = ", ".join(t.shown() for t in p.engine.outside)
+        lower = max(0.5, p.utilization - (outside - left) / p.total_bytes - 0.01)
+        return Verdict(Severity.WARN, f"{text}; but what the engine holds beyond the budget ({names}) may not fit "
+                                      f"in the {_gib(left)} that gpu-memory-utilization {p.utilization:g} leaves",
+                       f"lower --gpu-memory-utilization to {lower:.2f}, or --enforce-eager (no CUDA graphs)", figures)
     return Verdict(Severity.OK, text, None, figures)
+
+
+# NVML's total memory of cards a recipe may name, for the plan on a box without them (MiB): the RTX PRO 6000
+# editions and the H200 from facts.md and the H200 capture; the H100 from the device box's NVML.
+CARD_MEMORY_MIB = {
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": 97_887,
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": 97_887,
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": 97_887,
+    "NVIDIA H200": 143_771,
+    "NVIDIA H100 80GB HBM3": 81_559,
+}
+
+
+def assumed_gpu(recipe: Recipe) -> tuple[str, int, str] | None:
+    """(product, total bytes, where the size comes from) of the recipe's first accepted product, for a box
+    without its GPUs; None when neither rigctl's table nor the recipe's min_memory_mib sizes it."""
+    product = recipe.gpus.products[0] if recipe.gpus.products else ""
+    if product in CARD_MEMORY_MIB:
+        return product, CARD_MEMORY_MIB[product] * MIB, "rigctl's table of cards"
+    if recipe.gpus.min_memory_mib:
+        return product or "a GPU", recipe.gpus.min_memory_mib * MIB, "the recipe's gpus.min_memory_mib"
+    return None
+
+
+def matching_receipt(recipe: Recipe, receipts: Sequence[Any], product: str) -> Mapping[str, Any] | None:
+    """The newest receipt of a boot of this recipe's memory settings, image and GPU product."""
+    key = receipt_key(recipe)
+    found = [r for r in receipts if r.recipe == recipe.name and r.key == key and r.image == recipe.image
+             and r.gpu_product == product and r.kv_available_bytes is not None]
+    if not found:
+        return None
+    newest = max(found, key=lambda r: r.at)
+    return {"kv_available_bytes": newest.kv_available_bytes, "weights_bytes": newest.weights_bytes,
+            "described": f"{newest.at}, {product}, image {recipe.image.rsplit('@', 1)[-1][:19]}"}
+
+
+def receipt_key(recipe: Recipe) -> str:
+    """What decides an engine's memory budget besides its image and GPU: its args, layout, checkpoint and
+    speculative decoding (not the context: vLLM's budget does not depend on it)."""
+    spec = recipe.speculative.model_dump(mode="json") if recipe.speculative is not None else None
+    ck = recipe.checkpoint
+    body = json.dumps([recipe.engine.kind, recipe.engine.args, recipe.gpus.tensor_parallel,
+                       recipe.gpus.pipeline_parallel, recipe.gpus.data_parallel, recipe.gpus.decode_context_parallel,
+                       recipe.gpus.expert_parallel, ck.path, ck.total_bytes, ck.approx_bytes, spec],
+                      sort_keys=True, allow_nan=False)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
 def check_gpu_fit(ctx: Context) -> Verdict:
     """Will the weights and the KV cache for the recipe's context fit on the chosen GPUs? Weights from the
     checkpoint's safetensors headers (or the recipe's size), KV per sequence from config.json (or the recipe's
-    checkpoint.config) by attention family, the budget from --gpu-memory-utilization less an overhead
-    estimate, and NVML's free memory now."""
+    checkpoint.config) by attention family, the budget as the engine's version computes it, term by term with
+    a margin (or as a boot of the same recipe, image and GPU measured it), and NVML's free memory now. Without
+    the recipe's GPUs here, the plan is for its first accepted product."""
     recipe = ctx.recipe
     if recipe.gpus.count == 0:
         return Verdict(Severity.SKIP, "the recipe needs no GPU")
@@ -667,19 +995,35 @@ def check_gpu_fit(ctx: Context) -> Verdict:
         return Verdict(Severity.WARN, f"no model shape to plan from: {why}",
                        "add checkpoint.config to the recipe with the fields of the model's config.json "
                        "(num_hidden_layers, num_key_value_heads, head_dim, ...; see `rigctl schema recipe`)")
+    weights, basis = recipe_weights(recipe, local)
+    exact = "headers" in basis or ck.total_bytes is not None
+    notes = (local.problems if local else [])[:3]
+    extra: dict[str, Any] | None = {"checkpoint_problems": notes} if notes else None
     if not ctx.facts.gpu.available or not ctx.choice.ok or not ctx.choice.gpus:
-        why = f"NVML is unavailable ({ctx.facts.gpu.error}); see gpu-driver" if not ctx.facts.gpu.available else \
-            "no valid GPU layout; see gpu-count"
-        return Verdict(Severity.SKIP, f"no GPUs to plan against: {why}")
+        why = f"NVML is unavailable ({ctx.facts.gpu.error})" if not ctx.facts.gpu.available else \
+            "no valid GPU layout here"
+        card = assumed_gpu(recipe)
+        if card is None:
+            return Verdict(Severity.SKIP, f"no GPUs to plan against: {why}; the recipe names no product of a known "
+                                          "size and no gpus.min_memory_mib")
+        product, total, source = card
+        p = plan(recipe, shape, total_bytes=total, weights=weights, weights_basis=basis, weights_exact=exact,
+                 product=product, compute_capability=next(iter(recipe.gpus.compute_capability), None), local=local)
+        said = (f"planned for {recipe.gpus.count} x {product} ({total // MIB:,} MiB each, from {source}; "
+                f"{why})")
+        return judge(p, [], extra, assumed=said)
     by_index = {g.index: g for g in ctx.facts.gpu.devices}
     chosen = [by_index[i] for i in ctx.choice.indices if i in by_index]
-    totals = [g.memory_total_bytes for g in chosen if g.memory_total_bytes]
-    if not totals:
+    sized = [g for g in chosen if g.memory_total_bytes]
+    if not sized:
         return Verdict(Severity.SKIP, "NVML did not report the chosen GPUs' memory")
-    weights, basis = recipe_weights(recipe, local)
-    p = plan(recipe, shape, total_bytes=min(totals), weights=weights, weights_basis=basis)
-    notes = (local.problems if local else [])[:3]
-    return judge(p, chosen, {"checkpoint_problems": notes} if notes else None)
+    smallest = min(sized, key=lambda g: g.memory_total_bytes or 0)
+    receipt = matching_receipt(recipe, ctx.facts.receipts, smallest.name or "")
+    extra = {**(extra or {}), "gpu_product": smallest.name or "", "receipt_key": receipt_key(recipe)}
+    p = plan(recipe, shape, total_bytes=smallest.memory_total_bytes or 0, weights=weights, weights_basis=basis,
+             weights_exact=exact, product=smallest.name or "", compute_capability=smallest.compute_capability,
+             local=local, receipt=receipt)
+    return judge(p, chosen, extra)
 
 
 # --- planned against used: what `status` shows per GPU ------------------------------------------------------
@@ -727,11 +1071,11 @@ def planned_vs_used(recipe: Recipe, gpu_ids: Sequence[str], devices: Sequence[Gp
                                     "NVML did not report the GPU's memory"))
             continue
         eng = engine_settings(recipe, total)
-        graphs = 0 if eng.eager else CUDA_GRAPHS
+        graphs = 0 if eng.eager else CUDA_GRAPHS[1]
         planned = int(eng.utilization * total) + graphs
         weights = kv = None
         basis = (f"{eng.utilization:g} ({eng.utilization_source}) x {_gib(total)}"
-                 + (f" + {_gib(graphs)} CUDA graphs (an estimate)" if graphs else ""))
+                 + (f" + up to {_gib(graphs)} CUDA graphs (an estimate)" if graphs else ""))
         if shape is not None:
             w, w_basis = recipe_weights(recipe, local)
             p = plan(recipe, shape, total_bytes=total, weights=w, weights_basis=w_basis)

@@ -361,6 +361,10 @@ class Engine(Strict):
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     port: Port
     health_path: Annotated[str, Field(pattern=defaults.HEALTH_PATH_PATTERN)] = defaults.HEALTH_PATH
+    version: Annotated[str, Field(pattern=r"^v?\d{1,4}\.\d{1,4}(\.\d{1,6})*([.+-]?[A-Za-z0-9.]{1,32})?$",
+                                  max_length=48)] | None = Field(
+        default=None, description="the engine's version in the image (e.g. vLLM 0.11.0): the memory plan models "
+                                  "what that version subtracts; unset, it plans for the versions it knows")
 
 
 # --- GPUs -------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rigctl.cli.output import quiet
 from rigctl.cli.views.canary import canary_lines
@@ -122,6 +122,10 @@ def up(r: UpResult, *, hint: str | None = None) -> View:
         out.write(f"  restarts  {r.restarts}\n")
         if r.max_model_len_warning:
             out.write(f"  warning   {r.max_model_len_warning}\n")
+        if r.memory:
+            from rigctl.deploy.memory import view as memory_view
+
+            memory_lines(out, memory_view(r.memory) or {})
         for note in () if quiet() else r.render_notes:  # --quiet: the result without the notes
             prose(out, printable(note.message, LINE_LIMIT), first=f"  note      {note.kind}: ", rest=" " * 12)
         if r.checks is not None:
@@ -211,6 +215,28 @@ def _learnt_lines(out: TextIO, s: ServiceStatus) -> None:
                   f"({time.strftime('%Y-%m-%d %H:%M', time.localtime(b.get('at') or 0))})\n")
     if s.canary:
         canary_lines(out, s.canary)
+    if s.memory:
+        memory_lines(out, s.memory)
+
+
+def memory_lines(out: TextIO, memory: dict[str, Any]) -> None:
+    """The memory plan against the last boot's receipt, per GPU and per part."""
+    planned, got = memory.get("planned") or {}, memory.get("receipt") or {}
+    low, high = planned.get("kv_budget_low_bytes"), planned.get("kv_budget_high_bytes")
+    budget = _gib(low) if low == high else f"{_gib(low)} to {_gib(high)}"
+    rows = [("KV budget", budget if planned else "-", _gib(got.get("kv_available_bytes"))),
+            ("weights", _gib(planned.get("weights_high_bytes")) if planned else "-", _gib(got.get("weights_bytes")))]
+    if got.get("graphs_bytes") is not None:
+        rows.append(("CUDA graphs", "-", _gib(got["graphs_bytes"])))
+    if got.get("kv_tokens") is not None:
+        rows.append(("KV tokens", "-", f"{got['kv_tokens']:,}"))
+    out.write("  memory per GPU (planned / the engine at boot):"
+              + (" planned from an earlier boot's receipt" if planned.get("from_receipt") else "") + "\n")
+    for name, plan_text, got_text in rows:
+        out.write(f"    {name:<12} {plan_text:<22} {got_text}\n")
+    if memory.get("disagrees"):
+        prose(out, f"outside the plan's margin: {printable(memory['disagrees'], LINE_LIMIT)}", first="  warning: ",
+              rest="    ")
 
 
 def logs(lines: Sequence[LogLine]) -> View:
