@@ -217,3 +217,24 @@ def test_engine_version_is_a_version(recipe_with: Callable[..., Recipe], value: 
 
     with pytest.raises(InvalidInputError):
         recipe_with("qwen3-8b-vllm", f"engine.version={value}")
+
+
+def test_pin_kv_cache_renders_what_the_receipt_measured(recipe_with: Callable[..., Recipe],
+                                                        facts_for: Callable[..., HostFacts]) -> None:
+    from rigctl.places import Scope
+    from rigctl.plan.plan import make_plan
+
+    recipe = recipe_with("qwen3-8b-vllm", "engine.pin_kv_cache=true")
+    facts = facts_for(recipe, "pro6000-single")
+    none_yet = make_plan(recipe, facts, scope=Scope.USER)
+    assert "--kv-cache-memory-bytes" not in none_yet.recipe.engine.args
+    assert any("no receipt" in n for n in none_yet.notes)
+    receipt = MemoryReceipt(recipe=recipe.name, key=receipt_key(recipe), image=recipe.image,
+                            gpu_product=facts.gpu.devices[0].name, at="2026-12-07T10:00:00+00:00", engine="vllm",
+                            kv_available_bytes=66_000_000_000)
+    pinned = make_plan(recipe, facts.model_copy(update={"receipts": [receipt]}), scope=Scope.USER)
+    args = pinned.recipe.engine.args
+    assert args[-2:] == ["--kv-cache-memory-bytes", "66000000000"]
+    assert pinned.rendered is not None and "--kv-cache-memory-bytes 66000000000" in pinned.rendered.files[0].text
+    # the pinned recipe is "the same settings": its next receipt is found again
+    assert receipt_key(pinned.recipe) == receipt_key(recipe)

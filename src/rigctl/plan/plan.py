@@ -37,7 +37,7 @@ from rigctl.places import Scope, install_dir
 from rigctl.podman_versions import DEFAULT_PODMAN, Version, fmt
 from rigctl.preflight.layout import Choice, choose_gpus
 from rigctl.preflight.registry import PreflightReport, run_preflight
-from rigctl.recipe.model import Recipe
+from rigctl.recipe.model import EngineKind, Recipe
 from rigctl.render.escape import RenderError
 from rigctl.render.units import Note, RenderedUnits, render_units
 from rigctl.util.jsonable import jsonable
@@ -212,6 +212,26 @@ def notes_dict(notes: Sequence[Note]) -> list[dict[str, str]]:
     return [{"kind": n.kind, "message": n.message} for n in notes]
 
 
+def _pinned(recipe: Recipe, report: PreflightReport, notes: list[str]) -> Recipe:
+    """With ``engine.pin_kv_cache``, vLLM's KV pool as the receipt gpu-fit planned from measured it, added to
+    the engine's arguments (``--kv-cache-memory-bytes``): the boot allocates exactly that, no profiling."""
+    flag = "--kv-cache-memory-bytes"
+    if not recipe.engine.pin_kv_cache or recipe.engine.kind is not EngineKind.VLLM \
+            or any(a == flag or a.startswith(flag + "=") for a in recipe.engine.args):
+        return recipe
+    fit = next((f for f in report.findings if f.id == "gpu-fit"), None)
+    fig = fit.figures if fit is not None and fit.figures else {}
+    basis = fig.get("basis") or {}
+    measured = fig.get("kv_budget_bytes_per_gpu")
+    if "receipt" not in basis or not isinstance(measured, int) or measured <= 0:
+        notes.append("engine.pin_kv_cache: no receipt of a boot of these settings, image and GPU yet: vLLM sizes "
+                     "its KV cache itself this time")
+        return recipe
+    notes.append(f"engine.pin_kv_cache: {flag} {measured} ({basis['receipt']})")
+    engine = recipe.engine.model_copy(update={"args": [*recipe.engine.args, flag, str(measured)]})
+    return recipe.model_copy(update={"engine": engine})
+
+
 def make_plan(
     recipe: Recipe,
     facts: HostFacts,
@@ -226,6 +246,7 @@ def make_plan(
     notes: list[str] = []
     if target.podman is None:
         notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
+    recipe = _pinned(recipe, report, notes)
     plan = Plan(recipe, scope, report, target.podman or DEFAULT_PODMAN, notes=notes)
     plan.quadlet_version, plan.quadlet_path = target.quadlet, target.quadlet_path
     placement = place_gpus(recipe, facts, gpus, choice=report.choice)  # the rule `render` pins them by

@@ -961,7 +961,14 @@ def receipt_key(recipe: Recipe) -> str:
     speculative decoding (not the context: vLLM's budget does not depend on it)."""
     spec = recipe.speculative.model_dump(mode="json") if recipe.speculative is not None else None
     ck = recipe.checkpoint
-    body = json.dumps([recipe.engine.kind, recipe.engine.args, recipe.gpus.tensor_parallel,
+    args = list(recipe.engine.args)
+    pin = "--kv-cache-memory-bytes"  # what a pinned boot adds (engine.pin_kv_cache): the same settings
+    for i in range(len(args) - 1, -1, -1):
+        if args[i] == pin:
+            del args[i:i + 2]
+        elif args[i].startswith(pin + "="):
+            del args[i]
+    body = json.dumps([recipe.engine.kind, args, recipe.gpus.tensor_parallel,
                        recipe.gpus.pipeline_parallel, recipe.gpus.data_parallel, recipe.gpus.decode_context_parallel,
                        recipe.gpus.expert_parallel, ck.path, ck.total_bytes, ck.approx_bytes, spec],
                       sort_keys=True, allow_nan=False)

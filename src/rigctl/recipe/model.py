@@ -365,6 +365,9 @@ class Engine(Strict):
                                   max_length=48)] | None = Field(
         default=None, description="the engine's version in the image (e.g. vLLM 0.11.0): the memory plan models "
                                   "what that version subtracts; unset, it plans for the versions it knows")
+    pin_kv_cache: bool = Field(
+        default=False, description="vLLM: size the KV cache as the last boot of these settings, image and GPU "
+                                   "measured it (rendered as --kv-cache-memory-bytes from that boot's receipt)")
 
 
 # --- GPUs -------------------------------------------------------------------------------------------
