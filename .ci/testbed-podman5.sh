@@ -136,7 +136,7 @@ p5_start_manager() {
         log "podman 5: starting systemd 257 --user in the trixie root"
         local envs=()
         mapfile -t envs < <(p5_base_env)
-        (enter_own_cgroup rigctl-testbed-podman5
+        (enter_own_cgroup "rigctl-testbed-podman5-$(cksum <<<"$repo" | cut -d" " -f1)"
          exec nsenter --net="$p5_netns" -- chroot "$p5_root" env -i "${envs[@]}" setsid /lib/systemd/systemd --user) \
             </dev/null >"$p5_dir/systemd-user.log" 2>&1 &
         local i

@@ -152,7 +152,8 @@ host_manager_pid() {
 # cgroup it starts in (less a trailing /init.scope) as its root, so two started from one shell (the podman 4.3
 # and the podman 5 testbed, which CI runs at the same time) share a root: a unit of the same name under both
 # (the real-chain tests use the same names on both flavours) is then one cgroup, and either manager's stop or
-# restart of it kills the other's engine. Moves the calling (sub)shell into /NAME of every hierarchy.
+# restart of it kills the other's engine. NAME carries the checkout's path sum: two checkouts' testbeds too.
+# Moves the calling (sub)shell into /NAME of every hierarchy.
 enter_own_cgroup() {
     local name=$1 h
     if [[ -f /sys/fs/cgroup/cgroup.procs ]]; then  # unified (cgroup v2)
@@ -193,7 +194,7 @@ start_manager() {
         [[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
         log "starting systemd --user"
         # setsid: the manager must outlive this script and not take its terminal's signals.
-        (enter_own_cgroup rigctl-testbed-podman4; manager_env setsid /lib/systemd/systemd --user) \
+        (enter_own_cgroup "rigctl-testbed-podman4-$(cksum <<<"$repo" | cut -d" " -f1)"; manager_env setsid /lib/systemd/systemd --user) \
             </dev/null >"$bed/systemd-user.log" 2>&1 &
         echo $! > "$pidfile"
         local i state=""

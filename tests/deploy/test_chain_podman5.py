@@ -146,3 +146,44 @@ def test_gpu_the_cdi_spec_does_not_name_never_starts(rig5: Rig) -> None:
         assert not rig5.container_running("rigctl-rt-cdi-missing")
     finally:
         _rigctl_with_gpu(rig5, capture, "down", "rt-cdi-missing", "--user", "--remove")
+
+
+def test_up_keeps_the_engines_memory_receipt_and_the_next_up_plans_from_it(rig5: Rig) -> None:
+    """#32 on the real chain: the test engine prints vLLM V1's memory lines while it boots; `up` keeps them
+    beside the plan (its JSON, the record, `status`, `metrics`), and the next `up` of the same settings on the
+    same GPU plans its KV budget from that receipt."""
+    uuid = rig5.env["RIGCTL_TESTBED_CDI_GPU"]
+    capture = _capture_with_gpu(rig5.workdir, uuid)
+    config = {"model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "head_dim": 64, "hidden_size": 512, "intermediate_size": 1024, "vocab_size": 32000}
+    engine_env = {"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_WEIGHTS_GIB": "0.0001", "FAKE_VLLM_KV_GIB": "84.5",
+                  "FAKE_VLLM_KV_TOKENS": "1384448"}
+    path = rig5.recipe("rt-receipt", 18224, env=engine_env, gpus={"count": 1}, checkpoint={"config": config})
+    try:
+        code, doc = _rigctl_with_gpu(rig5, capture, "up", str(path), "--user", "--gpus", uuid)
+        assert code == 0, doc
+        first = doc["memory"]
+        assert first["receipt"]["kv_available_bytes"] == int(84.5 * 2**30), first
+        assert first["receipt"]["kv_tokens"] == 1_384_448 and first["engine"] == "vllm"
+        low, high = first["planned"]["kv_budget_low_bytes"], first["planned"]["kv_budget_high_bytes"]
+        assert low <= int(84.5 * 2**30) <= high and first["disagrees"] is None, first
+        assert first["planned"]["from_receipt"] is False
+
+        code, status = _rigctl_with_gpu(rig5, capture, "status", "--user")
+        row = next(s for s in status["services"] if s["unit"] == "rigctl-rt-receipt.service")
+        assert row["memory"]["receipt"] == first["receipt"] and row["memory"]["planned"] == first["planned"]
+        metrics = subprocess.run([sys.executable, "-m", "rigctl", "metrics", "--user"], env=rig5.env,
+                                 capture_output=True, text=True, timeout=60, check=False).stdout
+        assert 'rigctl_kv_budget_receipt_bytes{deployment="rt-receipt"' in metrics
+
+        # the same settings (only the container's environment changed): planned from the receipt
+        again_path = rig5.recipe("rt-receipt", 18224, env={**engine_env, "FAKE_VLLM_TOKEN_DELAY": "0.002"},
+                                 gpus={"count": 1}, checkpoint={"config": config})
+        code, again = _rigctl_with_gpu(rig5, capture, "up", str(again_path), "--user", "--gpus", uuid)
+        assert code == 0 and again["action"] == "replaced", again
+        fit = next(f for f in again["preflight"] if f["id"] == "gpu-fit")
+        assert "receipt" in fit["figures"]["basis"], fit
+        assert fit["figures"]["kv_budget_bytes_per_gpu"] == int(84.5 * 2**30)
+        assert again["memory"]["planned"]["from_receipt"] is True
+    finally:
+        _rigctl_with_gpu(rig5, capture, "down", "rt-receipt", "--user", "--remove")
