@@ -238,3 +238,13 @@ def test_pin_kv_cache_renders_what_the_receipt_measured(recipe_with: Callable[..
     assert pinned.rendered is not None and "--kv-cache-memory-bytes 66000000000" in pinned.rendered.files[0].text
     # the pinned recipe is "the same settings": its next receipt is found again
     assert receipt_key(pinned.recipe) == receipt_key(recipe)
+
+
+def test_the_card_table_and_the_torch_gap_match_the_device_capture() -> None:
+    capture = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "device" / "h100-2026-12-07"
+                          / "torch-vs-nvml.json").read_text())
+    from rigctl.preflight.gpu_fit import TOTAL_RESERVE
+
+    assert CARD_MEMORY_MIB[capture["nvml"]["name"]] * MIB == capture["nvml"]["total"]
+    gap = capture["nvml"]["total"] - capture["mem_get_info_total"]
+    assert TOTAL_RESERVE[0] <= gap <= TOTAL_RESERVE[1]

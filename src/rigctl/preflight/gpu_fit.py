@@ -398,7 +398,8 @@ def weights_per_gpu(tensors: Sequence[Tensor], *, tp: int, pp: int = 1, ep_ranks
 
 CUDA_CONTEXT = 640 * MIB  # measured: 621 MiB after the first CUDA tensor on an H200 (facts.md), rounded up
 # torch.cuda.mem_get_info()'s total, which vLLM and SGLang multiply, is below NVML's: H100 79.18 vs 79.65 GiB,
-# H200 139.81 vs 140.40, L40S 44.42 vs 44.99 (issue #32's start-ups)
+# H200 139.81 vs 140.40, L40S 44.42 vs 44.99 (issue #32's start-ups); 0.469 GiB on the device box's H100
+# (tests/fixtures/device/h100-2026-12-07)
 TOTAL_RESERVE = (int(0.45 * GIB), int(0.60 * GIB))
 # vLLM's dummy sampler pass peaks at about this many float32 copies of max_num_seqs x vocab in recent versions
 # (9.6-9.9 in 9 of 10 text-only start-ups, issue #32); six 0.10.1.1 start-ups on A100 show no such peak (their
@@ -923,7 +924,8 @@ def _judge(p: MemoryPlan, chosen: Sequence[Gpu], figures: dict[str, Any]) -> Ver
 
 
 # NVML's total memory of cards a recipe may name, for the plan on a box without them (MiB): the RTX PRO 6000
-# editions and the H200 from facts.md and the H200 capture; the H100 from the device box's NVML.
+# editions and the H200 from facts.md and the H200 capture; the H100 from the device box's NVML
+# (tests/fixtures/device/h100-2026-12-07).
 CARD_MEMORY_MIB = {
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": 97_887,
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": 97_887,
