@@ -177,7 +177,8 @@ def test_up_dry_run_on_a_captured_inventory(env: dict[str, str], h200_podman_44:
 
 INVENTORY_KEYS = ENVELOPE | {"hostname", "captured_at", "cpu_count", "gpu", "shm", "paths", "podman", "cdi",
                              "systemd", "ports", "licenses", "probe_errors",
-                             "receipts"}  # #32: what engines booted here said of their memory
+                             "receipts",  # #32: what engines booted here said of their memory
+                             "stack"}  # #34: kernel module, Xid log, the GPUs' PCIe paths
 GPU_INVENTORY_KEYS = frozenset({"available", "error", "driver_version", "nvml_version", "cuda_driver_version",
                                 "devices", "pairs"})
 
@@ -222,7 +223,8 @@ def test_inventory_podman_images(env: dict[str, str], need: Callable[[bool, str]
     assert code == 0
     images = doc["podman"]["images"]
     need(bool(images), "podman lists no image here (.ci/testbed.sh up builds the test engine's)")
-    check_items(images, {"id", "digest", "repo_digests", "names"}, "inventory.podman.images")
+    # env (#34): the image config's Env, where its CUDA and NCCL versions are declared
+    check_items(images, {"id", "digest", "repo_digests", "names", "env"}, "inventory.podman.images")
 
 
 # The GPU part needs NVML: the same command with NVML answering from a captured box (tests/fixtures/inventory),

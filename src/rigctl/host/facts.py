@@ -8,6 +8,7 @@ the host themselves. Every probe that could not answer says so inside the docume
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Annotated, Literal
 
@@ -302,11 +303,45 @@ class Shm(_Fact):
 # --- podman, CDI, systemd, ports, licenses ---------------------------------------------------------
 
 
+# What an image's environment declares of the CUDA and NCCL inside it: NVIDIA's base images set CUDA_VERSION
+# (12.8.1) and NCCL_VERSION (2.25.1-1); an image built on another base may set only the NV_CUDA_* ones.
+IMAGE_CUDA_KEYS = ("CUDA_VERSION", "NV_CUDA_CUDART_VERSION", "NV_CUDA_LIB_VERSION")
+IMAGE_NCCL_KEYS = ("NCCL_VERSION", "NV_LIBNCCL_PACKAGE_VERSION")
+IMAGE_ENV_MAX = 512  # entries of an image's Env kept; a real one has tens
+
+
+def leading_version(text: str | None, parts: int = 3) -> tuple[int, ...] | None:
+    """The dotted number a version text starts with ("12.8.90-1" -> (12, 8, 90)), at most ``parts`` long;
+    None when it starts with none."""
+    match = re.match(rf"\s*v?(\d{{1,6}}(?:\.\d{{1,6}}){{0,{parts - 1}}})", text or "")
+    return None if match is None else tuple(int(x) for x in match.group(1).split("."))
+
+
 class PodmanImage(_Fact):
     id: Name
     digest: Name | None = None
     repo_digests: list[LongName] = Field(default_factory=empty_list)
     names: list[LongName] = Field(default_factory=empty_list)
+    env: list[Text] | None = Field(default=None, max_length=IMAGE_ENV_MAX,
+                                   description="the image config's Env (KEY=value); None: not inspected")
+
+    def declared(self, keys: tuple[str, ...]) -> tuple[str, str] | None:
+        """The first of ``keys`` the image's environment sets, and its value."""
+        values = dict(item.split("=", 1) for item in self.env or () if "=" in item)
+        return next(((k, values[k]) for k in keys if values.get(k)), None)
+
+    @property
+    def cuda_version(self) -> tuple[int, ...] | None:
+        """The CUDA the image was built for, (major, minor), as its environment declares it."""
+        found = self.declared(IMAGE_CUDA_KEYS)
+        return None if found is None else leading_version(found[1], 2)
+
+    @property
+    def nccl_version(self) -> str | None:
+        """The NCCL release the image declares ("2.26.2"), without the package's "-1" suffix."""
+        found = self.declared(IMAGE_NCCL_KEYS)
+        version = None if found is None else leading_version(found[1])
+        return None if version is None else ".".join(map(str, version))
 
 
 class PodmanFacts(_Fact):
@@ -435,6 +470,104 @@ class MemoryReceipt(_Fact):
     planned_weights_bytes: MemBytes | None = None
 
 
+# --- the stack under the engine: kernel module, kernel log, PCIe path ------------------------------
+
+PCI_BDF = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"  # sysfs's spelling: 0000:01:00.0
+XID_EVENTS_MAX = 256
+
+
+class KernelModule(_Fact):
+    """Which flavour of the NVIDIA kernel module is loaded: Blackwell runs only on the open one."""
+
+    flavour: Literal["open", "proprietary"] | None = Field(default=None, description="None: not read, see error")
+    version: Name | None = None
+    source: LongName | None = Field(default=None, description="the file it was read from")
+    error: Text | None = None
+
+
+class XidEvent(_Fact):
+    pci: Name = Field(description='the GPU as the driver names it in the line, e.g. "0000:cb:00"')
+    xid: Count = Field(le=1_000_000)
+    text: Text = Field(description="the rest of the line")
+
+
+class XidLog(_Fact):
+    """NVRM Xid lines in the kernel log since boot."""
+
+    read: bool = Field(default=False, description="False: the kernel log could not be read, see error")
+    source: LongName | None = None
+    events: list[XidEvent] = Field(default_factory=empty_list, max_length=XID_EVENTS_MAX)
+    truncated: bool = Field(default=False, description="more lines than events keeps (the last ones are kept)")
+    error: Text | None = None
+
+    def for_gpu(self, bus_id: str | None) -> list[XidEvent]:
+        """The events of the GPU NVML calls ``bus_id`` ("00000000:CB:00.0"); the driver writes it without the
+        function and with a 4-digit domain ("0000:cb:00")."""
+        key = pci_key(bus_id)
+        return [] if key is None else [e for e in self.events if pci_key(e.pci) == key]
+
+
+def pci_key(bus_id: str | None) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of a PCI address in any of the spellings NVML, sysfs and the driver use."""
+    match = re.match(r"^(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.[0-7])?$", bus_id or "")
+    if match is None:
+        return None
+    return int(match.group(1) or "0", 16), int(match.group(2), 16), int(match.group(3), 16)
+
+
+# PCIe Device/Port Type (PCIe capability register, bits 7:4): which kind of bridge an ACS setting sits on
+PORT_TYPE_NAMES = {0: "endpoint", 4: "root port", 5: "switch upstream port", 6: "switch downstream port",
+                   7: "PCIe-to-PCI bridge", 8: "PCI-to-PCIe bridge", 9: "root complex endpoint"}
+ACS_REQUEST_REDIRECT = 0x4  # ACS Control: P2P Request Redirect Enable
+ACS_COMPLETION_REDIRECT = 0x8  # ACS Control: P2P Completion Redirect Enable
+
+
+class PcieBridge(_Fact):
+    """A bridge above a GPU, with what its config space says (root only: past 64 bytes it is root's to read)."""
+
+    bdf: Annotated[str, Field(pattern=PCI_BDF)]
+    port_type: Count | None = Field(default=None, le=15, description="PCIe Device/Port Type; 6: switch downstream")
+    acs_control: Count | None = Field(default=None, le=0xFFFF, description="ACS Control register; None: no ACS "
+                                      "capability, or config space not readable (see error)")
+    error: Text | None = None
+
+    @property
+    def redirects(self) -> bool:
+        redirect = ACS_REQUEST_REDIRECT | ACS_COMPLETION_REDIRECT
+        return self.acs_control is not None and bool(self.acs_control & redirect)
+
+    @property
+    def port_text(self) -> str:
+        return "bridge" if self.port_type is None else PORT_TYPE_NAMES.get(self.port_type, f"type {self.port_type}")
+
+
+class GpuPath(_Fact):
+    """A GPU's place on the PCIe tree: the bridges above it (root first) and its IOMMU group's domain type."""
+
+    gpu: Count = Field(description="the GPU's NVML index")
+    bdf: Annotated[str, Field(pattern=PCI_BDF)]
+    bridges: list[PcieBridge] = Field(default_factory=empty_list, max_length=32)
+    iommu_group_type: Name | None = Field(default=None, description='"identity" (passthrough), "DMA" or "DMA-FQ" '
+                                          "(translated); None: no IOMMU group, or not readable")
+    error: Text | None = None
+
+
+class StackFacts(_Fact):
+    """The layer between the driver and the engine (kernel module, Xid log, PCIe path, IOMMU). Every part that
+    could not be read says why and stays None: none of it is worth failing an inventory for."""
+
+    kernel_module: KernelModule = Field(default_factory=KernelModule)
+    xid: XidLog = Field(default_factory=XidLog)
+    gpu_paths: list[GpuPath] | None = Field(default=None, max_length=1024,
+                                            description="None: not probed (an inventory of an older rigctl)")
+    iommu_cmdline: list[Name] = Field(default_factory=empty_list, max_length=16,
+                                      description="the iommu options of the kernel command line")
+    error: Text | None = None
+
+    def path_of(self, gpu: int) -> GpuPath | None:
+        return next((p for p in self.gpu_paths or () if p.gpu == gpu), None)
+
+
 # --- the document ----------------------------------------------------------------------------------
 
 
@@ -471,6 +604,7 @@ class HostFacts(_Fact):
     systemd: SystemdFacts = Field(default_factory=lambda: SystemdFacts(system_manager=False, user_manager=False))
     ports: Ports = Field(default_factory=Ports)
     licenses: list[LicenseAcceptance] = Field(default_factory=empty_list)
+    stack: StackFacts = Field(default_factory=StackFacts, description="kernel module, Xid log, PCIe path")
     receipts: list[MemoryReceipt] = Field(default_factory=empty_list, max_length=256,
                                           description="what engines booted here said of their memory")
     probe_errors: dict[LongName, Text] = Field(

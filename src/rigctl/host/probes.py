@@ -28,6 +28,7 @@ from rigctl.host.early import (
     version_argv,
 )
 from rigctl.host.facts import (
+    IMAGE_ENV_MAX,
     Cdi,
     FileEntry,
     Listener,
@@ -152,12 +153,37 @@ def probe_podman(sockets: Sequence[str] | None = None, podman_bin: str = "podman
     asked = quadlet if quadlet is not None and quadlet.scope == scope else ask_version(scope)
     try:
         found = _probe_podman(sockets, podman_bin, started)
+        found = found.model_copy(update={"images": with_env(found.images, podman_bin)}) if found.images else found
     except BaseException:
         asked.cancel()  # reaped, not left behind
         raise
     return found.model_copy(update={"quadlet": asked.path, "quadlet_version": _quadlet_version(asked.version),
                                     "quadlet_scope": scope,
                                     "quadlet_elsewhere": other_generator(scope) if asked.path is None else None})
+
+
+INSPECT_MAX = 64  # images inspected for their Env in one call; a box with more is a registry, not a rig
+INSPECT_TIMEOUT_S = 20
+
+
+def with_env(images: list[PodmanImage], podman_bin: str = "podman") -> list[PodmanImage]:
+    """``images`` with their config's Env (what CUDA and NCCL they declare), from one `podman image inspect`
+    of them all; an image it does not answer for keeps env None."""
+    ids = [i.id for i in images[:INSPECT_MAX] if re.fullmatch(r"[0-9a-f]{12,64}", i.id)]
+    if not ids:
+        return images
+    done = run([podman_bin, "image", "inspect", "--format", "json", "--", *ids], timeout=INSPECT_TIMEOUT_S)
+    try:
+        inspected = json.loads(done.stdout) if done.ok else []
+    except ValueError:
+        return images
+    env: dict[str, list[str]] = {}
+    for item in inspected if isinstance(inspected, list) else []:
+        config = item.get("Config") if isinstance(item, dict) else None
+        values = config.get("Env") if isinstance(config, dict) else None
+        if isinstance(item, dict) and isinstance(values, list):
+            env[str(item.get("Id", ""))] = [str(v) for v in values[:IMAGE_ENV_MAX]]
+    return [i.model_copy(update={"env": env[i.id]}) if i.id in env else i for i in images]
 
 
 def _probe_podman(sockets: Sequence[str] | None, podman_bin: str, started: EarlyPodman | None) -> PodmanFacts:

@@ -312,25 +312,3 @@ def check_systemd(ctx: Context) -> Verdict:
         return warn(f"user manager present but linger is off for {s.user}: the service stops at logout",
                     f"`sudo loginctl enable-linger {s.user}`")
     return ok(f"user manager for {s.user} with linger")
-
-
-def check_known_bad(ctx: Context) -> Verdict:
-    hits = ctx.recipe.recipe_known_bad()
-    if not hits:
-        return ok(f"none of the recipe's {len(ctx.recipe.known_issues.bad_combinations)} known-bad combination(s) "
-                  "match")
-    by_index = {g.index: g for g in ctx.facts.gpu.devices}
-    host_ccs = {by_index[i].compute_capability for i in ctx.choice.indices if i in by_index}
-    matched = []
-    for bad in hits:
-        if bad.compute_capabilities is None:
-            matched.append((bad, "recipe"))
-        elif not host_ccs or None in host_ccs:
-            matched.append((bad, "compute capability unknown here, assumed to match"))  # fail closed
-        elif host_ccs & set(bad.compute_capabilities):
-            matched.append((bad, f"sm_{'/'.join(sorted(c.replace('.', '') for c in host_ccs if c))}"))
-    if not matched:
-        return ok(f"{len(hits)} known-bad combination(s) need other compute capabilities than this host's")
-    text = "; ".join(f"{bad.id} ({why}): {bad.problem}" for bad, why in matched)
-    remedy = " ".join(bad.remedy for bad, _ in matched)
-    return fail(text, f"{remedy} (to run it anyway, pass --force known-bad)")

@@ -18,6 +18,7 @@ from rigctl.places import Scope
 from rigctl.preflight import gpu_checks as g
 from rigctl.preflight import host_checks as h
 from rigctl.preflight import secrets as s
+from rigctl.preflight import stack_checks as k
 from rigctl.preflight.finding import Check, Context, Finding, Severity, Verdict
 from rigctl.preflight.gpu_fit import check_gpu_fit
 from rigctl.preflight.layout import Choice, choose_gpus
@@ -50,7 +51,17 @@ CHECKS: tuple[Check, ...] = (
     Check("disk", "free space at the checkpoint and cache paths", h.check_disk, forceable=True),
     Check("port", "the publish port is free", h.check_port, forceable=True),
     Check("systemd", "a systemd manager can run the unit", h.check_systemd, forceable=True),
-    Check("known-bad", "the recipe's known-bad combinations on this host", h.check_known_bad, forceable=True),
+    Check("kernel-module", "the NVIDIA kernel module's flavour suits the GPUs (Blackwell: open)",
+          k.check_kernel_module, forceable=True),
+    Check("image-cuda", "the image's CUDA is not newer than the driver's", k.check_image_cuda, forceable=True),
+    Check("pcie-link", "the chosen GPUs' PCIe links run at their full width", k.check_pcie_link, forceable=True),
+    Check("pcie-acs", "no ACS redirect on a PCIe switch port between the chosen GPUs", k.check_pcie_acs,
+          forceable=True),
+    Check("iommu", "the IOMMU passes the chosen GPUs' peer-to-peer traffic through", k.check_iommu,
+          forceable=True),
+    Check("gpu-xid", "no Xid errors since boot on the chosen GPUs", k.check_gpu_xid, forceable=True),
+    Check("known-bad", "known-bad combinations (rigctl's table and the recipe's) on this host and image",
+          k.check_known_bad, forceable=True),
 )
 
 DEEP_IDS = ("gpu-allreduce",)
