@@ -239,3 +239,20 @@ def test_impossible_link_facts_are_refused(where: str, change: dict[str, Any], f
     target.update(change)
     with pytest.raises(InvalidInputError, match=field):
         facts_from_json(data, "x.json")
+
+
+def test_refresh_probes_gpus_and_ports_again_and_keeps_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What swap plans TO on once FROM stopped: the ports and GPUs as they are now, podman as gathered."""
+    from rigctl.host import gather
+    from rigctl.host.facts import GpuInventory, PodmanFacts, Ports
+
+    old = HostFacts(gpu=GpuInventory(available=False, error="before"), podman=PodmanFacts(installed=True,
+                    version="5.4.2"), ports=Ports(), probe_errors={"ports": "stale", "podman": "kept"})
+    calls: list[str] = []
+    monkeypatch.setattr(gather, "_probe_gpus", lambda *_: calls.append("gpu") or GpuInventory(available=False,
+                                                                                              error="now"))
+    monkeypatch.setattr(gather.probes, "probe_ports", lambda **_: calls.append("ports") or Ports())
+    new = gather.refresh_facts(old, owners_of=[8000])
+    assert sorted(calls) == ["gpu", "ports"]
+    assert new.gpu.error == "now" and new.podman == old.podman
+    assert new.probe_errors == {"podman": "kept"}

@@ -49,7 +49,7 @@ from rigctl.deploy.warmup import WarmupProgress
 from rigctl.errors import DeployError, RigctlError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.facts import GIB, MIB, Gpu, HostFacts
-from rigctl.host.gather import facts_for_recipe
+from rigctl.host.gather import facts_for_recipe, refresh_facts
 from rigctl.host.procfs import process_tree
 from rigctl.host.quadlet import find_quadlet
 from rigctl.places import Dirs, Scope, container_service
@@ -532,10 +532,13 @@ class HostSwapDeploy:
         self.canary = canary  # None: canaries are left alone (nothing of theirs to touch here)
         self.force, self.gpus = tuple(force), list(gpus) if gpus else None
         self.on_progress, self.on_stage = on_progress, on_stage  # each warmup's progress, as `up` reports it
+        self._gathered: dict[str, HostFacts] = {}  # by side: the facts its preflight gathered
 
     def preflight(self, side: Side, *, freed_gpus: Sequence[str], freed_port: int | None,
                   freed_pids: Collection[int] | None = None) -> Plan:
-        facts = free_facts(facts_for_recipe(side.recipe, scope=self.scope), freed_gpus, freed_port, freed_pids)
+        gathered = facts_for_recipe(side.recipe, scope=self.scope)
+        self._gathered[side.name] = gathered
+        facts = free_facts(gathered, freed_gpus, freed_port, freed_pids)
         return make_plan(side.recipe, facts, scope=self.scope, force=self.force, gpus=self.gpus)
 
     def holders(self, side: Side) -> set[int] | None:
@@ -552,8 +555,14 @@ class HostSwapDeploy:
                     gpu=a.gpu, clock=a.clock)
 
     def up(self, side: Side) -> UpResult:
-        """Planned again on the facts as they are now, FROM stopped: what is installed is what was judged."""
-        plan = plan_here(side.recipe, self.scope, force=self.force, gpus=self.gpus)
+        """Planned again on the facts as they are now, FROM stopped: what is installed is what was judged. The
+        GPUs and ports are probed again; the rest is what this swap's preflight gathered moments ago."""
+        gathered = self._gathered.get(side.name)
+        if gathered is None:
+            plan = plan_here(side.recipe, self.scope, force=self.force, gpus=self.gpus)
+        else:
+            facts = refresh_facts(gathered, owners_of=[side.recipe.publish.port])
+            plan = make_plan(side.recipe, facts, scope=self.scope, force=self.force, gpus=self.gpus)
         return up(plan, recipe_source=side.source, adapters=self.adapters, dirs=self.dirs,
                   options=UpOptions(verify=True), on_progress=self.on_progress, on_stage=self.on_stage)
 

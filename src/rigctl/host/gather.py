@@ -26,6 +26,7 @@ from rigctl.host.facts import (
     PodmanFacts,
     Ports,
     Shm,
+    StackFacts,
     SystemdFacts,
     facts_body,
 )
@@ -33,6 +34,7 @@ from rigctl.host.licenses import read_acceptances
 from rigctl.host.nvml import probe_gpus
 from rigctl.host.nvml_lib import NvmlLib
 from rigctl.host.receipts import read_receipts
+from rigctl.host.stack import probe_stack
 from rigctl.invocation import current
 from rigctl.places import Scope
 from rigctl.recipe.model import Recipe, SpecDraft
@@ -114,6 +116,7 @@ def gather_facts(
     gpu = guarded("gpu", f_gpu, lambda: GpuInventory(available=False, error="probe crashed"))
     # the CDI probe needs the driver version to find the driver's install time
     f_cdi = _Probe(probes.probe_cdi, gpu.driver_version, cdi_dirs)
+    f_stack = _Probe(probe_stack, gpu)  # the GPUs' bus ids say whose PCIe path to read
     path_facts = [guarded(f"path {p}", f, functools.partial(PathProbe, path=p, exists=False, error="probe crashed"))
                   for p, f in zip(wanted, f_paths, strict=True)]
     facts = HostFacts(
@@ -127,6 +130,7 @@ def gather_facts(
         cdi=guarded("cdi", f_cdi, Cdi),
         systemd=guarded("systemd", f_systemd, lambda: SystemdFacts(system_manager=False, user_manager=False)),
         ports=guarded("ports", f_ports, Ports),
+        stack=guarded("stack", f_stack, lambda: StackFacts(error="probe crashed")),
     )
     records, problem = read_acceptances()
     if problem:
@@ -163,6 +167,21 @@ def load_inventory(path: str | Path) -> HostFacts:
     bounded nesting, then the facts model (which refuses impossible values)."""
     data = load_json(path, limit=INVENTORY_LIMIT, fix=CAPTURE_FIX)
     return facts_from_json(data, str(path))
+
+
+def refresh_facts(facts: HostFacts, *, owners_of: Collection[int] | None = None) -> HostFacts:
+    """``facts`` with what a stopped service changes probed again (the GPUs through NVML, the listening
+    ports) and the rest kept: podman, its images, CDI, systemd and the paths do not change when a unit stops."""
+    f_gpu = _Probe(_probe_gpus, None, None)
+    f_ports = _Probe(probes.probe_ports, owners_of=owners_of)
+    errors = {k: v for k, v in facts.probe_errors.items() if k not in ("gpu", "ports")}
+    update: dict[str, Any] = {}
+    for section, probe in (("gpu", f_gpu), ("ports", f_ports)):
+        try:
+            update[section] = probe.result()
+        except Exception as exc:  # as in gather_facts: reported, the old section kept
+            errors[section] = f"{type(exc).__name__}: {exc}"
+    return facts.model_copy(update={**update, "probe_errors": errors})
 
 
 def _probe_gpus(nvml: NvmlLib | None, early: EarlyProbes | None) -> GpuInventory:
