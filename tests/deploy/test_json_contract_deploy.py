@@ -51,6 +51,7 @@ SERVICE_KEYS = frozenset({
     "gpu_memory",  # #22: per GPU, the memory the plan gives the engine beside what it holds (None: no NVML)
     "restart_policy_from",  # #20: the manager, or the unit file when the manager did not answer
     "memory",  # #32: the memory plan against the last ready boot's receipt
+    "host_drift",  # #34: the host against the facts the deployment was planned on (None: none kept)
 })
 LAST_EXIT_KEYS = frozenset({"said", "status", "how", "at", "phase", "source"})
 HEALTH_WORDS = frozenset({"ready", "down", "unknown", "starting", "restarting"})  # or "unhealthy (<why>)"

@@ -31,7 +31,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rigctl.errors import DeploymentNotFoundError, InvalidInputError, LockHeldError
 from rigctl.invocation import current
@@ -42,6 +42,9 @@ from rigctl.util import safefs
 from rigctl.util.jsonfile import JsonFileError, parse_json
 from rigctl.util.safefs import check_name, kind_of, open_error, own_dir, refuse
 from rigctl.util.text import LINE_LIMIT, clip, printable
+
+if TYPE_CHECKING:
+    from rigctl.host.facts import HostFacts
 
 RECORD_VERSION = 1
 SUFFIX = ".json"
@@ -101,6 +104,63 @@ def check_unit_name(unit: str) -> str:
     return unit
 
 
+PLANNED_TEXT_MAX = 256  # each planned-on fact is a version or a digest: longer is a damaged record
+PLANNED_LIST_MAX = 16
+
+
+@dataclass
+class PlannedHost:
+    """The host facts a deployment was planned on, kept in its record so `doctor` and `status` can say when the
+    host under a running engine changed (a driver upgraded, a CDI spec left for an older driver). None: the
+    fact was unknown at planning."""
+
+    driver_version: str | None = None
+    cuda_version: str | None = None  # the driver's CUDA, "13.0"
+    module_flavour: str | None = None  # open | proprietary
+    module_version: str | None = None
+    cdi_driver_versions: list[str] = field(default_factory=list)  # the versions the NVIDIA CDI specs name
+    image_digest: str | None = None
+
+    def problems(self) -> list[str]:
+        texts = [v for v in (self.driver_version, self.cuda_version, self.module_flavour, self.module_version,
+                             self.image_digest) if v is not None] + list(self.cdi_driver_versions)
+        out = []
+        if len(self.cdi_driver_versions) > PLANNED_LIST_MAX:
+            out.append(f"planned_on.cdi_driver_versions: more than {PLANNED_LIST_MAX}")
+        if any(len(t) > PLANNED_TEXT_MAX or not t.isprintable() for t in texts):
+            out.append(f"planned_on: a value longer than {PLANNED_TEXT_MAX} characters or not printable")
+        return out
+
+
+def planned_host(facts: HostFacts, image_digest: str) -> PlannedHost:
+    """What of ``facts`` a deployment keeps (``PlannedHost``)."""
+    from rigctl.host.cdi import nvidia_specs  # noqa: PLC0415 - only when a deployment is recorded
+
+    module = facts.stack.kernel_module
+    versions = sorted({v for spec in nvidia_specs(facts.cdi) for v in spec.driver_versions if v})
+    return PlannedHost(driver_version=facts.gpu.driver_version, cuda_version=facts.gpu.cuda_version,
+                       module_flavour=module.flavour, module_version=module.version,
+                       cdi_driver_versions=versions[:PLANNED_LIST_MAX], image_digest=image_digest or None)
+
+
+def host_drift(planned: PlannedHost, now: PlannedHost) -> list[str]:
+    """How the host ``now`` differs from what a deployment was planned on, one phrase each; a fact unknown on
+    either side is no drift. The image digest is the record's own, compared by the caller where it matters."""
+    out = []
+    pairs = (("driver", planned.driver_version, now.driver_version), ("CUDA", planned.cuda_version, now.cuda_version),
+             ("kernel module", planned.module_flavour, now.module_flavour),
+             ("kernel module version", planned.module_version, now.module_version))
+    for name, then, current_value in pairs:
+        if then is not None and current_value is not None and then != current_value:
+            out.append(f"{name} {then} when planned, {current_value} now")
+    if now.driver_version and now.cdi_driver_versions and now.driver_version not in now.cdi_driver_versions:
+        out.append(f"the CDI spec names driver {', '.join(now.cdi_driver_versions)}, the loaded one is "
+                   f"{now.driver_version}")
+    if planned.image_digest and now.image_digest and planned.image_digest != now.image_digest:
+        out.append(f"image {planned.image_digest[:19]}... when planned, {now.image_digest[:19]}... now")
+    return out
+
+
 @dataclass
 class DeploymentRecord:
     recipe: str
@@ -132,6 +192,9 @@ class DeploymentRecord:
     # the memory plan against the last ready boot's receipt (``deploy.memory.after_boot``); read through
     # ``deploy.memory.view``
     memory: dict[str, Any] | None = None
+    # the host facts it was planned on (#34): doctor and status compare the host with them; None in records of
+    # an older rigctl
+    planned_on: PlannedHost | None = None
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -158,6 +221,8 @@ class DeploymentRecord:
         plain = "\0" not in self.unit_dir and os.path.normpath(self.unit_dir) == self.unit_dir
         if not plain or not os.path.isabs(self.unit_dir):
             out.append(f"unit_dir {clip(self.unit_dir)} is not a plain absolute directory")
+        if self.planned_on is not None:
+            out += self.planned_on.problems()
         return out
 
 

@@ -115,6 +115,9 @@ class ServiceStatus:
     restart_policy_from: str = "manager"
     # the memory plan against the last ready boot's receipt (deploy.memory.view): planned, receipt, disagrees
     memory: dict[str, Any] | None = None
+    # how the host differs from what the deployment was planned on (driver, kernel module, CDI spec, image:
+    # deploy.drift); [] when it does not, None when its record keeps no planned facts
+    host_drift: list[str] | None = None
 
     @property
     def failing(self) -> bool:
@@ -345,7 +348,16 @@ def describe(
         last_exit=jsonable(exit_) if exit_ is not None else None,
         gpu_memory=memory_plan(record, pids, gpu), restart_policy_from=said_by,
         memory=_memory(record),
+        host_drift=_drift(record, digest),
     )
+
+
+def _drift(record: records.DeploymentRecord | None, digest: str | None) -> list[str] | None:
+    if record is None or record.planned_on is None:
+        return None  # nothing to compare with: the host is not read
+    from rigctl.deploy.drift import drift_of, host_now  # noqa: PLC0415 - only for records that keep the facts
+
+    return drift_of(record, host_now(), digest)
 
 
 def _memory(record: records.DeploymentRecord | None) -> dict[str, Any] | None:

@@ -231,18 +231,20 @@ def _up(
     if on_stage is not None:
         on_stage(f"render (podman {fmt(plan.podman_version)})")
     files = {f.name: f.text for f in plan.rendered.files}
+    planned_on = None if plan.facts is None else records.planned_host(plan.facts, recipe.image_digest)
     return install_and_start(recipe, files, result, recipe_source=recipe_source, quadlet=plan.quadlet_path,
                              adapters=adapters, dirs=dirs, options=options, on_progress=on_progress,
-                             on_stage=on_stage)
+                             on_stage=on_stage, planned_on=planned_on)
 
 
 def install_and_start(
     recipe: Recipe, files: dict[str, str], result: UpResult, *, recipe_source: str, quadlet: str | None,
     adapters: Adapters, dirs: Dirs, options: UpOptions, on_progress: Callable[[WarmupProgress], None] | None = None,
-    on_stage: Callable[[str], None] | None = None,
+    on_stage: Callable[[str], None] | None = None, planned_on: records.PlannedHost | None = None,
 ) -> UpResult:
     """Install ``files`` (name -> text) and bring their unit to ready and verified. Identical files are
-    left alone, and a healthy unit then is too (``unchanged``); `swap` restores a unit through here."""
+    left alone, and a healthy unit then is too (``unchanged``); `swap` restores a unit through here.
+    ``planned_on``: the host facts the plan was made on, kept in the record (None: none kept)."""
     def stage(text: str) -> None:
         if on_stage is not None:
             on_stage(text)
@@ -252,7 +254,7 @@ def install_and_start(
     checks = EarlyChecks(recipe) if options.verify else None
     result = _install_and_run(recipe=recipe, recipe_source=recipe_source, files=files, result=result,
                               quadlet=quadlet, adapters=adapters, dirs=dirs, options=options, stage=stage,
-                              on_progress=on_progress, checks=checks)
+                              on_progress=on_progress, checks=checks, planned_on=planned_on)
     if result.ok and checks is not None:
         stage("verify: smoke and repetition")
         _verify(recipe, result, checks.report())
@@ -325,6 +327,7 @@ def _install_and_run(
     *, recipe: Recipe, recipe_source: str, files: dict[str, str], result: UpResult, quadlet: str | None,
     adapters: Adapters, dirs: Dirs, options: UpOptions, stage: Callable[[str], None],
     on_progress: Callable[[WarmupProgress], None] | None, checks: EarlyChecks | None = None,
+    planned_on: records.PlannedHost | None = None,
 ) -> UpResult:
     systemd, clock = adapters.systemd, adapters.clock
     unit = result.unit
@@ -345,6 +348,7 @@ def _install_and_run(
             # the recipe as deployed: the canary, `verify NAME` and `swap` re-check it from here, wherever the
             # command runs and whatever became of the file since
             recipe_sha256=records.file_sha256(recipe_source), recipe_deployed=recipe.model_dump(mode="json"),
+            planned_on=planned_on,
         )
         records.save(dirs.state, record)
         if installed.changed or before.load != "loaded":

@@ -8,18 +8,21 @@ are asked only for doctor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rigctl.adapters.systemd import Systemd, UnitState
-from rigctl.errors import CommandError
+from rigctl.deploy.drift import host_now
+from rigctl.deploy.state import PlannedHost, all_records
+from rigctl.errors import CommandError, InvalidInputError
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
 from rigctl.host.facts import Cdi, CdiSpec
 from rigctl.host.probes import IMAGE_REF, local_image_digests, probe_cdi
 from rigctl.host.quadlet import find_quadlet
 from rigctl.host.unit import Unit
 from rigctl.host.unitfile import UnitParseError
-from rigctl.places import Scope
+from rigctl.places import Scope, state_dir
 from rigctl.recipe.reference import pinned
 
 
@@ -51,6 +54,10 @@ class DoctorFacts:
     # unit file path -> its service as its manager runs it; a unit not here was not asked about (--path, a
     # manager doctor cannot reach, another user's)
     live: Mapping[str, LiveUnit] = field(default_factory=dict)
+    # unit file path -> (recipe, the host facts its deployment was planned on), from the deployment records;
+    # ``now``: this host's side (deploy.drift.host_now), None where it was not read
+    planned: Mapping[str, tuple[str, PlannedHost]] = field(default_factory=dict)
+    now: PlannedHost | None = None
 
     @property
     def cdi_specs(self) -> list[CdiSpec]:
@@ -70,11 +77,29 @@ def local_facts(units: Sequence[Unit], *, driver_file: str = DRIVER_VERSION_FILE
                 cdi_dirs: Sequence[str] = CDI_DIRS) -> DoctorFacts:
     version, source = probe_driver(driver_file)
     scopes = sorted({u.scope for u in units if u.kind == "container" and u.scope != "path"})
+    planned = planned_facts(Scope(s) for s in sorted({u.scope for u in units if u.scope != "path"}))
     return DoctorFacts(
         driver_version=version, driver_source=source, cdi=probe_cdi(version, cdi_dirs),
         quadlet={scope: find_quadlet(Scope(scope)) for scope in scopes},
         image_digests=local_image_digests(unpinned_images(units)),
+        planned=planned, now=host_now(driver_file=driver_file, cdi_dirs=cdi_dirs) if planned else None,
     )
+
+
+def planned_facts(scopes: Iterable[Scope]) -> dict[str, tuple[str, PlannedHost]]:
+    """Unit file path -> (recipe, planned-on facts) of every readable deployment record of ``scopes`` that keeps
+    them; a record that cannot be read is status's and down's to report, not drift's."""
+    out: dict[str, tuple[str, PlannedHost]] = {}
+    for scope in scopes:
+        try:
+            found = all_records(state_dir(scope))
+        except (InvalidInputError, OSError):
+            continue
+        for record in found:
+            if record.planned_on is not None:
+                out.update({os.path.join(record.unit_dir, name): (record.recipe, record.planned_on)
+                            for name in record.unit_files})
+    return out
 
 
 def unpinned_images(units: Sequence[Unit]) -> list[str]:

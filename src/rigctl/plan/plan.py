@@ -155,6 +155,7 @@ class Plan:
     rendered: RenderedUnits | None = None
     render_failure: RigctlError | None = None
     notes: list[str] = field(default_factory=list)
+    facts: HostFacts | None = None  # what it was planned on: `up` keeps the host's part in the record (drift)
 
     @property
     def ok(self) -> bool:
@@ -247,7 +248,7 @@ def make_plan(
     if target.podman is None:
         notes.append(f"podman not found on the host: the unit is rendered for podman {fmt(DEFAULT_PODMAN)}")
     recipe = _pinned(recipe, report, notes)
-    plan = Plan(recipe, scope, report, target.podman or DEFAULT_PODMAN, notes=notes)
+    plan = Plan(recipe, scope, report, target.podman or DEFAULT_PODMAN, notes=notes, facts=facts)
     plan.quadlet_version, plan.quadlet_path = target.quadlet, target.quadlet_path
     placement = place_gpus(recipe, facts, gpus, choice=report.choice)  # the rule `render` pins them by
     plan.gpu_ids = placement.ids if placement.ids is not None else report.choice.unit_ids

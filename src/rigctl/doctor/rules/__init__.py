@@ -59,6 +59,11 @@ HOST_RULES: tuple[HostRule, ...] = (
              host.quadlet_missing,
              "a .container file does nothing without the quadlet generator: systemd never sees a service for "
              "it, and nothing says so (Debian 12's podman 4.3 ships none)"),
+    HostRule("host-drift", Severity.WARN, "the host changed under a deployment since it was planned",
+             host.host_drift,
+             "a driver upgraded, a kernel module swapped or a CDI spec left for an older driver under a running "
+             "engine shows only at its next restart, as a container that does not start or an engine that fails "
+             "at its first kernel"),
 )
 
 REGISTRY: tuple[UnitRule | HostRule, ...] = (*UNIT_RULES, *HOST_RULES)

@@ -5,7 +5,9 @@ driver (by ``rigctl.host.cdi.stale``, preflight's rule), and the quadlet generat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from rigctl.deploy.state import host_drift as changes_since
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules.context import HostHit, RuleContext
 from rigctl.host.cdi import CDI_DIRS, nvidia_specs, stale
@@ -63,5 +65,29 @@ def quadlet_missing(units: Sequence[RuleContext], facts: DoctorFacts) -> list[Ho
                 "service, so it does not run",
                 "install podman 4.4 or later (it ships quadlet as podman-system-generator and "
                 f"podman-user-generator), then `systemctl{' --user' if scope == 'user' else ''} daemon-reload`",
+            ))
+    return hits
+
+
+def host_drift(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:
+    """The host under a deployment no longer matches what it was planned on (#34): the engine runs on a
+    driver, module or CDI spec it was not checked against, and its next restart meets them."""
+    if facts.now is None:
+        return []
+    hits: list[HostHit] = []
+    for ctx in units:
+        found = facts.planned.get(ctx.unit.path)
+        if found is None:
+            continue
+        recipe, planned = found
+        digest = ctx.spec.image.partition("@")[2] if ctx.spec.image and "@" in ctx.spec.image else None
+        now = replace(facts.now, image_digest=digest)
+        changes = changes_since(planned, now)
+        if changes:
+            hits.append(HostHit(
+                ctx.unit.path, f"the host changed since {recipe} was planned: {'; '.join(changes)}",
+                f"check it against the host as it is now (`rigctl preflight {recipe}`), then `rigctl up {recipe}` "
+                "to deploy and record it again; a CDI spec for another driver: regenerate it "
+                f"(`{_GENERATE}/etc/cdi/nvidia.yaml`)",
             ))
     return hits
