@@ -105,6 +105,21 @@ def state_dir(scope: Scope) -> Path:
 ENGINE_LOG_SUBDIR = "rigctl/logs"
 
 
+# The engine's caches (torch.compile, Triton, FlashInfer autotune) outlive its container the same way: the unit
+# names a directory per image digest and GPU under the manager's cache directory (CacheDirectory=, %C) and
+# mounts it at ENGINE_CACHE_MOUNT.
+ENGINE_CACHE_SUBDIR = "rigctl/engine-cache"
+ENGINE_CACHE_MOUNT = "/var/cache/rigctl-engine"
+
+
+def engine_cache_root(scope: Scope, manager_env: dict[str, str] | None = None) -> Path:
+    """Where ``scope``'s manager keeps the engine caches (%C/ENGINE_CACHE_SUBDIR)."""
+    if scope == Scope.SYSTEM:
+        return Path("/var/cache") / ENGINE_CACHE_SUBDIR
+    base = named_dir(manager_env or {}, "XDG_CACHE_HOME") or current().cache_home
+    return base / ENGINE_CACHE_SUBDIR
+
+
 def engine_log(scope: Scope, unit: str, manager_env: dict[str, str] | None = None) -> Path:
     """The engine log of ``unit`` (``NAME.service``). ``manager_env``: the user manager's environment,
     when it could be asked (it decides %S, and may differ from this shell's); else this login's."""

@@ -51,7 +51,8 @@ Options (each also readable from the environment variable named in brackets)
                               "Starting vLLM API server on http://HOST:PORT" comes when the engine is ready.
                               Its memory lines take FAKE_VLLM_WEIGHTS_GIB (15.26), FAKE_VLLM_KV_GIB (52.1),
                               FAKE_VLLM_KV_TOKENS (379392) and FAKE_VLLM_GRAPHS_GIB (0.52); the concurrency line
-                              counts requests of --max-model-len tokens
+                              counts requests of --max-model-len tokens. FAKE_VLLM_COMPILE_SECONDS: a
+                              torch.compile step that long unless $VLLM_CACHE_ROOT holds its artifact
   --die-during-warmup-after S [FAKE_VLLM_DIE_AFTER] exit during warmup after S seconds ...
   --exit-code N               [FAKE_VLLM_EXIT_CODE] ... with this status (default 1) ...
   --die-message TEXT          [FAKE_VLLM_DIE_MESSAGE] ... after printing this line to stderr
@@ -93,6 +94,7 @@ import time
 import uuid
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 MODES = {"healthy", "word-salad", "nondeterministic", "drift", "context-loss", "crash-under-load", "runaway", "hang",
          "cut-off", "engine-dead"}
@@ -757,13 +759,40 @@ def boot_lines(args: argparse.Namespace) -> list[tuple[str, str]]:
     return lines
 
 
+def compile_step() -> float:
+    """torch.compile as a warm cache changes it: with FAKE_VLLM_COMPILE_SECONDS > 0, a cold cache
+    ($VLLM_CACHE_ROOT without this engine's artifact) costs that many seconds and leaves the artifact there;
+    a warm one loads it at once. Returns the seconds spent."""
+    seconds = env_number("FAKE_VLLM_COMPILE_SECONDS", 0.0)
+    root = os.environ.get("VLLM_CACHE_ROOT")
+    if seconds <= 0:
+        return 0.0
+    artifact = Path(root or "/nonexistent") / "torch_compile_cache" / "fake-engine" / "rank_0_0" / "artifact.bin"
+    stamp = time.strftime('%m-%d %H:%M:%S')
+    if artifact.is_file():
+        log(f"INFO {stamp} [backends.py:1] Directly load the compiled graph(s) for dynamic shape from the cache, "
+            "took 0.05 s")
+        return 0.0
+    log(f"INFO {stamp} [backends.py:1] torch.compile: compiling for dynamic shape (cache {root or 'none'})")
+    time.sleep(seconds)
+    if root:
+        artifact.parent.mkdir(parents=True, exist_ok=True)
+        artifact.write_bytes(b"\0" * 65536)
+    log(f"INFO {time.strftime('%m-%d %H:%M:%S')} [backends.py:2] Compiling a graph for dynamic shape takes "
+        f"{seconds:.2f} s")
+    return seconds
+
+
 def warm_up(state: State) -> None:
-    """Print vLLM-like boot phases over --warmup-seconds, then open the gate (or die, if told to)."""
+    """Print vLLM-like boot phases over --warmup-seconds, then open the gate (or die, if told to); a cold
+    compile cache adds its seconds after the weights (``compile_step``)."""
     args = state.args
     total = args.warmup_seconds
     start = time.monotonic()
     phases = boot_lines(args)
     for i, (source, phase) in enumerate(phases):
+        if phase.startswith("Memory profiling"):  # vLLM compiles in its profile run
+            start += compile_step()
         due = start + total * (i + 1) / (len(phases) + 1)
         while time.monotonic() < due:
             if 0 <= args.die_during_warmup_after <= time.monotonic() - start:

@@ -84,7 +84,7 @@ def generate(quadlet: str) -> Generate:
 # split into words (double/single quotes, C escapes), a lone ";" separates commands, and each word
 # then gets environment substitution ($$ is a literal $, ${NAME} or $NAME expand).
 
-SPECIFIERS = {"t": "<RUNTIME>", "N": "<UNIT>", "n": "<UNIT>.service", "S": "<STATE>"}
+SPECIFIERS = {"t": "<RUNTIME>", "N": "<UNIT>", "n": "<UNIT>.service", "S": "<STATE>", "C": "<CACHE>"}
 _SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
                    "\\": "\\", '"': '"', "'": "'", "s": " "}
 

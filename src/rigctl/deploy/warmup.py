@@ -40,6 +40,7 @@ class Phase(StrEnum):
     STARTING = "starting"
     PULLING = "pulling image"
     LOADING = "loading weights"
+    COMPILING = "compiling"
     PROFILING = "profiling memory"
     GRAPHS = "graph capture"
     WARMUP = "warmup"
@@ -52,9 +53,10 @@ _PHASE_PATTERNS: list[tuple[Phase, re.Pattern[str]]] = [
     (Phase.PULLING, re.compile(r"Trying to pull|Copying (blob|config)|Pulling (fs layer|image)", re.I)),
     (Phase.LOADING, re.compile(r"Loading (safetensors )?checkpoint shards|Loading (model|weights)|"
                                r"load_model|Model loading took", re.I)),
+    # torch.compile, kernel autotuning and a compile cache's hit: the part a warm engine cache shortens
+    (Phase.COMPILING, re.compile(r"torch\.compile|Compiling a graph|compiled graph|autotun", re.I)),
     (Phase.PROFILING, re.compile(r"Memory profiling|profil(e|ing) run|KV cache", re.I)),
-    (Phase.GRAPHS, re.compile(r"Capturing (CUDA )?graph|graph captur|cudagraph|torch\.compile|compil(ing|ed) graph",
-                              re.I)),
+    (Phase.GRAPHS, re.compile(r"Capturing (CUDA )?graph|graph captur|cudagraph", re.I)),
     (Phase.WARMUP, re.compile(r"warm(ing)?[ -]?up", re.I)),
     (Phase.SERVING, re.compile(r"Starting vLLM API server|Uvicorn running|Application startup complete|"
                                r"Started server process", re.I)),

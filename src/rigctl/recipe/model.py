@@ -484,6 +484,10 @@ class Container(Strict):
     publish: Publish | None = None
     init: bool = True
     extra_podman_args: list[UnitStr] = Field(default_factory=empty_list)
+    engine_cache: bool = Field(
+        default=True, description="keep the engine's compile and autotune caches (vLLM, torch inductor, Triton, "
+                                  "FlashInfer) in a directory per image digest and GPU that outlives the "
+                                  "container, so a restart is warm")
 
     @model_validator(mode="after")
     def _ipc_and_shm(self) -> Container:

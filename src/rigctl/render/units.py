@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rigctl.errors import UsageError
-from rigctl.places import ENGINE_LOG_SUBDIR, Scope, quadlet_service
+from rigctl.places import ENGINE_CACHE_MOUNT, ENGINE_CACHE_SUBDIR, ENGINE_LOG_SUBDIR, Scope, quadlet_service
 from rigctl.podman_args import nvidia_device
 from rigctl.podman_versions import (
     CIDFILE_CLEANED,
@@ -162,6 +162,38 @@ def _merge_env(recipe: Recipe, derived: Mapping[str, str]) -> list[tuple[str, st
                 fix=f"remove {secret.env} from {origin[secret.env]}",
             )
     return list(merged.items())
+
+
+# Where each engine keeps what it compiles and tunes, under the cache mount: vLLM's own root (its torch.compile
+# artifacts), torch inductor's and Triton's kernels, FlashInfer's JIT and autotune results, and XDG_CACHE_HOME
+# for the rest (Hugging Face modules, cuBLAS/NCCL tuning files that follow it).
+CACHE_ENV = {  # by engine.kind (the recipe model is not imported here: see _environment)
+    "vllm": ("VLLM_CACHE_ROOT", "vllm"),
+    "sglang": ("SGLANG_CACHE_DIR", "sglang"),
+}
+COMMON_CACHE_ENV = (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"),
+                    ("FLASHINFER_WORKSPACE_BASE", "flashinfer"), ("XDG_CACHE_HOME", "xdg"))
+
+
+def engine_cache_key(recipe: Recipe) -> str | None:
+    """The engine cache's directory name: the image digest and the GPU it compiles for (the recipe's first
+    accepted product, else its compute capability), so a new image or card starts from empty; None where
+    the recipe keeps no cache (``container.engine_cache: false``, or an engine with nothing to keep)."""
+    if not recipe.container.engine_cache or str(recipe.engine.kind) not in CACHE_ENV:
+        return None
+    gpus = recipe.gpus
+    target = gpus.products[0] if gpus.products else (gpus.compute_capability[0] if gpus.compute_capability else
+                                                     ("gpu" if gpus.count else "cpu"))
+    slug = re.sub(r"[^a-z0-9]+", "-", target.lower())[:64].strip("-") or "gpu"
+    return f"{recipe.image_digest.removeprefix('sha256:')[:16]}-{slug}"
+
+
+def _cache_env(recipe: Recipe, env: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The cache variables the recipe does not set itself (a recipe's own choice wins)."""
+    own = {name for name, _ in env}
+    engine_var = CACHE_ENV[str(recipe.engine.kind)]
+    wanted = [engine_var, *COMMON_CACHE_ENV]
+    return [(name, f"{ENGINE_CACHE_MOUNT}/{sub}") for name, sub in wanted if name not in own]
 
 
 def gpu_devices(recipe: Recipe, gpu_ids: Sequence[str] | None, notes: list[Note]) -> list[str]:
@@ -373,6 +405,12 @@ def render_units(
                               fix="use a plain key such as example.com/owner")
         labels.append((key, value))
 
+    env = list(process.env)
+    volumes = [_volume(v.host, v.container, v.read_only, v.selinux_relabel) for v in container.volumes]
+    cache_key = engine_cache_key(recipe)
+    if cache_key is not None:
+        env += _cache_env(recipe, env)
+
     file_name = f"{recipe.container_name}.container"
     context: dict[str, Any] = {
         "file_name": file_name,
@@ -384,9 +422,9 @@ def render_units(
         "container_name": recipe.container_name,
         "entrypoint": entrypoint,
         "exec_args": process.args,
-        "env": process.env,
+        "env": env,
         "secrets": secrets,
-        "volumes": [_volume(v.host, v.container, v.read_only, v.selinux_relabel) for v in container.volumes],
+        "volumes": volumes,
         "publish": _publish(recipe),
         "devices": devices,
         "shm_size": shm_size,
@@ -397,6 +435,8 @@ def render_units(
         "stop_timeout": stop_timeout,
         "podman_args": podman_args,
         "engine_log_subdir": ENGINE_LOG_SUBDIR,
+        "engine_cache": f"{ENGINE_CACHE_SUBDIR}/{cache_key}" if cache_key is not None else None,
+        "engine_cache_mount": ENGINE_CACHE_MOUNT,
         "service": {
             "restart": recipe.service.restart,
             "restart_sec": recipe.service.restart_sec,
