@@ -343,7 +343,8 @@ def test_checks_lists_every_registry() -> None:
     doc = as_json(rigctl("checks", "--json"), "checks", True)
     listed: dict[str, set[str]] = {}
     for check in doc["checks"]:
-        assert set(check) == {"id", "kind", "summary", "about", "severity", "force", "fixes", "source"}
+        assert set(check) == {"id", "kind", "summary", "about", "severity", "force", "fixes", "source", "table"}
+        assert (check["table"] is not None) == (check["id"] == "known-bad"), check["id"]
         assert check["summary"], check
         listed.setdefault(check["kind"], set()).add(check["id"])
     assert listed == registry_ids()
@@ -369,6 +370,34 @@ def test_explain_says_what_a_check_guards_and_how_to_fix_it() -> None:
     assert "`--force shm` turns its fail into a warning" in rigctl("explain", "shm").stdout
     license_ = as_json(rigctl("explain", "license", "--json"), "explain", True)["checks"][0]
     assert license_["force"] is False
+
+
+def test_checks_and_explain_list_the_bundled_known_bad_rows() -> None:
+    """#34: the known-bad table is data rigctl ships; before, `checks` and `explain known-bad` named none of
+    its rows, and the check's "why" spoke of the recipe's rows alone."""
+    shipped = yaml.safe_load((Path(__file__).resolve().parents[2] / "src" / "rigctl" / "preflight"
+                              / "known_bad.yaml").read_text(encoding="utf-8"))["rows"]
+    assert shipped
+    for args in (("checks",), ("explain", "known-bad")):
+        done = rigctl(*args, env={"COLUMNS": "200"})
+        assert done.returncode == 0, done.stderr
+        said = " ".join(done.stdout.split())  # explain wraps at 120 whatever COLUMNS says
+        for row in shipped:
+            assert f"- {row['id']} ({row.get('severity', 'fail')})" in said
+            for text in (row["error"], row["fix"], row["source"], row["problem"]):
+                assert " ".join(text.split()) in said, (args, text)
+        assert "extended by a recipe's own known_issues.bad_combinations rows" in said
+    (check,) = as_json(rigctl("explain", "known-bad", "--json"), "explain", True)["checks"]
+    table = check["table"]
+    assert [r["id"] for r in table["rows"]] == [r["id"] for r in shipped]
+    for mine, theirs in zip(table["rows"], shipped, strict=True):
+        assert {k: mine[k] for k in ("error", "fix", "source")} == {k: theirs[k] for k in ("error", "fix", "source")}
+    assert "known_issues.bad_combinations" in table["extended_by"]
+    assert "known_issues.bad_combinations" in check["about"] and "rigctl ships a table" in check["about"]
+    assert shipped[0]["fix"] in check["fixes"]
+    (custom,) = [r for r in table["rows"] if r["id"] == "vllm-custom-allreduce-sm12x-tp"]
+    assert custom["when"] == "engine vllm; sm 12.0/12.1; TP >= 2; unless --disable-custom-all-reduce"
+    assert "bundled row" not in rigctl("checks", "--kind", "doctor").stdout
 
 
 def test_explain_an_unknown_id_names_the_close_ones() -> None:

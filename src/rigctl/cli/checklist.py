@@ -16,7 +16,10 @@ import inspect
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rigctl.preflight.known_bad import Row
 
 KINDS = ("preflight", "verify", "doctor")
 MAX_FIXES = 6
@@ -70,8 +73,10 @@ WHY: dict[str, str] = {
             "answers at the endpoint in the engine's place",
     "systemd": "quadlet units are run by a systemd manager, the system's or the user's (with linger, to "
                "outlive the login); without one nothing starts them",
-    "known-bad": "the recipe lists combinations (driver, engine version, GPU generation) known to fail; one "
-                 "that matches here would fail the same way, after the whole boot",
+    "known-bad": "some combinations of engine, GPU generation, NCCL and settings fail on every box that has "
+                 "them (at CUDA graph capture, at the first large collective); rigctl ships a table of those "
+                 "(listed below), and a recipe's own known_issues.bad_combinations rows extend it. One that "
+                 "holds here would fail the same way, after the whole boot",
     "smoke": "a model that loads but answers wrong (a broken chat template, a wrong tokenizer, corrupt "
              "weights) passes every health check; known answers at temperature 0 catch it",
     "determinism": "at temperature 0 the same request must give the same text; when it does not, batching or "
@@ -90,6 +95,29 @@ class CheckInfo:
     force: bool | None = None  # preflight: whether `--force ID` turns its fail into a warning; None elsewhere
     fixes: list[str] = field(default_factory=list)  # the fixes it can suggest
     source: str = ""  # module.function, for whoever wants to read it
+    table: KnownBadTable | None = None  # known-bad only: the bundled rows it judges
+
+
+@dataclass(frozen=True)
+class KnownBadRow:
+    """One row of the bundled known-bad table, as ``checks`` and ``explain`` show it."""
+
+    id: str
+    severity: str
+    when: str  # the row's conditions, in words
+    problem: str  # what breaks
+    error: str | None  # what the failure prints
+    fix: str
+    source: str | None  # where it was reported
+
+
+@dataclass(frozen=True)
+class KnownBadTable:
+    rows: list[KnownBadRow]
+    extended_by: str  # where a recipe adds rows of its own
+
+
+EXTENDED_BY = "a recipe's own known_issues.bad_combinations rows, judged after these"
 
 
 def all_checks() -> list[CheckInfo]:
@@ -106,13 +134,47 @@ def _preflight() -> Iterator[CheckInfo]:
     from rigctl.preflight.registry import CHECKS  # noqa: PLC0415 - the registries load only for these commands
 
     for check in CHECKS:
+        fixes = fixes_in(check.fn, {"fail": 1, "warn": 1})
+        table = None
+        if check.id == "known-bad":  # its fixes are its rows' (its source only joins them)
+            table = known_bad_table()
+            fixes = dedupe([r.fix for r in table.rows] + ["a recipe's own row: its remedy"])
         yield CheckInfo(check.id, "preflight", check.summary, _why(check.id, check.summary, _doc(check.fn)), "fail",
-                        check.forceable, fixes_in(check.fn, {"fail": 1, "warn": 1}), _where(check.fn))
+                        check.forceable, fixes, _where(check.fn), table)
     for check_id, (summary, module_name, function) in DEEP.items():
         module = importlib.import_module(module_name)
         fn = getattr(module, function)
         yield CheckInfo(check_id, "preflight", summary, _why(check_id, summary, _doc(module)), "fail", True,
                         fixes_in(fn, {"fail": 1, "warn": 1, "Verdict": 2}), _where(fn))
+
+
+def known_bad_table() -> KnownBadTable:
+    """The bundled known-bad rows: the check's fixes are the rows' own, which its source cannot show."""
+    from rigctl.preflight.known_bad import bundled  # noqa: PLC0415
+
+    rows = [KnownBadRow(r.id, r.severity, _conditions(r), " ".join(r.problem.split()), r.error, r.fix, r.source)
+            for r in bundled()]
+    return KnownBadTable(rows, EXTENDED_BY)
+
+
+def _conditions(row: Row) -> str:
+    """A row's conditions as one line: ``vllm; sm 12.0/12.1; TP >= 2; unless --disable-custom-all-reduce``."""
+    said: list[str] = []
+    for label, values in (("family", row.families), ("format", row.checkpoint_formats),
+                          ("engine", row.engine_kinds), ("sm", row.compute_capabilities), ("NCCL", row.nccl_versions)):
+        if values is not None:
+            said.append(f"{label} {'/'.join(values)}")
+    if row.attention_backends is not None:
+        said.append("attention " + "/".join(b or "default" for b in row.attention_backends))
+    if row.engine_from is not None or row.engine_below is not None:
+        said.append("version " + (f">= {row.engine_from}" if row.engine_from else "")
+                    + (" and " if row.engine_from and row.engine_below else "")
+                    + (f"< {row.engine_below}" if row.engine_below else ""))
+    if row.min_tensor_parallel is not None:
+        said.append(f"TP >= {row.min_tensor_parallel}")
+    if row.unless_args:
+        said.append("unless " + " or ".join(row.unless_args))
+    return "; ".join(said) or "always"
 
 
 def _verify() -> Iterator[CheckInfo]:

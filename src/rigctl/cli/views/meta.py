@@ -8,11 +8,12 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rigctl.cli.views.draw import View, last_column
+from rigctl.cli.views.draw import View, last_column, prose
+from rigctl.cli.views.draw import columns as draw_columns
 from rigctl.util.text import columns, printable
 
 if TYPE_CHECKING:
-    from rigctl.cli.checklist import CheckInfo
+    from rigctl.cli.checklist import CheckInfo, KnownBadTable
     from rigctl.recipe.scaffold import NewRecipe
 
 
@@ -66,6 +67,10 @@ def checks_list(checks: Sequence[CheckInfo]) -> View:
         for c in checks:
             force = "-" if c.force is None else ("yes" if c.force else "no")
             last_column(out, f"{c.id:<{width}}  {c.kind:<9}  {force:<5}  ", c.summary)
+        for c in checks:
+            if c.table is not None:
+                out.write("\n")
+                _table(out, c.id, c.table, draw_columns(out))
         out.write(f"\n{len(checks)} checks; `rigctl explain ID` says more about one\n")
 
     return view
@@ -87,8 +92,25 @@ def explain(checks: Sequence[CheckInfo]) -> View:
                 for fix in c.fixes:
                     out.write(textwrap.fill(fix, width, initial_indent="    - ", subsequent_indent="      ") + "\n")
             _field(out, "code", c.source, width)
+            if c.table is not None:
+                _table(out, c.id, c.table, width)
 
     return view
+
+
+def _table(out: TextIO, check_id: str, table: KnownBadTable, width: int) -> None:
+    """A check's bundled table, a row to a paragraph: the table is rigctl's own data, so its words are printed
+    as they are."""
+    prose(out, f"{check_id} judges {len(table.rows)} bundled row(s), extended by {table.extended_by}:", width=width)
+    for row in table.rows:
+        out.write(f"  - {row.id} ({row.severity})\n")
+        for label, text in (("when", row.when), ("breaks", row.problem), ("error", row.error), ("fix", row.fix)):
+            if text:
+                prose(out, text, first=f"      {label + ':':<8} ", width=width)
+        if row.source:  # an address is never cut: where it does not fit beside its label, it goes under it
+            first = f"      {'source:':<8} "
+            out.write(first + row.source + "\n" if len(first) + len(row.source) <= width
+                      else f"      source:\n        {row.source}\n")
 
 
 def _severity(c: CheckInfo) -> str:
