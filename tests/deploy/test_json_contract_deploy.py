@@ -52,6 +52,7 @@ SERVICE_KEYS = frozenset({
     "restart_policy_from",  # #20: the manager, or the unit file when the manager did not answer
     "memory",  # #32: the memory plan against the last ready boot's receipt
     "host_drift",  # #34: the host against the facts the deployment was planned on (None: none kept)
+    "engine_cache",  # #36: the engine cache the unit mounts, its size, its last cold and warm boot
 })
 LAST_EXIT_KEYS = frozenset({"said", "status", "how", "at", "phase", "source"})
 HEALTH_WORDS = frozenset({"ready", "down", "unknown", "starting", "restarting"})  # or "unhealthy (<why>)"
@@ -259,4 +260,5 @@ def test_down(walk: Answers) -> None:
     assert code == 0, doc
     check_envelope(doc, "down", True)
     check_keys(doc, ENVELOPE | {"recipe", "unit", "was_active", "stopped", "container_gone", "removed", "gpu_ids",
-                                "gpus_released", "message", "canary_removed", "engine_log_kept"}, "down")
+                                "gpus_released", "message", "canary_removed", "engine_log_kept",
+                                "engine_cache_kept"}, "down")  # engine_cache_kept: #36

@@ -29,7 +29,7 @@ from rigctl.deploy.status import describe, discover_all
 from rigctl.errors import CommandError, DeploymentNotFoundError, UsageError
 from rigctl.exitcodes import ExitCode
 from rigctl.host.early import EarlyProbes, probes_started
-from rigctl.places import Dirs, Scope, engine_log, resolve_scope, state_dir
+from rigctl.places import Dirs, Scope, engine_cache_root, engine_log, resolve_scope, state_dir
 from rigctl.recipe.defaults import STOP_TIMEOUT_S
 from rigctl.util.lists import split_list
 from rigctl.util.text import LINE_LIMIT, printable
@@ -165,6 +165,14 @@ def _engine_log(target: FoundDeployment) -> Path:
     return engine_log(target.scope, target.unit, env)
 
 
+def _cache_root(target: FoundDeployment) -> Path | None:
+    """Where the target's manager keeps engine caches (%C/rigctl/engine-cache), when its record names one."""
+    if target.record is None or not target.record.engine_cache:
+        return None
+    env = SystemctlCli(target.scope).manager_environment() if target.scope == Scope.USER else None
+    return engine_cache_root(target.scope, env)
+
+
 def _follow(target: FoundDeployment, *, tail: int | None, since: str | None, restart_wait_s: float) -> Outcome:
     """``logs -f``: the kept output of the last failed warmup, then the service's output as it comes,
     across restarts (printed as it comes: the stream itself is this command's artefact)."""
@@ -231,7 +239,8 @@ def down_cmd(
                       stop_timeout_s=found.recipe.service.stop_timeout_s if found.recipe else STOP_TIMEOUT_S,
                       systemd=SystemctlCli(found.scope), podman=PodmanCli(), gpu=NvmlGpuMemory(), clock=RealClock(),
                       canary_units=SystemctlCli(found.scope), canary_dir=systemd_dir(found.scope),
-                      engine_log=_engine_log(found) if remove else None, unknown=unknown)
+                      engine_log=_engine_log(found) if remove else None, unknown=unknown,
+                      cache_root=_cache_root(found) if remove else None)
 
         return Outcome("down", result.stopped, result, view=views.down(result))
 

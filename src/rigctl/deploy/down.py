@@ -69,6 +69,7 @@ class DownResult:
     message: str = ""
     canary_removed: list[str] = field(default_factory=list)  # its timer, service and record (always removed)
     engine_log_kept: str | None = None  # --remove: an engine log left in place (not where rigctl's unit puts it)
+    engine_cache_kept: str | None = None  # --remove: the engine cache left, and why (another deployment uses it)
 
 
 def down(
@@ -89,22 +90,25 @@ def down(
     lock_dir: Path | None = None,
     engine_log: Path | None = None,
     unknown: DeploymentNotFoundError | None = None,
+    cache_root: Path | None = None,
 ) -> DownResult:
-    """``engine_log``: the unit's engine log, removed with ``remove``. ``unknown``: raised when the name is
-    nothing here (no record, and systemd has no such unit): a typo, not "nothing to do"."""
+    """``engine_log``: the unit's engine log, removed with ``remove``; ``cache_root``: where the manager keeps
+    engine caches (the deployment's goes with ``remove`` when no other deployment mounts it). ``unknown``:
+    raised when the name is nothing here (no record, and systemd has no such unit): a typo, not "nothing to
+    do"."""
     records.check_record_name(recipe_name)  # a name, never a path: it names the record and the lock
     with deployment_lock(recipe_name, f"down {recipe_name}", lock_dir):
         return _down(recipe_name, unit=unit, container=container, unit_dir=unit_dir, state_dir=state_dir,
                      remove=remove, stop_timeout_s=stop_timeout_s, systemd=systemd, podman=podman, gpu=gpu,
                      clock=clock, canary_units=canary_units, canary_dir=canary_dir, engine_log=engine_log,
-                     unknown=unknown)
+                     unknown=unknown, cache_root=cache_root)
 
 
 def _down(
     recipe_name: str, *, unit: str, container: str, unit_dir: Path, state_dir: Path, remove: bool,
     stop_timeout_s: float, systemd: Systemd, podman: Podman, gpu: GpuMemory, clock: Clock,
     canary_units: canaries.Units | None, canary_dir: Path | None, engine_log: Path | None = None,
-    unknown: DeploymentNotFoundError | None = None,
+    unknown: DeploymentNotFoundError | None = None, cache_root: Path | None = None,
 ) -> DownResult:
     record = records.load_record(state_dir, recipe_name)  # refused whole when damaged: exit 3
     if record is not None:
@@ -148,6 +152,8 @@ def _down(
         records.delete(state_dir, recipe_name)
         result.canary_removed += history.remove(state_dir, recipe_name, boots_too=True)
         _remove_engine_log(engine_log, unit, result)
+        if record is not None and record.engine_cache and cache_root is not None:
+            _remove_engine_cache(cache_root / record.engine_cache, record.engine_cache, state_dir, result)
     if result.gpu_ids:
         busy = gpu.busy(result.gpu_ids)
         result.gpus_released = None if busy is None else not busy
@@ -159,7 +165,26 @@ def _down(
         result.message = f"{unit} stopped" + (" and removed" if result.removed else "")
     if result.engine_log_kept:
         result.message += f"; its engine log is kept: {result.engine_log_kept}"
+    if result.engine_cache_kept:
+        result.message += f"; its engine cache is kept: {result.engine_cache_kept}"
     return result
+
+
+def _remove_engine_cache(path: Path, key: str, state_dir: Path, result: DownResult) -> None:
+    """The engine cache goes with the last deployment that mounts it (same image and GPU: same cache)."""
+    from rigctl.deploy import engine_cache  # noqa: PLC0415 - only for --remove of a unit that keeps one
+
+    users = [r.recipe for r in records.all_records(state_dir) if r.engine_cache == key]
+    if users:
+        result.engine_cache_kept = f"{path} (also mounted by {', '.join(sorted(users)[:5])})"
+        return
+    if engine_cache.size(path) is None:
+        return
+    why = engine_cache.remove(path)
+    if why is not None:
+        result.engine_cache_kept = f"{path} ({why})"
+        return
+    result.removed.append(str(path))
 
 
 def _remove_engine_log(path: Path | None, unit: str, result: DownResult) -> None:

@@ -128,11 +128,12 @@ class Boot:
     total_s: float
     phases: tuple[tuple[str, float], ...]  # (phase, seconds spent in it), in the order they came
     image_digest: str | None = None
+    cache: str | None = None  # the engine cache at the start: "cold" (empty) or "warm"; None: no cache kept
 
     def to_dict(self) -> dict[str, Any]:  # a record on disk: the file format from_dict reads back
         return {"at": self.at, "recipe_digest": self.recipe_digest, "image": self.image,
                 "image_digest": self.image_digest, "status": self.status, "total_s": round(self.total_s, 2),
-                "phases": [{"phase": p, "s": round(s, 2)} for p, s in self.phases]}
+                "phases": [{"phase": p, "s": round(s, 2)} for p, s in self.phases], "cache": self.cache}
 
     @classmethod
     def from_dict(cls, data: Any) -> Boot | None:
@@ -149,8 +150,9 @@ class Boot:
         if at is None or total is None or not all(isinstance(s, str) for s in strings):
             return None
         digest = data.get("image_digest")
+        cache = data.get("cache") if data.get("cache") in ("cold", "warm") else None
         return cls(at, str(strings[0]), str(strings[1]), str(strings[2]), total, tuple(phases),
-                   digest if isinstance(digest, str) else None)
+                   digest if isinstance(digest, str) else None, cache)
 
 
 def boots(state_dir: Path, deployment: str) -> list[Boot]:
@@ -163,6 +165,16 @@ def boots(state_dir: Path, deployment: str) -> list[Boot]:
 def record_boot(state_dir: Path, deployment: str, boot: Boot) -> None:
     kept = [b.to_dict() for b in [*boots(state_dir, deployment), boot][-BOOTS_KEPT:]]
     _save(_file(state_dir, deployment, "boots"), {"version": 1, "deployment": deployment, "boots": kept})
+
+
+def by_cache(found: list[Boot]) -> dict[str, dict[str, float]]:
+    """The last ready boot that found the engine cache cold, and the last that found it warm: what a warm
+    cache saves, per deployment (``status``)."""
+    out: dict[str, dict[str, float]] = {}
+    for boot in found:
+        if boot.status == "ready" and boot.cache in ("cold", "warm"):
+            out[boot.cache] = {"total_s": round(boot.total_s, 2), "at": boot.at}
+    return out
 
 
 def last_boot(state_dir: Path, deployment: str) -> Boot | None:

@@ -195,6 +195,9 @@ class DeploymentRecord:
     # the host facts it was planned on (#34): doctor and status compare the host with them; None in records of
     # an older rigctl
     planned_on: PlannedHost | None = None
+    # the engine cache's directory name under the manager's cache (``render.units.engine_cache_key``); "" when
+    # the unit keeps none: `status` sizes it, `down --remove` removes it with its last user
+    engine_cache: str = ""
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -218,6 +221,8 @@ class DeploymentRecord:
                                     and "\0" not in self.engine_log
                                     and os.path.normpath(self.engine_log) == self.engine_log):
             out.append(f"engine_log {clip(self.engine_log)} is not a plain absolute path of a .log file")
+        if self.engine_cache and not _PLAIN.fullmatch(self.engine_cache):
+            out.append(f"engine_cache {clip(self.engine_cache)} is not a directory name")
         plain = "\0" not in self.unit_dir and os.path.normpath(self.unit_dir) == self.unit_dir
         if not plain or not os.path.isabs(self.unit_dir):
             out.append(f"unit_dir {clip(self.unit_dir)} is not a plain absolute directory")

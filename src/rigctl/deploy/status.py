@@ -13,7 +13,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rigctl.adapters.gpu_memory import GpuMemory
 from rigctl.adapters.podman import ContainerEvent, Podman
@@ -30,6 +30,9 @@ from rigctl.places import Dirs, Scope, quadlet_file
 from rigctl.recipe.defaults import HEALTH_PATH
 from rigctl.recipe.reference import digest_of
 from rigctl.util.jsonable import jsonable
+
+if TYPE_CHECKING:
+    from rigctl.deploy.drift import Drift
 
 
 @dataclass
@@ -115,9 +118,14 @@ class ServiceStatus:
     restart_policy_from: str = "manager"
     # the memory plan against the last ready boot's receipt (deploy.memory.view): planned, receipt, disagrees
     memory: dict[str, Any] | None = None
+    # the engine cache the unit mounts: its directory, size, and the last ready boot that found it cold and
+    # warm (#36); None when the unit keeps none
+    engine_cache: dict[str, Any] | None = None
     # how the host differs from what the deployment was planned on (driver, kernel module, CDI spec, image:
     # deploy.drift); [] when it does not, None when its record keeps no planned facts
     host_drift: list[str] | None = None
+    # planned facts not compared with this host (the driver's CUDA where NVML did not answer); None as above
+    host_drift_not_compared: list[str] | None = None
 
     @property
     def failing(self) -> bool:
@@ -338,6 +346,7 @@ def describe(
     # the engine's workers hold the memory, not the process podman names as the container's
     pids = process_tree(info.pid) if info and info.pid else None
     gpu_mib = gpu.used_by(pids) if pids is not None else None
+    drift = _drift(record, digest, gpu)
     return ServiceStatus(
         recipe=record.recipe if record else None, scope=item.scope, unit=item.unit,
         unit_file=str(item.unit_file) if item.unit_file else None, active=active, sub=sub, restarts=restarts,
@@ -348,16 +357,32 @@ def describe(
         last_exit=jsonable(exit_) if exit_ is not None else None,
         gpu_memory=memory_plan(record, pids, gpu), restart_policy_from=said_by,
         memory=_memory(record),
-        host_drift=_drift(record, digest),
+        host_drift=drift.changes if drift else None,
+        host_drift_not_compared=drift.not_compared if drift else None,
+        engine_cache=_engine_cache(item.scope, record),
     )
 
 
-def _drift(record: records.DeploymentRecord | None, digest: str | None) -> list[str] | None:
+def _engine_cache(scope: Scope, record: records.DeploymentRecord | None) -> dict[str, Any] | None:
+    if record is None or not record.engine_cache:
+        return None
+    from rigctl.deploy import engine_cache  # noqa: PLC0415 - only for units that keep one
+    from rigctl.places import engine_cache_root  # noqa: PLC0415
+
+    where = engine_cache_root(scope) / record.engine_cache
+    found = engine_cache.size(where)
+    return {"dir": str(where), **(found.to_dict() if found else {"bytes": None, "files": None, "complete": True}),
+            "boots": history.by_cache(history.boots(Dirs.of(scope).state, record.recipe))}
+
+
+def _drift(record: records.DeploymentRecord | None, digest: str | None, gpu: GpuMemory) -> Drift | None:
     if record is None or record.planned_on is None:
         return None  # nothing to compare with: the host is not read
-    from rigctl.deploy.drift import drift_of, host_now  # noqa: PLC0415 - only for records that keep the facts
+    from rigctl.deploy.drift import compare, host_now, wants_cuda  # noqa: PLC0415 - only for records that keep them
 
-    return drift_of(record, host_now(), digest)
+    # NVML is asked only when the record keeps a CUDA to compare; it is the adapter's one start, shared
+    cuda = gpu.cuda_version() if wants_cuda(record.planned_on) else None
+    return compare(record, host_now(cuda_version=cuda), digest)
 
 
 def _memory(record: records.DeploymentRecord | None) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from rigctl.adapters import Adapters
 from rigctl.adapters.podman import PodmanCli
-from rigctl.deploy import history
+from rigctl.deploy import engine_cache, history
 from rigctl.deploy import state as records
 from rigctl.deploy.install import install_files, installed_texts, remove_files
 from rigctl.deploy.memory import after_boot
@@ -49,7 +49,7 @@ from rigctl.plan.plan import Plan, make_plan, notes_dict
 from rigctl.podman_versions import fmt
 from rigctl.preflight.finding import Finding
 from rigctl.recipe.model import Recipe
-from rigctl.render.units import Note
+from rigctl.render.units import Note, engine_cache_key
 from rigctl.util.jsonable import jsonable
 from rigctl.util.proc import run
 from rigctl.verify.report import CheckResult, Expectations, VerifyReport, endpoint_for
@@ -348,6 +348,7 @@ def _install_and_run(
             # the recipe as deployed: the canary, `verify NAME` and `swap` re-check it from here, wherever the
             # command runs and whatever became of the file since
             recipe_sha256=records.file_sha256(recipe_source), recipe_deployed=recipe.model_dump(mode="json"),
+            engine_cache=engine_cache_key(recipe) or "",
             planned_on=planned_on,
         )
         records.save(dirs.state, record)
@@ -396,13 +397,14 @@ def _install_and_run(
                 result.action = "installed" if installed.changed else "started"
             systemd.reset_failed(unit)
             baseline = systemd.show(unit).restarts
+            cache = _cache_warmth(recipe, result.scope, systemd)
             start_mono = clock.monotonic()
             stage(f"start {unit}")
             systemd.start(unit)
             started = True
             wait = _watch(recipe=recipe, result=result, adapters=adapters, start_mono=start_mono, baseline=baseline,
                           skip_id=old_container.id if old_container else None, on_progress=on_progress,
-                          learn=(dirs.state, _recipe_digest(files)), checks=checks)
+                          learn=(dirs.state, _recipe_digest(files)), checks=checks, cache=cache)
     except KeyboardInterrupt:
         raise UpInterrupted(_interrupted_state(files, dirs.units, unit, started)) from None
 
@@ -467,7 +469,7 @@ def _recipe_digest(files: Mapping[str, str]) -> str:
 def _watch(
     *, recipe: Recipe, result: UpResult, adapters: Adapters, start_mono: float, baseline: int, skip_id: str | None,
     on_progress: Callable[[WarmupProgress], None] | None, learn: tuple[Path, str] | None = None,
-    checks: EarlyChecks | None = None,
+    checks: EarlyChecks | None = None, cache: str | None = None,
 ) -> WaitResult:
     """Wait through warmup. With ``learn`` (the state directory and the recipe's digest): a stall is judged
     against the earlier ready boots of this recipe and image, and this boot is added to them."""
@@ -493,8 +495,15 @@ def _watch(
     wait.engine_log = follower.log_path
     wait.receipt = follower.receipt()
     if learn is not None and wait.status is not WaitStatus.STOPPED:
-        _record_boot(recipe, wait=wait, follower=follower, adapters=adapters, learn=learn, start_mono=start_mono)
+        _record_boot(recipe, wait=wait, follower=follower, adapters=adapters, learn=learn, start_mono=start_mono,
+                     cache=cache)
     return wait
+
+
+def _cache_warmth(recipe: Recipe, scope: Scope, systemd: Any) -> str | None:
+    """Whether this start finds the engine cache warm (the boot history tells cold boots from warm ones)."""
+    env = systemd.manager_environment() if scope is Scope.USER and recipe.container.engine_cache else None
+    return engine_cache.warmth(engine_cache.cache_dir(recipe, scope, env))
 
 
 def _health_check_now(adapters: Adapters, container: str) -> Callable[[], object] | None:
@@ -508,7 +517,7 @@ def _health_check_now(adapters: Adapters, container: str) -> Callable[[], object
 
 def _record_boot(
     recipe: Recipe, *, wait: WaitResult, follower: OutputFollower, adapters: Adapters, learn: tuple[Path, str],
-    start_mono: float,
+    start_mono: float, cache: str | None = None,
 ) -> None:
     """Add this boot to the deployment's history; a history that cannot be written never fails the `up`."""
     end = wait.noticed_mono or adapters.clock.monotonic()
@@ -520,7 +529,7 @@ def _record_boot(
     boot = history.Boot(
         at=adapters.clock.time(), recipe_digest=learn[1], image=recipe.image, status=str(wait.status),
         total_s=max(0.0, end - start_mono), phases=tuple(follower.phase_durations(start_mono, end)),
-        image_digest=info.image_digest if info is not None else None,
+        image_digest=info.image_digest if info is not None else None, cache=cache,
     )
     try:
         history.record_boot(learn[0], recipe.name, boot)

@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rigctl.adapters.systemd import Systemd, UnitState
-from rigctl.deploy.drift import host_now
+from rigctl.deploy.drift import host_now, wants_cuda
 from rigctl.deploy.state import PlannedHost, all_records
 from rigctl.errors import CommandError, InvalidInputError
 from rigctl.host.cdi import CDI_DIRS, DRIVER_VERSION_FILE, driver_from_proc, probe_driver, spec_from_text
 from rigctl.host.facts import Cdi, CdiSpec
+from rigctl.host.nvml_lib import read_cuda_version
 from rigctl.host.probes import IMAGE_REF, local_image_digests, probe_cdi
 from rigctl.host.quadlet import find_quadlet
 from rigctl.host.unit import Unit
@@ -58,6 +59,8 @@ class DoctorFacts:
     # ``now``: this host's side (deploy.drift.host_now), None where it was not read
     planned: Mapping[str, tuple[str, PlannedHost]] = field(default_factory=dict)
     now: PlannedHost | None = None
+    # scope -> the engine cache directories in its manager's cache (name, bytes or None), for the orphan rule
+    engine_caches: Mapping[str, list[tuple[str, int | None]]] = field(default_factory=dict)
 
     @property
     def cdi_specs(self) -> list[CdiSpec]:
@@ -74,7 +77,9 @@ def snapshot_facts(driver_text: str, cdi_texts: Mapping[str, str]) -> DoctorFact
 
 
 def local_facts(units: Sequence[Unit], *, driver_file: str = DRIVER_VERSION_FILE,
-                cdi_dirs: Sequence[str] = CDI_DIRS) -> DoctorFacts:
+                cdi_dirs: Sequence[str] = CDI_DIRS,
+                cuda: Callable[[], str | None] = read_cuda_version) -> DoctorFacts:
+    """``cuda``: the driver's CUDA through NVML, asked (bounded) only where a deployment recorded one to compare."""
     version, source = probe_driver(driver_file)
     scopes = sorted({u.scope for u in units if u.kind == "container" and u.scope != "path"})
     planned = planned_facts(Scope(s) for s in sorted({u.scope for u in units if u.scope != "path"}))
@@ -82,8 +87,21 @@ def local_facts(units: Sequence[Unit], *, driver_file: str = DRIVER_VERSION_FILE
         driver_version=version, driver_source=source, cdi=probe_cdi(version, cdi_dirs),
         quadlet={scope: find_quadlet(Scope(scope)) for scope in scopes},
         image_digests=local_image_digests(unpinned_images(units)),
-        planned=planned, now=host_now(driver_file=driver_file, cdi_dirs=cdi_dirs) if planned else None,
+        planned=planned, now=host_now(driver_file=driver_file, cdi_dirs=cdi_dirs, cuda_version=cuda() if any(
+            wants_cuda(p) for _, p in planned.values()) else None) if planned else None,
+        engine_caches={scope: _caches(Scope(scope)) for scope in scopes},
     )
+
+
+def _caches(scope: Scope) -> list[tuple[str, int | None]]:
+    """The engine cache directories of ``scope``'s manager (this login's view of %C)."""
+    from rigctl.deploy import engine_cache  # noqa: PLC0415 - doctor's host side only
+    from rigctl.places import engine_cache_root  # noqa: PLC0415
+
+    out = []
+    for name, size in engine_cache.orphans(engine_cache_root(scope), set()):
+        out.append((name, size.bytes if size is not None else None))
+    return out
 
 
 def planned_facts(scopes: Iterable[Scope]) -> dict[str, tuple[str, PlannedHost]]:

@@ -217,6 +217,14 @@ def _learnt_lines(out: TextIO, s: ServiceStatus) -> None:
         canary_lines(out, s.canary)
     if s.memory:
         memory_lines(out, s.memory)
+    cache = s.engine_cache
+    if cache:
+        boots = cache.get("boots") or {}
+        said = ", ".join(f"last {kind} boot {duration(b['total_s'])}" for kind, b in sorted(boots.items()))
+        held = "empty" if not cache.get("bytes") else \
+            f"{_gib(cache['bytes'])}{'' if cache.get('complete') else ' or more'} in {cache.get('files'):,} files"
+        prose(out, f"engine cache {printable(cache['dir'], LINE_LIMIT)}: {held}" + (f"; {said}" if said else ""),
+              first="  ", rest="    ")
 
 
 def memory_lines(out: TextIO, memory: dict[str, Any]) -> None:

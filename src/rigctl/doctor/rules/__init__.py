@@ -59,6 +59,10 @@ HOST_RULES: tuple[HostRule, ...] = (
              host.quadlet_missing,
              "a .container file does nothing without the quadlet generator: systemd never sees a service for "
              "it, and nothing says so (Debian 12's podman 4.3 ships none)"),
+    HostRule("engine-cache-orphan", Severity.WARN, "an engine cache directory no unit mounts",
+             host.engine_cache_orphan,
+             "each image and GPU gets its own cache of compiled kernels (often gigabytes); one whose unit changed "
+             "image or went without `down --remove` is kept by nothing and never cleaned"),
     HostRule("host-drift", Severity.WARN, "the host changed under a deployment since it was planned",
              host.host_drift,
              "a driver upgraded, a kernel module swapped or a CDI spec left for an older driver under a running "

@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from rigctl.deploy.drift import not_compared
 from rigctl.deploy.state import host_drift as changes_since
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules.context import HostHit, RuleContext
 from rigctl.host.cdi import CDI_DIRS, nvidia_specs, stale
+from rigctl.places import Scope, engine_cache_root
 from rigctl.podman_args import NVIDIA_CDI_KIND
+from rigctl.severity import Severity
 
 _GENERATE = "nvidia-ctk cdi generate --output="
 
@@ -83,11 +86,38 @@ def host_drift(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit
         digest = ctx.spec.image.partition("@")[2] if ctx.spec.image and "@" in ctx.spec.image else None
         now = replace(facts.now, image_digest=digest)
         changes = changes_since(planned, now)
+        unsaid = not_compared(planned, now)
         if changes:
             hits.append(HostHit(
-                ctx.unit.path, f"the host changed since {recipe} was planned: {'; '.join(changes)}",
+                ctx.unit.path, f"the host changed since {recipe} was planned: {'; '.join([*changes, *unsaid])}",
                 f"check it against the host as it is now (`rigctl preflight {recipe}`), then `rigctl up {recipe}` "
                 "to deploy and record it again; a CDI spec for another driver: regenerate it "
                 f"(`{_GENERATE}/etc/cdi/nvidia.yaml`)",
             ))
+        elif unsaid:  # nothing changed that could be read: say what was not, rather than a silent all-clear
+            hits.append(HostHit(ctx.unit.path, f"since {recipe} was planned: {'; '.join(unsaid)}",
+                                "run doctor where NVML answers (as root, or a user who may open /dev/nvidiactl)",
+                                severity=Severity.INFO))
+    return hits
+
+
+_CACHE_PREFIX = "rigctl/engine-cache/"
+
+
+def engine_cache_orphan(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:
+    """An engine cache directory no unit of its manager mounts any more (its image or GPU changed, or its
+    unit went without `down --remove`): gigabytes of compiled kernels for nothing."""
+    used = {e.value.strip().removeprefix(_CACHE_PREFIX) for c in units
+            for e in c.unit.merged.all("Service", "CacheDirectory") if e.value.strip().startswith(_CACHE_PREFIX)}
+    hits: list[HostHit] = []
+    for scope, found in sorted(facts.engine_caches.items()):
+        root = engine_cache_root(Scope(scope))
+        for name, size in found:
+            if name in used:
+                continue
+            held = f"{size / 2**30:.1f} GiB" if size is not None else "its size unknown"
+            hits.append(HostHit(str(root / name), f"engine cache {root / name} ({held}) is mounted by no unit of "
+                                                   f"the {scope} manager",
+                                f"remove it: `rm -rf -- {root / name}` (a unit that needs it again rebuilds it)",
+                                severity=Severity.WARN))
     return hits
