@@ -236,12 +236,16 @@ class FakeProbe:
 class FakeGpu:
     """NVML stand-in: the GPUs stay busy for ``busy_polls`` looks, then are free (None: no NVML)."""
 
-    def __init__(self, busy_polls: int | None = 0) -> None:
+    def __init__(self, busy_polls: int | None = 0, cuda: str | None = None) -> None:
         self.busy_polls = busy_polls
         self.looks = 0
+        self.cuda = cuda  # the driver's CUDA as NVML would say it (None: no NVML)
 
     def used_by(self, pids: set[int]) -> int | None:
         return None
+
+    def cuda_version(self) -> str | None:
+        return self.cuda
 
     def busy(self, gpu_ids: Sequence[str]) -> bool | None:
         self.looks += 1

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from tests.preflight.conftest import healthy_facts
+from tests.support.nvml_fake import FakeNvml
 
+from rigctl.adapters.gpu_memory import NvmlGpuMemory
 from rigctl.deploy import state as records
-from rigctl.deploy.drift import drift_of, host_now
+from rigctl.deploy import status
+from rigctl.deploy.drift import CUDA_NOT_COMPARED, drift_of, host_now
 from rigctl.deploy.state import PlannedHost, host_drift, planned_host
+from rigctl.doctor import host_state
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules import REGISTRY
 from rigctl.doctor.rules.host import host_drift as drift_rule
 from rigctl.errors import InvalidInputError
 from rigctl.host.facts import KernelModule, StackFacts
+from rigctl.host.nvml_lib import read_cuda_version
 from rigctl.places import Scope
 from rigctl.recipe.load import load
+from rigctl.severity import Severity
 
 H100 = Path(__file__).resolve().parents[1] / "fixtures" / "device" / "h100-2026-12-07"
 DIGEST = "sha256:" + "a" * 64
@@ -98,3 +106,86 @@ def test_doctor_rule_reports_drift_per_unit() -> None:
     assert "rigctl preflight glm53-flash" in hit.fix
     assert drift_rule([unit], DoctorFacts(planned={path: ("glm53-flash", PLANNED)}, now=PLANNED)) == []
     assert drift_rule([unit], DoctorFacts()) == []
+
+
+# --- the driver's CUDA, through NVML where it answers ---------------------------------------------------------
+
+INVENTORY = Path(__file__).resolve().parents[1] / "fixtures" / "inventory"
+
+
+def fake_nvml(name: str) -> FakeNvml:
+    return FakeNvml(json.loads((INVENTORY / name).read_text(encoding="utf-8")))
+
+
+def test_status_compares_the_drivers_cuda_through_the_nvml_it_already_holds() -> None:
+    """Before, status never compared the CUDA the record keeps: it read the host without NVML. Now the GPU
+    memory adapter's one NVML start answers it (the real H200 capture says 13000: CUDA 13.0)."""
+    lib = fake_nvml("nvml-h200-capture.json")
+    gpu = NvmlGpuMemory(lib)
+    older = replace(PLANNED, cuda_version="12.8")
+    found = status._drift(record(planned_on=older), DIGEST, gpu)
+    assert found is not None and "CUDA 12.8 when planned, 13.0 now" in found.changes and found.not_compared == []
+    assert lib.calls.count("nvmlInit") == 1
+    gpu.used_by({1})  # status's memory figures: the same start, not a second one
+    assert lib.calls.count("nvmlInit") == 1
+    same = status._drift(record(planned_on=replace(PLANNED, cuda_version="13.0")), DIGEST, NvmlGpuMemory(lib))
+    assert same is not None and not any("CUDA" in c for c in same.changes)
+
+
+def test_status_says_cuda_not_compared_without_nvml() -> None:
+    gpu = NvmlGpuMemory(fake_nvml("boxes/no-nvml.json"))
+    found = status._drift(record(), DIGEST, gpu)
+    assert found is not None and found.not_compared == [CUDA_NOT_COMPARED] == ["the driver's CUDA not compared: "
+                                                                                "NVML unavailable"]
+    assert not any("CUDA" in c for c in found.changes)
+    lib = fake_nvml("nvml-h200-capture.json")  # a record without a planned CUDA never opens NVML
+    unasked = status._drift(record(planned_on=replace(PLANNED, cuda_version=None)), DIGEST, NvmlGpuMemory(lib))
+    assert unasked is not None and unasked.not_compared == [] and lib.calls == []
+
+
+def test_read_cuda_version_is_bounded_and_never_raises() -> None:
+    assert read_cuda_version(fake_nvml("nvml-h200-capture.json")) == "13.0"
+    assert read_cuda_version(fake_nvml("boxes/no-nvml.json")) is None
+    assert read_cuda_version(fake_nvml("boxes/no-driver.json")) is None
+    old = json.loads((INVENTORY / "nvml-h200-capture.json").read_text(encoding="utf-8"))
+    old["cuda_driver_version"] = {"error": "NVMLError_FunctionNotFound"}
+    lib = FakeNvml(old)
+    assert read_cuda_version(lib) is None and lib.inits == 0  # shut down again
+
+    class Wedged(FakeNvml):
+        def nvmlInit(self) -> None:
+            time.sleep(5)
+
+    started = time.monotonic()
+    assert read_cuda_version(Wedged(old), timeout_s=0.2) is None
+    assert time.monotonic() - started < 2
+
+
+def test_doctor_asks_nvml_only_for_a_record_that_keeps_a_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = "/etc/containers/systemd/rigctl-glm53-flash.container"
+    asked: list[bool] = []
+
+    def cuda() -> str | None:
+        asked.append(True)
+        return "13.0"
+
+    for planned, want in ((PLANNED, True), (replace(PLANNED, cuda_version=None), False)):
+        asked.clear()
+        monkeypatch.setattr(host_state, "planned_facts", lambda _scopes, p=planned: {path: ("glm53-flash", p)})
+        facts = host_state.local_facts([], driver_file="/nonexistent/version", cdi_dirs=[], cuda=cuda)
+        assert bool(asked) is want and facts.now is not None
+        assert facts.now.cuda_version == ("13.0" if want else None)
+
+
+def test_doctor_rule_compares_cuda_and_says_when_it_could_not() -> None:
+    path = "/etc/containers/systemd/rigctl-glm53-flash.container"
+    unit = cast(Any, SimpleNamespace(unit=SimpleNamespace(path=path), spec=SimpleNamespace(image=f"x@{DIGEST}")))
+    planned = {path: ("glm53-flash", PLANNED)}
+    (hit,) = drift_rule([unit], DoctorFacts(planned=planned, now=replace(PLANNED, cuda_version="13.1")))
+    assert "CUDA 13.0 when planned, 13.1 now" in hit.message and hit.severity is None  # the rule's warn
+    (unsaid,) = drift_rule([unit], DoctorFacts(planned=planned, now=replace(PLANNED, cuda_version=None)))
+    assert unsaid.severity == Severity.INFO and CUDA_NOT_COMPARED in unsaid.message
+    (both,) = drift_rule([unit], DoctorFacts(planned=planned, now=replace(PLANNED, driver_version="590.44.01",
+                                                                          cuda_version=None)))
+    assert both.severity is None and "590.44.01 now" in both.message and CUDA_NOT_COMPARED in both.message
+    assert drift_rule([unit], DoctorFacts(planned=planned, now=PLANNED)) == []

@@ -52,6 +52,7 @@ SERVICE_KEYS = frozenset({
     "restart_policy_from",  # #20: the manager, or the unit file when the manager did not answer
     "memory",  # #32: the memory plan against the last ready boot's receipt
     "host_drift",  # #34: the host against the facts the deployment was planned on (None: none kept)
+    "host_drift_not_compared",  # #34: planned facts not compared with the host (the driver's CUDA without NVML)
     "engine_cache",  # #36: the engine cache the unit mounts, its size, its last cold and warm boot
 })
 LAST_EXIT_KEYS = frozenset({"said", "status", "how", "at", "phase", "source"})

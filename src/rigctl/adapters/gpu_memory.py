@@ -26,6 +26,10 @@ class GpuMemory(Protocol):
         None when it cannot be known (no NVML, or NVML failed)."""
         ...
 
+    def cuda_version(self) -> str | None:
+        """The driver's CUDA version ("13.0"), for drift; None when it cannot be known (no NVML)."""
+        ...
+
 
 class NvmlGpuMemory:
     """NVML is loaded and started once per adapter, on first use (``swap`` asks ``busy`` every half second
@@ -39,6 +43,8 @@ class NvmlGpuMemory:
         self._devices: list[tuple[str, str, Any]] | None = None
         self._names: dict[str, str] = {}
         self._started = False
+        self._cuda: str | None = None
+        self._cuda_asked = False
 
     def _handles(self) -> list[tuple[str, str, Any]] | None:
         """(index, UUID, handle) of every GPU; None where NVML cannot answer."""
@@ -88,6 +94,18 @@ class NvmlGpuMemory:
             return None
         wanted = set(gpu_ids)
         return any(self._procs(h) for index, uuid, h in handles if index in wanted or uuid in wanted)
+
+    def cuda_version(self) -> str | None:
+        if not self._cuda_asked:
+            self._cuda_asked = True
+            if self._handles() is not None:  # the one start status already pays for its memory figures
+                from rigctl.host.nvml_lib import cuda_version_text  # noqa: PLC0415
+
+                try:
+                    self._cuda = cuda_version_text(int(self._lib.nvmlSystemGetCudaDriverVersion()))
+                except Exception:  # an old driver without the call: unknown, as without NVML
+                    self._cuda = None
+        return self._cuda
 
     def devices(self, gpu_ids: Sequence[str]) -> list[Gpu] | None:
         from rigctl.host.facts import Gpu, GpuProcess  # noqa: PLC0415 - pydantic only once swap or status asks

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, model_validator
 
+from rigctl.host.nvml_lib import cuda_version_text
 from rigctl.places import Scope
 from rigctl.podman_versions import Version, find_version
 from rigctl.util.fields import empty_list
@@ -259,7 +260,7 @@ class GpuInventory(_Fact):
     @property
     def cuda_version(self) -> str | None:
         v = self.cuda_driver_version
-        return None if v is None else f"{v // 1000}.{(v % 1000) // 10}"
+        return None if v is None else cuda_version_text(v)
 
     def pair(self, a: int, b: int) -> GpuPair | None:
         lo, hi = min(a, b), max(a, b)

@@ -5,7 +5,9 @@ thread of its own (``host.early``) while the rest of rigctl loads.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 from typing import Any, Protocol
 
 
@@ -86,3 +88,39 @@ def nvml_if_present() -> NvmlLib | None:
         return None
     lib = load_pynvml()
     return None if isinstance(lib, str) else lib
+
+
+def cuda_version_text(value: int) -> str:
+    """NVML's CUDA driver version as CUDA names it: 13000 -> "13.0", 12080 -> "12.8"."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+CUDA_READ_TIMEOUT_S = 5.0  # nvmlInit on a healthy box takes tens of milliseconds; a wedged driver can hang it
+
+
+def read_cuda_version(lib: NvmlLib | None = None, *, timeout_s: float = CUDA_READ_TIMEOUT_S) -> str | None:
+    """The driver's CUDA version alone (init, one call, shutdown), for a command that reads the host without
+    the rest of NVML (doctor's drift). On a daemon thread given ``timeout_s``, so a driver that does not answer
+    costs that long and no more; None when NVML is absent, fails or is late."""
+    found: list[str] = []
+
+    def ask() -> None:
+        nvml = lib if lib is not None else nvml_if_present()
+        if nvml is None:
+            return
+        try:
+            nvml.nvmlInit()
+        except Exception:  # no driver, no devices, no permission: unknown, not an error
+            return
+        try:
+            found.append(cuda_version_text(int(nvml.nvmlSystemGetCudaDriverVersion())))
+        except Exception:  # an old driver without the call, or one that fails it
+            return
+        finally:
+            with contextlib.suppress(Exception):
+                nvml.nvmlShutdown()
+
+    worker = threading.Thread(target=ask, name="rigctl-nvml-cuda", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    return found[0] if found else None  # an answer given before a slow shutdown still counts
