@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,8 +24,8 @@ def _cache_root(rig: Rig) -> Path:
     return Path(rig.env.get("XDG_CACHE_HOME") or Path(rig.env["HOME"]) / ".cache") / "rigctl" / "engine-cache"
 
 
-def _row(rig: Rig, unit: str) -> dict:
-    code, doc = rig.run("status", "--user")
+def _row(rig: Rig, unit: str) -> dict[str, Any]:
+    _code, doc = rig.run("status", "--user")
     return next(s for s in doc["services"] if s["unit"] == unit)
 
 
