@@ -82,3 +82,20 @@ def test_a_warm_cache_makes_every_later_boot_faster_and_down_remove_takes_it(rig
     # --remove takes the cache (no other deployment mounts it)
     code, doc = rig.run("down", name, "--user", "--remove")
     assert code == 0 and cache["dir"] in doc["removed"] and not Path(cache["dir"]).exists(), doc
+
+
+def test_a_compile_that_prints_nothing_but_works_is_no_stall(rig: Rig) -> None:
+    """Silence past the stall budget while the engine's processes spend CPU (a compile, an autotune) is work,
+    not a stall; the same silence asleep is one (test_chain.test_stall_reported)."""
+    name, port = "ec-busy", 18462
+    engine, _knob = _engine_dir(rig)
+    path = rig.recipe(name, port, env={"FAKE_VLLM_WARMUP_SECONDS": "1", "FAKE_VLLM_COMPILE_SECONDS": "14",
+                                       "FAKE_VLLM_COMPILE_BUSY": "1"},
+                      service={"stall_budget_s": 5, "warmup_budget_s": 90},
+                      container={"publish": {"port": port}, "engine_cache": False, "volumes": [
+                          {"host": str(rig.ckpt), "container": "/models/test"},
+                          {"host": str(engine), "container": "/opt/rigctl-test-engine"}]})
+    code, doc = rig.run("up", str(path), "--user")
+    assert code == 0 and doc["wait"]["status"] == "ready", doc.get("wait") or doc
+    assert doc["wait"]["elapsed_s"] >= 14
+    rig.run("down", name, "--user", "--remove")

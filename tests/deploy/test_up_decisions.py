@@ -183,7 +183,7 @@ def test_stalled_is_stopped(tmp_path: Path) -> None:
     assert (res.action, res.exit_code, res.ok) == ("installed", ExitCode.DEPLOY_FAILED, False)
     assert box.systemd.calls == ["daemon-reload", f"reset-failed {UNIT}", f"start {UNIT}", f"stop {UNIT}", f"reset-failed {UNIT}"]
     assert res.wait is not None and res.wait.status is WaitStatus.STALLED
-    assert res.message == "stalled: no output for 5 s (stall budget 5 s)"
+    assert res.message == "stalled: no output, CPU time or cache growth for 5 s (stall budget 5 s)"
 
 
 def test_interrupted_at_install_changed_nothing(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ Options (each also readable from the environment variable named in brackets)
                               torch.compile step that long unless $VLLM_CACHE_ROOT holds its artifact
   --die-during-warmup-after S [FAKE_VLLM_DIE_AFTER] exit during warmup after S seconds ...
   --exit-code N               [FAKE_VLLM_EXIT_CODE] ... with this status (default 1) ...
+                              (FAKE_VLLM_COMPILE_BUSY=1: spent on the CPU, not asleep)
   --die-message TEXT          [FAKE_VLLM_DIE_MESSAGE] ... after printing this line to stderr
   --protocol P                [FAKE_VLLM_PROTOCOL] vllm (default) or minimal: a server that differs the way
                               `transformers serve` does: no `data: [DONE]` (the stream just closes), usage
@@ -774,7 +775,12 @@ def compile_step() -> float:
             "took 0.05 s")
         return 0.0
     log(f"INFO {stamp} [backends.py:1] torch.compile: compiling for dynamic shape (cache {root or 'none'})")
-    time.sleep(seconds)
+    if os.environ.get("FAKE_VLLM_COMPILE_BUSY") == "1":  # a compiler's silence: all CPU, no output
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+    else:
+        time.sleep(seconds)
     if root:
         artifact.parent.mkdir(parents=True, exist_ok=True)
         artifact.write_bytes(b"\0" * 65536)

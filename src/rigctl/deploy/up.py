@@ -397,14 +397,16 @@ def _install_and_run(
                 result.action = "installed" if installed.changed else "started"
             systemd.reset_failed(unit)
             baseline = systemd.show(unit).restarts
-            cache = _cache_warmth(recipe, result.scope, systemd)
+            cache_path = _cache_path(recipe, result.scope, systemd)
+            cache = engine_cache.warmth(cache_path)
             start_mono = clock.monotonic()
             stage(f"start {unit}")
             systemd.start(unit)
             started = True
             wait = _watch(recipe=recipe, result=result, adapters=adapters, start_mono=start_mono, baseline=baseline,
                           skip_id=old_container.id if old_container else None, on_progress=on_progress,
-                          learn=(dirs.state, _recipe_digest(files)), checks=checks, cache=cache)
+                          learn=(dirs.state, _recipe_digest(files)), checks=checks, cache=cache,
+                          cache_dir=cache_path)
     except KeyboardInterrupt:
         raise UpInterrupted(_interrupted_state(files, dirs.units, unit, started)) from None
 
@@ -469,7 +471,7 @@ def _recipe_digest(files: Mapping[str, str]) -> str:
 def _watch(
     *, recipe: Recipe, result: UpResult, adapters: Adapters, start_mono: float, baseline: int, skip_id: str | None,
     on_progress: Callable[[WarmupProgress], None] | None, learn: tuple[Path, str] | None = None,
-    checks: EarlyChecks | None = None, cache: str | None = None,
+    checks: EarlyChecks | None = None, cache: str | None = None, cache_dir: Path | None = None,
 ) -> WaitResult:
     """Wait through warmup. With ``learn`` (the state directory and the recipe's digest): a stall is judged
     against the earlier ready boots of this recipe and image, and this boot is added to them."""
@@ -484,7 +486,7 @@ def _watch(
             unit=result.unit, container=recipe.container_name, base_url=result.endpoint,
             health_path=recipe.engine.health_path, served_name=recipe.served_name,
             warmup_budget_s=recipe.service.warmup_budget_s, stall_budget_s=recipe.service.stall_budget_s,
-            baseline_restarts=baseline, start_mono=start_mono, budget=budget,
+            baseline_restarts=baseline, start_mono=start_mono, budget=budget, cache_dir=cache_dir,
         )
         wait = wait_ready(warming, systemd=adapters.systemd, probe=adapters.probe, follower=follower,
                           clock=adapters.clock, on_progress=on_progress,
@@ -500,10 +502,11 @@ def _watch(
     return wait
 
 
-def _cache_warmth(recipe: Recipe, scope: Scope, systemd: Any) -> str | None:
-    """Whether this start finds the engine cache warm (the boot history tells cold boots from warm ones)."""
+def _cache_path(recipe: Recipe, scope: Scope, systemd: Any) -> Path | None:
+    """The engine cache the unit mounts (%C of the manager that runs it): whether a start finds it warm
+    goes into the boot history, and its growth counts as warmup progress."""
     env = systemd.manager_environment() if scope is Scope.USER and recipe.container.engine_cache else None
-    return engine_cache.warmth(engine_cache.cache_dir(recipe, scope, env))
+    return engine_cache.cache_dir(recipe, scope, env)
 
 
 def _health_check_now(adapters: Adapters, container: str) -> Callable[[], object] | None:

@@ -16,17 +16,21 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 from rigctl.adapters.clock import Clock
 from rigctl.adapters.podman import ContainerInfo, Podman
 from rigctl.adapters.probe import Probe, Readiness
 from rigctl.adapters.systemd import Systemd, UnitState
+from rigctl.deploy import engine_cache
 from rigctl.deploy.history import BootBudget
 from rigctl.deploy.receipt import Receipt, ReceiptReader
+from rigctl.host.procfs import cpu_ticks, process_tree
 from rigctl.recipe.defaults import HEALTH_PATH
 from rigctl.util.publish import MODELS_PATH
 
 POLL_S = 0.1
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/PID/stat's CPU time unit
 # With Notify=healthy (podman >= 5.0) the unit turns active only after one of podman's own health checks
 # passes, and its timer runs them 0.5-1.5 s apart (render.units.HEALTH_STARTUP_INTERVAL). Once the engine
 # answers, the wait asks podman to run that check now (`podman healthcheck run`): active 0.3 s after the first
@@ -263,6 +267,46 @@ class Warming:
     baseline_restarts: int
     start_mono: float
     budget: BootBudget | None = None  # learnt from earlier ready boots of this recipe and image
+    cache_dir: Path | None = None  # the engine cache the unit mounts: its growth is progress too
+
+
+# A warming engine can be busy and silent for minutes (torch.compile, FlashInfer's autotune: vllm#58031 prints
+# nothing for 40 min). Silence is a stall only when the engine's processes spend no CPU time and its cache does
+# not grow either: looked at every WORK_LOOK_S, CPU counted from WORK_CPU_SHARE of a core (an idle server's
+# timer wake-ups stay far below it).
+WORK_LOOK_S = 2.0
+WORK_CPU_SHARE = 0.1
+CACHE_LOOK_S = 10.0  # the cache walk is bounded but not free: less often
+
+
+class WorkWatch:
+    """When the engine last showed work other than output: CPU time of its process tree, or cache growth."""
+
+    def __init__(self, follower: OutputFollower, cache_dir: Path | None, clock: Clock) -> None:
+        self._follower, self._cache_dir, self._clock = follower, cache_dir, clock
+        self._ticks: int | None = None
+        self._cache: int | None = None
+        self._looked = self._cache_looked = float("-inf")
+        self.last_work = float("-inf")
+        self.what = ""  # what the last work was: "CPU time" or "cache growth"
+
+    def look(self, now: float) -> float:
+        if now - self._looked >= WORK_LOOK_S:
+            self._looked = now
+            pid = self._follower.pid
+            if pid is not None:
+                ticks = cpu_ticks(process_tree(pid))
+                if self._ticks is not None and ticks - self._ticks >= WORK_CPU_SHARE * WORK_LOOK_S * CLOCK_TICKS:
+                    self.last_work, self.what = now, "CPU time"
+                self._ticks = ticks
+        if self._cache_dir is not None and now - self._cache_looked >= CACHE_LOOK_S:
+            self._cache_looked = now
+            found = engine_cache.size(self._cache_dir)
+            held = found.bytes if found is not None else 0
+            if self._cache is not None and held > self._cache:
+                self.last_work, self.what = now, "cache growth"
+            self._cache = held
+        return self.last_work
 
 
 def pid_alive(pid: int) -> bool:
@@ -291,6 +335,7 @@ def wait_ready(
     # an increase between two looks means systemd brought a dead engine back.
     prev_restarts = warming.baseline_restarts
     checked_at: float | None = None
+    work = WorkWatch(follower, warming.cache_dir, clock)
     while True:
         now = clock.monotonic()
         elapsed = now - warming.start_mono
@@ -334,7 +379,7 @@ def wait_ready(
                     check_now()
                     continue  # look at systemd again at once: the check may have made the unit active
         # the follower may have stamped a line after ``now`` was read: that output is 0 s old, not -0.01 s
-        since_output = max(0.0, now - max(follower.last_output_mono, warming.start_mono))
+        since_output = max(0.0, now - max(follower.last_output_mono, work.look(now), warming.start_mono))
         silent_limit: float = warming.stall_budget_s
         if warming.budget is not None and not awaiting_systemd:  # judged against history
             phase = str(follower.phase.phase)
@@ -347,7 +392,8 @@ def wait_ready(
             silent_limit = allowed if allowed is not None else silent_limit
         if since_output > silent_limit and not awaiting_systemd:
             return WaitResult(WaitStatus.STALLED, elapsed, follower.phase.label(), last, readiness,
-                              detail=f"no output for {since_output:.0f} s (stall budget {silent_limit:.0f} s"
+                              detail=f"no output, CPU time or cache growth for {since_output:.0f} s (stall budget "
+                                     f"{silent_limit:.0f} s"
                                      + (", learnt from earlier boots)" if silent_limit != warming.stall_budget_s
                                         else ")"),
                               noticed_mono=clock.monotonic(), tail=follower.tail())

@@ -148,3 +148,19 @@ def process_tree(root: int, proc: str = PROC) -> set[int]:
                 tree.add(child)
                 todo.append(child)
     return tree
+
+
+def cpu_ticks(pids: Collection[int], proc: str = PROC) -> int:
+    """User + system CPU time of ``pids`` in clock ticks (/proc/PID/stat's utime and stime, after the name):
+    a warming engine that prints nothing but computes (a compile, an autotune) still spends it. Gone or
+    unreadable processes count 0."""
+    total = 0
+    for pid in list(pids)[:PROCESS_SCAN_LIMIT]:
+        try:
+            with open(f"{proc}/{pid}/stat", "rb") as f:
+                stat = f.read(4096)
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5), counted after the name
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
