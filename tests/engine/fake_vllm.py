@@ -10,7 +10,8 @@ Endpoints (as vLLM serves them)
   POST /v1/completions        plain, or SSE with `stream: true` (`stream_options.include_usage` adds a usage
                               chunk), closed by `data: [DONE]`
   POST /v1/chat/completions   the same for chat messages
-  GET  /metrics               a few Prometheus lines (vllm:num_requests_running, ...)
+  GET  /metrics               a few Prometheus lines under vLLM v1's names and labels (vllm:num_requests_running,
+                              vllm:generation_tokens_total counted per token as it streams, ...)
   GET  /version
 Tokens are words and punctuation marks (regex \\w+|[^\\w\\s]) plus one BOS token per prompt.
 It answers known prompts correctly at temperature 0 ("The capital of France is" -> " Paris. ..."),
@@ -34,7 +35,8 @@ Options (each also readable from the environment variable named in brackets)
                         vLLM's API server does when its EngineCore dies)
       runaway           when --runaway-concurrency requests are in flight, answers run to max_tokens
                         and stop with finish_reason "length"
-      hang              /health stays 200, completions never answer
+      hang              /health stays 200, completions never answer: a request that arrives counts as running
+                        on /metrics and yields no token (vllm:generation_tokens_total stands still)
       engine-dead       the server stays up with its engine dead: /health answers 503 and completions 500, as
                         vLLM's API server does after EngineDeadError with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1
                         (or while its shutdown hangs); --mode-file is read for /health too
@@ -53,9 +55,9 @@ Options (each also readable from the environment variable named in brackets)
                               FAKE_VLLM_KV_TOKENS (379392) and FAKE_VLLM_GRAPHS_GIB (0.52); the concurrency line
                               counts requests of --max-model-len tokens. FAKE_VLLM_COMPILE_SECONDS: a
                               torch.compile step that long unless $VLLM_CACHE_ROOT holds its artifact
+                              (FAKE_VLLM_COMPILE_BUSY=1: spent on the CPU, not asleep)
   --die-during-warmup-after S [FAKE_VLLM_DIE_AFTER] exit during warmup after S seconds ...
   --exit-code N               [FAKE_VLLM_EXIT_CODE] ... with this status (default 1) ...
-                              (FAKE_VLLM_COMPILE_BUSY=1: spent on the CPU, not asleep)
   --die-message TEXT          [FAKE_VLLM_DIE_MESSAGE] ... after printing this line to stderr
   --protocol P                [FAKE_VLLM_PROTOCOL] vllm (default) or minimal: a server that differs the way
                               `transformers serve` does: no `data: [DONE]` (the stream just closes), usage
@@ -229,6 +231,11 @@ class State:
             self.max_in_flight = max(self.max_in_flight, len(self.in_flight))
             same = sum(1 for k in self.in_flight.values() if k == key)
             return len(self.in_flight), same
+
+    def count(self, *, prompt: int = 0, generated: int = 0) -> None:
+        with self.lock:
+            self.prompt_tokens_total += prompt
+            self.generation_tokens_total += generated
 
     def leave(self, rid: str) -> None:
         with self.lock:
@@ -456,20 +463,26 @@ class Handler(BaseHTTPRequestHandler):
     def metrics(self) -> str:
         s = self.state
         name = s.args.served_name
+        # vLLM v1's names and labels (vllm/v1/metrics/loggers.py: labelnames model_name, engine; prometheus_client
+        # adds _total to a counter's name); the token counters move per engine step, as a stream goes
+        labels = f'model_name="{name}",engine="0"'
         with s.lock:
             running = len(s.in_flight)
             lines = [
                 "# HELP vllm:num_requests_running Number of requests in model execution batches.",
                 "# TYPE vllm:num_requests_running gauge",
-                f'vllm:num_requests_running{{model_name="{name}"}} {running}.0',
+                f"vllm:num_requests_running{{{labels}}} {running}.0",
+                "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
                 "# TYPE vllm:num_requests_waiting gauge",
-                f'vllm:num_requests_waiting{{model_name="{name}"}} 0.0',
+                f"vllm:num_requests_waiting{{{labels}}} 0.0",
+                "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
                 "# TYPE vllm:prompt_tokens_total counter",
-                f'vllm:prompt_tokens_total{{model_name="{name}"}} {s.prompt_tokens_total}.0',
+                f"vllm:prompt_tokens_total{{{labels}}} {s.prompt_tokens_total}.0",
+                "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
                 "# TYPE vllm:generation_tokens_total counter",
-                f'vllm:generation_tokens_total{{model_name="{name}"}} {s.generation_tokens_total}.0',
+                f"vllm:generation_tokens_total{{{labels}}} {s.generation_tokens_total}.0",
                 "# TYPE vllm:request_success_total counter",
-                f'vllm:request_success_total{{finished_reason="stop",model_name="{name}"}} {s.success_total}.0',
+                f'vllm:request_success_total{{{labels},finished_reason="stop"}} {s.success_total}.0',
                 "# HELP fake_vllm:max_requests_running The test engine's own: most requests in flight at once.",
                 "# TYPE fake_vllm:max_requests_running gauge",
                 f"fake_vllm:max_requests_running {s.max_in_flight}.0",
@@ -587,6 +600,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             pieces, finish = plan_answer(s, prompt, max_tokens, in_flight)
             time.sleep(s.args.prefill_delay * prompt_tokens / 1000)
+            s.count(prompt=prompt_tokens)
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + len(pieces),
                      "completion_tokens": len(pieces), "prompt_tokens_details": None}
             if body.get("stream"):
@@ -597,11 +611,11 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self.stream(rid, chat, pieces, finish, usage if include_usage else None)
             else:
-                time.sleep(s.args.token_delay * len(pieces))
+                for _ in pieces:  # generated one by one, counted as they come, as a stream's are
+                    time.sleep(s.args.token_delay)
+                    s.count(generated=1)
                 self.send_json(200, full_response(rid, chat, s.args.served_name, pieces, finish=finish, usage=usage))
             with s.lock:
-                s.prompt_tokens_total += prompt_tokens
-                s.generation_tokens_total += len(pieces)
                 s.success_total += 1
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client hung up; so does vLLM's request
@@ -629,6 +643,7 @@ class Handler(BaseHTTPRequestHandler):
                  "finish_reason": None}]})
         if "cut-off" in s.args.modes:
             for piece in pieces[: max(1, len(pieces) // 2)]:
+                s.count(generated=1)
                 event({"id": rid, "object": kind, "created": created, "model": name, "choices": [
                     {"index": 0, "logprobs": None, "finish_reason": None,
                      **({"delta": {"content": piece}} if chat else {"text": piece})}]})
@@ -647,6 +662,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 choice["text"] = piece
                 choice["stop_reason"] = None
+            s.count(generated=1)
             event({"id": rid, "object": kind, "created": created, "model": name, "choices": [choice]})
         if not pieces:
             choice = {"index": 0, "logprobs": None, "finish_reason": finish}
@@ -684,6 +700,7 @@ class Handler(BaseHTTPRequestHandler):
         for i, piece in enumerate(pieces):
             if i:
                 time.sleep(self.state.args.token_delay)
+            self.state.count(generated=1)
             choice: dict[str, object] = {"index": 0}
             choice.update({"delta": {"content": piece}} if chat else {"text": piece})
             event({"id": rid, "choices": [choice], "model": name, "object": kind})

@@ -135,10 +135,11 @@ def test_notify_healthy_gets_a_startup_check_that_polls_during_warmup(
     text = render_units(_recipe("qwen3-8b-vllm"), podman_version=podman, quadlet_version=quadlet).files[0].text
     assert ("Notify=healthy" in text) is startup
     if startup:
-        assert _values(text, "HealthStartupCmd") == _values(text, "HealthCmd")
+        # the startup check is /health alone: the regular one adds the liveness rule before it (test_liveness)
+        assert _values(text, "HealthCmd")[0].endswith("; " + _values(text, "HealthStartupCmd")[0])
         assert _values(text, "HealthStartupInterval") == ["2s"]
         assert _values(text, "HealthStartupSuccess") == ["1"]
-        assert _values(text, "HealthInterval") == ["30s"]
+        assert _values(text, "HealthInterval") == ["15s"]  # the default liveness window's (render.liveness)
         assert not _values(text, "HealthStartupRetries")  # a slow warmup is TimeoutStartSec's to end, not a restart
         # the startup check gates the regular one: a start period (from the container's start, as long as
         # the warmup budget) would only shield an engine that hangs after a short warmup

@@ -14,6 +14,11 @@ RESTART_SEC = 10  # service.restart_sec
 STOP_TIMEOUT_S = 120  # service.stop_timeout_s: the engine's own stop timeout (podman --stop-timeout)
 STOP_GRACE_S = 30  # the unit's TimeoutStopSec is the stop timeout plus this
 REQUEST_TIMEOUT_S = 60  # verification.request_timeout_s
+# service.liveness_window_s: an engine with requests running and no new token for this long is killed by its
+# health check (render.liveness). Not shorter: a long prompt's prefill yields no token for tens of seconds, and
+# the stall the check waits for is half the window.
+LIVENESS_WINDOW_S = 180
+LIVENESS_MIN_WINDOW_S = 12  # 2 * (the health check's 5 retries + 1) checks, each at least 1 s apart
 
 
 def stop_wait_s(stop_timeout_s: float) -> float:

@@ -534,6 +534,19 @@ class Service(Strict):
                                  description="becomes TimeoutStartSec")
     stall_budget_s: int = Field(default=600, ge=5, le=86400, description="no output for this long is a stall")
     stop_timeout_s: int = Field(default=defaults.STOP_TIMEOUT_S, ge=1, le=3600)
+    liveness_window_s: int = Field(
+        default=defaults.LIVENESS_WINDOW_S, ge=0, le=3600,
+        description="requests running and no new token for this long: the health check fails and the engine "
+                    f"is restarted (engines with token counters: vLLM); 0 turns it off, else at least "
+                    f"{defaults.LIVENESS_MIN_WINDOW_S}")
+
+    @field_validator("liveness_window_s")
+    @classmethod
+    def _window_zero_or_long_enough(cls, value: int) -> int:
+        if 0 < value < defaults.LIVENESS_MIN_WINDOW_S:
+            raise ValueError(f"give 0 (off) or at least {defaults.LIVENESS_MIN_WINDOW_S} s: the health check needs "
+                             "that long for its retries")
+        return value
 
     @property
     def unit_stop_timeout_s(self) -> int:

@@ -25,7 +25,7 @@ from rigctl.podman_versions import (
     fmt,
     has_key,
 )
-from rigctl.render import escape
+from rigctl.render import escape, liveness
 from rigctl.render.escape import RenderError
 from rigctl.util import safefs
 from rigctl.util.publish import spell_publish
@@ -276,8 +276,30 @@ def health_check_cmd(port: int, path: str) -> str:
             f"elif command -v curl >/dev/null; then {curl}; else exec {python}; fi")
 
 
-def _health_cmd(recipe: Recipe) -> str:
-    return health_check_cmd(recipe.engine.port, recipe.engine.health_path)
+@dataclass(frozen=True)
+class HealthCheck:
+    cmd: str
+    plain: str  # /health alone: the startup check's (nothing runs during warmup, so no progress to judge)
+    interval: str  # HealthInterval: HEALTH_INTERVAL, or shorter so a liveness window holds (render.liveness)
+    note: Note | None
+    window_s: int | None = None  # the liveness window, when the check judges progress
+
+
+def _health_check(recipe: Recipe) -> HealthCheck:
+    """The plain /health check, or, for an engine whose token counters show progress, the liveness check
+    before it (``render.liveness``): HEALTH_RETRIES failures HealthInterval apart fit in the window."""
+    plain = health_check_cmd(recipe.engine.port, recipe.engine.health_path)
+    window = recipe.service.liveness_window_s
+    metrics = liveness.PROGRESS_METRICS.get(str(recipe.engine.kind))
+    if window == 0:
+        return HealthCheck(plain, plain, HEALTH_INTERVAL, None)
+    if metrics is None:
+        return HealthCheck(plain, plain, HEALTH_INTERVAL, Note("info", (
+            f"service.liveness_window_s: {recipe.engine.kind} has no token counter that grows while a request "
+            "streams, so a hung engine is seen by /health and the canary only")))
+    interval, stall = liveness.timing(window, HEALTH_RETRIES, int(HEALTH_INTERVAL.removesuffix("s")))
+    prefix = liveness.liveness_prefix(recipe.engine.port, stall, metrics)
+    return HealthCheck(f"{prefix}; {plain}", plain, f"{interval}s", None, window)
 
 
 def render_units(
@@ -356,14 +378,18 @@ def render_units(
         secrets = []
         notes.append(Note("adapted", f"quadlet {fmt(qv)} has no Secret= (4.5): using PodmanArgs=--secret"))
 
+    check = _health_check(recipe)
+    if check.note is not None:
+        notes.append(check.note)
     health: dict[str, Any] | None = {
-        "cmd": _health_cmd(recipe), "interval": HEALTH_INTERVAL, "timeout": HEALTH_TIMEOUT,
+        "cmd": check.cmd, "startup_cmd": check.plain, "interval": check.interval, "timeout": HEALTH_TIMEOUT,
         "start_period": f"{recipe.service.warmup_budget_s}s", "retries": HEALTH_RETRIES, "on_failure": "kill",
+        "liveness_window": check.window_s,
     }
     if not has_key(qv, "HealthCmd"):
         assert health is not None
         podman_args.append([
-            "--health-cmd", health["cmd"], f"--health-interval={HEALTH_INTERVAL}",
+            "--health-cmd", health["cmd"], f"--health-interval={check.interval}",
             f"--health-timeout={HEALTH_TIMEOUT}", f"--health-start-period={health['start_period']}",
             f"--health-retries={HEALTH_RETRIES}", "--health-on-failure=kill",
         ])
