@@ -123,3 +123,29 @@ def test_the_install_line_and_canary_name_list_the_same_checks() -> None:
     out = io.StringIO()
     canary_summary("demo", s.summary(now=NOW))(out)
     assert "checks health,smoke,baseline," in out.getvalue().replace(", on failure", ",")
+
+
+def test_a_canary_paused_by_a_running_up_is_not_stale_but_one_left_paused_is(tmp_path: Path) -> None:
+    """`up` and `swap` stop the canary's timer while they hold the deployment's lock (a warmup may last longer
+    than two intervals): that pause is not a canary that stopped running. The same lock file left by a process
+    that is gone (a killed `up`) is no holder: the canary is stale again."""
+    import os
+    import subprocess
+    import sys
+
+    from rigctl.deploy.state import lock_holder, locked
+
+    with locked("paused-one", "up paused-one", tmp_path):
+        holder = lock_holder("paused-one", tmp_path)
+        assert holder is not None and holder.startswith(f"pid {os.getpid()}: rigctl up paused-one")
+        summary = state((NOW - 2000, True)).summary(now=NOW, service="inactive", paused_by=holder)
+        assert summary is not None and summary["stale"] is False and summary["failing"] is False
+        assert summary["paused_by"] == holder
+    assert lock_holder("paused-one", tmp_path) is None  # released: the file is emptied
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    (tmp_path / "paused-two.lock").write_text(f"pid {gone.stdout.strip()}: rigctl up paused-two\n")
+    assert lock_holder("paused-two", tmp_path) is None
+    # a failed canary service is failing even while paused: the pause did not fail it
+    failed = state((NOW - 2000, True)).summary(now=NOW, service="failed", paused_by="pid 1: rigctl up x")
+    assert failed is not None and failed["stale"] is True

@@ -352,16 +352,21 @@ class CanaryState:
                     f"intervals of {self.config.every_s} s: its runs do not happen")
         return None
 
-    def summary(self, *, now: float | None = None, service: str | None = None) -> dict[str, Any] | None:
+    def summary(self, *, now: float | None = None, service: str | None = None,
+                paused_by: str | None = None) -> dict[str, Any] | None:
         """What `status` shows: interval, last run and result, consecutive failures, the last failure (its
         reason and time, and whether it is the last run), the restarts it made, whether it is stale, and
         whether it fails its deployment (unreadable, its last run failed, or stale). ``now``: the wall clock
-        (default: now); ``service``: the canary service's ActiveState (None: not asked)."""
+        (default: now); ``service``: the canary service's ActiveState (None: not asked); ``paused_by``: the
+        rigctl command that holds the deployment's lock now (`up`, `swap` pause the canary while they work):
+        a canary paused on purpose is not stale."""
         if self.config is None and not self.runs and self.unreadable is None:
             return None
         last, failed = self.last, self.last_failure()
         now = time.time() if now is None else now
         stale = self.staleness(now, service)
+        if stale is not None and paused_by is not None and service != "failed":
+            stale = None
         last_at = last.get("at") if last else None
         return {
             "unreadable": self.unreadable,
@@ -380,7 +385,7 @@ class CanaryState:
             "counts": dict(self.counts),
             # whether the last failure is the last run (False: a run passed since; it is past)
             "last_failure_current": failed is not None and failed is last,
-            "service": service, "stale": stale is not None, "stale_reason": stale,
+            "service": service, "stale": stale is not None, "stale_reason": stale, "paused_by": paused_by,
             "last_run_age_s": None if last_at is None else round(max(0.0, now - last_at), 1),
             "failing": self.unreadable is not None or stale is not None or (last is not None and not last.get("ok")),
         }

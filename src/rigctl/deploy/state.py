@@ -445,6 +445,32 @@ class ServiceLock:
         self.release()
 
 
+def lock_holder(service: str, directory: Path | None = None) -> str | None:
+    """Who holds ``service``'s lock now, as its holder wrote it ("pid N: rigctl up NAME"), when that process
+    still runs; None otherwise. Read, never locked: a look must not make a real `up` find the lock taken."""
+    path = (directory or lock_dir()) / f"{check_name(service)}.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+    finally:
+        os.close(fd)
+    match = re.match(r"pid (\d{1,9}): ", text)
+    if match is None:
+        return None
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return None  # a holder that died without releasing: its flock went with it
+    except PermissionError:
+        pass  # alive, another user's
+    return printable(text[:120])
+
+
 @contextlib.contextmanager
 def locked(service: str, command: str, directory: Path | None = None) -> Iterator[ServiceLock]:
     """``service``'s lock taken now (LockHeldError when anyone holds it, this process included)."""

@@ -150,7 +150,8 @@ def _learnt(item: Managed, systemd: Systemd) -> tuple[dict[str, Any] | None, dic
             service = systemd.show(service_name(item.record.recipe)).active
         except CommandError:  # not asked: judged by the age of its last run alone
             service = None
-    return canary.summary(service=service), boot.to_dict() if boot else None
+    paused_by = records.lock_holder(item.record.recipe) if canary.config is not None else None
+    return canary.summary(service=service, paused_by=paused_by), boot.to_dict() if boot else None
 
 
 # serving: active and ready; starting: its first warmup; not-ready: active, no restart, /health says no, within

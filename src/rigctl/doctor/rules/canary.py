@@ -27,7 +27,9 @@ def failing(ctx: RuleContext) -> list[Hit]:
 
     scope = Scope(live.scope)
     state = history.canary_state(Dirs.of(scope).state, name)
-    hits = hits_for(name, state.summary(), systemctl=live.systemctl)
+    from rigctl.deploy.state import lock_holder  # noqa: PLC0415
+
+    hits = hits_for(name, state.summary(paused_by=lock_holder(name)), systemctl=live.systemctl)
     gone = missing_interpreter(systemd_dir(scope) / service_name(name))
     if gone is not None:
         hits.append(Hit(
