@@ -149,3 +149,30 @@ def test_a_canary_paused_by_a_running_up_is_not_stale_but_one_left_paused_is(tmp
     # a failed canary service is failing even while paused: the pause did not fail it
     failed = state((NOW - 2000, True)).summary(now=NOW, service="failed", paused_by="pid 1: rigctl up x")
     assert failed is not None and failed["stale"] is True
+
+
+def test_doctor_asks_systemd_for_the_canary_service_of_a_rigctl_unit() -> None:
+    """A canary whose service failed (its run could not even start) fails in doctor as in status, though its
+    last recorded run is recent: doctor asks the manager for rigctl units' canary services, others not."""
+    from rigctl.adapters.systemd import UnitState
+    from rigctl.doctor.host_state import live_units
+    from rigctl.doctor.rules import canary as rule
+
+    asked: list[str] = []
+
+    class Manager:
+        def show(self, unit: str) -> UnitState:
+            asked.append(unit)
+            failed = unit.endswith("-canary.service")
+            return UnitState(active="failed" if failed else "active", sub="failed" if failed else "running",
+                             load="loaded", result="exit-code" if failed else "success", restarts=0,
+                             restart_policy="no", exit_status=None, main_pid=0, active_since_mono_us=0,
+                             source_path="")
+
+    targets = {"/u/rigctl-demo.container": ("user", "rigctl-demo.service"), "/u/other.service": ("user", "other.service")}
+    live = live_units(targets, lambda _scope: Manager())  # type: ignore[arg-type,return-value]
+    assert live["/u/rigctl-demo.container"].canary == "failed" and live["/u/other.service"].canary is None
+    assert "other-canary.service" not in asked
+    summary = state((NOW - 30, True)).summary(now=NOW, service=live["/u/rigctl-demo.container"].canary)
+    hits = rule.hits_for("demo", summary)
+    assert hits and "stale" in hits[0].message and "failed" in hits[0].message

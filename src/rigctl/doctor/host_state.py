@@ -35,6 +35,7 @@ class LiveUnit:
     service: str  # the systemd service, e.g. rigctl-x.service
     scope: str  # system | user: whose manager (`systemctl` or `systemctl --user`)
     state: UnitState
+    canary: str | None = None  # the ActiveState of rigctl's canary service for it (None: none, or not asked)
 
     @property
     def systemctl(self) -> str:
@@ -147,5 +148,17 @@ def live_units(targets: Mapping[str, tuple[str, str]], systemd_for: Callable[[Sc
         except CommandError:
             continue
         if state.load != "not-found":
-            live[path] = LiveUnit(service, scope, state)
+            live[path] = LiveUnit(service, scope, state, _canary_state(systemd, service))
     return live
+
+
+def _canary_state(systemd: Systemd, service: str) -> str | None:
+    """The ActiveState of a rigctl unit's canary service: a failed one (its run could not run) fails the
+    canary whatever its record's age says. Only rigctl's units are asked (one more call each)."""
+    if not service.startswith("rigctl-") or service.endswith("-canary.service"):
+        return None
+    try:
+        found = systemd.show(service.removesuffix(".service") + "-canary.service")
+    except CommandError:
+        return None
+    return found.active if found.load != "not-found" else None

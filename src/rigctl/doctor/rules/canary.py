@@ -29,7 +29,7 @@ def failing(ctx: RuleContext) -> list[Hit]:
     state = history.canary_state(Dirs.of(scope).state, name)
     from rigctl.deploy.state import lock_holder  # noqa: PLC0415
 
-    hits = hits_for(name, state.summary(paused_by=lock_holder(name)), systemctl=live.systemctl)
+    hits = hits_for(name, state.summary(service=live.canary, paused_by=lock_holder(name)), systemctl=live.systemctl)
     gone = missing_interpreter(systemd_dir(scope) / service_name(name))
     if gone is not None:
         hits.append(Hit(
