@@ -222,6 +222,8 @@ def test_swap_moves_the_canary_and_a_rollback_leaves_it_on_the_old_deployment(ri
                                                       "up-to", "remove-from", "canary-move"], swapped
 
     # rolled back: the canary stays on B, paused while B was stopped, and runs again once B is back
+    record_path = _state_home(rig) / "rigctl" / "deployments" / f"{b}.json"
+    before = json.loads(record_path.read_text())
     start = time.time()
     code, back = rig.run("swap", b, str(_recipe(rig, "cn-swap-c", port, FAKE_VLLM_MODE="word-salad")), "--user",
                          timeout=240)
@@ -235,6 +237,10 @@ def test_swap_moves_the_canary_and_a_rollback_leaves_it_on_the_old_deployment(ri
     assert again["last_result"] == "pass" and again["restarts"] == 0, again
     steps = [s["step"] for s in back["steps"]]
     assert steps[1] == "canary-pause" and steps[-2:] == ["restore-from", "canary-resume"], back
+    # B's record after the rollback is B's deployment as it was: its recipe digest, install time, host facts
+    after = json.loads(record_path.read_text())
+    for key in ("recipe_sha256", "installed_at", "planned_on", "recipe_deployed", "engine_cache"):
+        assert after.get(key) == before.get(key), key
 
 
 def test_the_canary_compares_with_what_verify_export_wrote(rig: Rig) -> None:

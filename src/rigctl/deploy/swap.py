@@ -576,10 +576,18 @@ class HostSwapDeploy:
                               fix=f"`rigctl up {side.source}`")
         result = UpResult.begin(side.recipe, self.scope, self.dirs)
         result.gpu_ids = list(record.gpu_ids)
-        return install_and_start(side.recipe, _installed(record), result, recipe_source=side.source,
-                                 quadlet=find_quadlet(self.scope), adapters=self.adapters, dirs=self.dirs,
-                                 options=UpOptions(verify=True), on_progress=self.on_progress,
-                                 on_stage=self.on_stage)
+        restored = install_and_start(side.recipe, _installed(record), result, recipe_source=side.source,
+                                     quadlet=find_quadlet(self.scope), adapters=self.adapters, dirs=self.dirs,
+                                     options=UpOptions(verify=True), on_progress=self.on_progress,
+                                     on_stage=self.on_stage, planned_on=record.planned_on)
+        # what runs again is what was deployed then: the record keeps that deployment's recipe digest and
+        # install time, not the file's digest now
+        again = records.load_record(self.dirs.state, side.name)
+        if again is not None and (again.recipe_sha256, again.installed_at) != (record.recipe_sha256,
+                                                                               record.installed_at):
+            again.recipe_sha256, again.installed_at = record.recipe_sha256, record.installed_at
+            records.save(self.dirs.state, again)
+        return restored
 
     def pause_canary(self, side: Side) -> canaries.Held | None:
         if self.canary is None:
