@@ -248,7 +248,8 @@ def test_swap(walk: Answers) -> None:
     code, doc = walk["swap"]
     assert code == 0, doc
     check_envelope(doc, "swap", True)
-    check_keys(doc, ENVELOPE | {"from", "to", "outcome", "message", "steps", "todo"}, "swap")
+    check_keys(doc, ENVELOPE | {"from", "to", "outcome", "message", "steps", "todo", "mode", "downtime_s"},
+               "swap")  # mode, downtime_s: #36
     check_words([doc["outcome"]], SWAP_OUTCOMES, "swap.outcome")
     steps = check_items(doc["steps"], {"step", "ok", "message", "detail"}, "swap.steps")
     check_words([s["step"] for s in steps], SWAP_STEPS, "swap.steps[].step")

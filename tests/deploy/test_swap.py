@@ -557,3 +557,33 @@ def test_swap_to_word_salad_rolls_back_on_testbed(need: Callable[[bool, str], No
     finally:
         for name in ("sw-salad", "sw-good"):
             _rigctl(env, "down", name, "--user", "--remove")
+
+
+def test_the_cold_swap_measures_its_downtime(sides: tuple[Side, Side], tmp_path: Path) -> None:
+    """One model at a time: the endpoint has no verified model from FROM's stop to TO's verified ready (or to
+    the restored FROM's); a refused swap stopped nothing and had none."""
+    clock = FakeClock()
+    deploy = FakeDeploy()
+    deploy.serving.add("sw-a")
+    answer = deploy.up_answer
+
+    def slow_up(name: str) -> UpResult:
+        clock.sleep(42.0)  # TO's warmup
+        return answer(name)
+
+    deploy.up_answer = slow_up
+    result = _run(sides, deploy, tmp_path, clock=clock)
+    assert result.outcome == "swapped" and result.mode == "cold"
+    assert result.downtime_s is not None and 42.0 <= result.downtime_s < 60.0
+    assert "s without a model (a cold swap" in result.message and result.to_dict()["downtime_s"] == result.downtime_s
+
+    back = FakeDeploy()
+    back.serving.add("sw-a")
+    back.up_answer = lambda name: (clock.sleep(5.0), _up_result(name, ok=False, wait=WaitStatus.DIED))[1]
+    rolled = _run(sides, back, tmp_path, clock=clock)
+    assert rolled.outcome == "rolled-back" and rolled.downtime_s is not None and rolled.downtime_s >= 5.0
+
+    refused = FakeDeploy()
+    refused.serving.add("sw-a")
+    refused.preflight_ok = False
+    assert _run(sides, refused, tmp_path, clock=clock).downtime_s is None

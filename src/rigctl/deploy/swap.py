@@ -129,6 +129,11 @@ class SwapResult:
     message: str = ""
     steps: list[SwapStep] = field(default_factory=list)
     todo: list[str] = field(default_factory=list)  # what the operator must do now (rollback-failed)
+    # how the swap went: "cold" (FROM stopped before TO started: one model at a time), with the seconds the
+    # endpoint had no verified model behind it (FROM's stop to TO's, or the restored FROM's, verified ready);
+    # None where nothing was stopped
+    mode: str = "cold"
+    downtime_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -142,7 +147,7 @@ class SwapResult:
     def to_dict(self) -> dict[str, Any]:  # reshapes on purpose: "from"/"to" and "step" are the JSON's names
         steps = [{"step": s.name, "ok": s.ok, "message": s.message, "detail": jsonable(s.detail)} for s in self.steps]
         return {"from": self.from_recipe, "to": self.to_recipe, "outcome": self.outcome, "message": self.message,
-                "steps": steps, "todo": self.todo}
+                "steps": steps, "todo": self.todo, "mode": self.mode, "downtime_s": self.downtime_s}
 
 
 @dataclass(frozen=True)
@@ -226,6 +231,7 @@ class _Machine:
     say: Callable[[str], None]
     to_gpu_ids: tuple[str, ...] = ()  # the GPUs TO's up was given
     held: canaries.Held | None = None
+    down_since: float | None = None  # when FROM was told to stop: the endpoint's downtime starts there
 
     def step(self, name: str, ok: bool, message: str, /, **detail: Any) -> bool:
         self.note(self.result.add(name, ok, message, **detail))
@@ -239,11 +245,18 @@ class _Machine:
             return
         self._pause_canary()
         if self._stop_source() and self._up_target():
+            self._served_again()
             self._remove_source()
             self._move_canary()
-            self._finish("swapped", ExitCode.OK, f"{self.target.name} is serving in place of {self.source.name}")
+            self._finish("swapped", ExitCode.OK, f"{self.target.name} is serving in place of {self.source.name}"
+                         + (f" after {self.result.downtime_s:.1f} s without a model (a cold swap: one model at "
+                            "a time)" if self.result.downtime_s is not None else ""))
             return
         self._rollback()
+
+    def _served_again(self) -> None:
+        if self.down_since is not None and self.result.downtime_s is None:
+            self.result.downtime_s = round(self.clock.monotonic() - self.down_since, 2)
 
     def _finish(self, outcome: str, code: ExitCode, message: str) -> None:
         self.result.outcome, self.result.exit_code, self.result.message = outcome, code, message
@@ -275,6 +288,7 @@ class _Machine:
     def _stop_source(self) -> bool:
         pids = self._holders(self.source)
         before = self._devices(self.source.gpu_ids)
+        self.down_since = self.clock.monotonic()
         try:
             done = self.deploy.stop(self.source, remove=False)
         except RigctlError as err:
@@ -433,6 +447,8 @@ class _Machine:
         except RigctlError as err:
             self.step("restore-from", False, f"restarting {self.source.name} failed: {err.message}")
         if res is not None:
+            if res.ok:
+                self._served_again()
             self.step("restore-from", res.ok, _up_message(res), **_up_detail(res))
         self._resume_canary()
         failed_at = next((s for s in self.result.steps if not s.ok), None)
@@ -440,7 +456,8 @@ class _Machine:
         if res is not None and res.ok:
             self._finish("rolled-back", ExitCode.DEPLOY_FAILED,
                          f"swap to {self.target.name} failed ({why}); rolled back: {self.source.name} is serving "
-                         "again and passed verification")
+                         "again and passed verification"
+                         + (f" ({self.result.downtime_s:.1f} s without a model)" if self.result.downtime_s else ""))
             return
         self._finish("rollback-failed", ExitCode.INTERNAL,
                      f"ROLLBACK FAILED: swap to {self.target.name} failed ({why}) and {self.source.name} could not "
