@@ -139,7 +139,7 @@ def test_notify_healthy_gets_a_startup_check_that_polls_during_warmup(
         assert _values(text, "HealthCmd")[0].endswith("; " + _values(text, "HealthStartupCmd")[0])
         assert _values(text, "HealthStartupInterval") == ["2s"]
         assert _values(text, "HealthStartupSuccess") == ["1"]
-        assert _values(text, "HealthInterval") == ["15s"]  # the default liveness window's (render.liveness)
+        assert _values(text, "HealthInterval") == ["13s"]  # the default liveness window's (render.liveness)
         assert not _values(text, "HealthStartupRetries")  # a slow warmup is TimeoutStartSec's to end, not a restart
         # the startup check gates the regular one: a start period (from the container's start, as long as
         # the warmup budget) would only shield an engine that hangs after a short warmup

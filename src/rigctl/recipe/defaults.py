@@ -18,7 +18,7 @@ REQUEST_TIMEOUT_S = 60  # verification.request_timeout_s
 # health check (render.liveness). Not shorter: a long prompt's prefill yields no token for tens of seconds, and
 # the stall the check waits for is half the window.
 LIVENESS_WINDOW_S = 180
-LIVENESS_MIN_WINDOW_S = 12  # 2 * (the health check's 5 retries + 1) checks, each at least 1 s apart
+LIVENESS_MIN_WINDOW_S = 36  # 2 * (the health check's 5 retries + 1) checks, each 1 s apart and 2 s late
 
 
 def stop_wait_s(stop_timeout_s: float) -> float:

@@ -9,11 +9,11 @@ the counters' values as last seen changed, and when; it is written to a temporar
 old one, so a check killed mid-write leaves the old line.
 
 Timing. ``window_s`` is the promise: an engine that stops producing tokens with requests running is
-killed within it. With R failures in a row needed (HEALTH_RETRIES) and checks I apart, the first check
-that saw the counters as they stay is at most I after the last token (or the work's start), the first
-failing check at most I after the stall limit S from there, and the kill R-1 checks later: at most
-S + (R+1)*I after the last token. So the check interval is
-window/(2(R+1)) (at most the plain check's 30 s) and S = window - (R+1)*I, at least half the window:
+killed within it. With R failures in a row needed (HEALTH_RETRIES) and checks P apart (P: the interval I
+and the check's own run time, CHECK_RUN_S), the first check that saw the counters as they stay is at most
+P after the last token (or the work's start), the first failing check at most P after the stall limit S
+from there, and the kill R-1 checks later: at most S + (R+1)*P after the last token. So P is
+window/(2(R+1)) (I at most the plain check's 30 s) and S = window - (R+1)*P, at least half the window:
 a long prefill without a generated token must not look like a hang.
 """
 
@@ -48,6 +48,11 @@ PROGRESS_METRICS: dict[str, ProgressMetrics] = {
 }
 
 MIN_WINDOW_S = defaults.LIVENESS_MIN_WINDOW_S  # below it the check interval would round to 0 s
+# podman starts the next check an interval after the last one ended, by a systemd timer that may fire late,
+# and a check (podman healthcheck run, the exec, python3 or curl for /metrics) takes its own time: with 1 s
+# intervals the podman 5 testbed's checks came about 2 s apart (a 12 s window's kill came at 17 s before this
+# was counted; with 1 s counted, a 24 s window's at 23.98 s). Each check is counted as taking this much more.
+CHECK_RUN_S = 2
 STATE_DIR = "/tmp"  # the container's own, not /dev/shm: with ipc=host that is the host's, shared by all units
 
 
@@ -74,8 +79,9 @@ def timing(window_s: int, retries: int, plain_interval_s: int) -> tuple[int, int
     """(check interval, stall limit) in seconds for a window (see the module's docstring)."""
     if window_s < MIN_WINDOW_S:
         raise ValueError(f"a liveness window of {window_s} s is below {MIN_WINDOW_S} s")
-    interval = max(1, min(plain_interval_s, window_s // (2 * (retries + 1))))
-    return interval, window_s - (retries + 1) * interval
+    period = window_s // (2 * (retries + 1))  # a check's interval and its own run time
+    interval = max(1, min(plain_interval_s, period - CHECK_RUN_S))
+    return interval, window_s - (retries + 1) * (interval + CHECK_RUN_S)
 
 
 def _series(name: str) -> re.Pattern[str]:
