@@ -72,3 +72,93 @@ def test_vllms_kv_memory_is_within_the_margin_and_the_promise_within_ten_percent
     if "concurrency" in found:
         assert abs(p.sequences - found["concurrency"]) <= 0.10 * found["concurrency"]
     assert p.verdict == "fits"
+
+
+# --- start-ups on cards whose total is known: NVML's measured, or vLLM's own torch total ------------------------------
+
+# NVML's total per GPU name (bytes), measured on the device boxes: nvidia-smi shows these as 81,559 and 143,771 MiB
+NVML_TOTAL = {
+    "NVIDIA H100 80GB HBM3": 85_520_809_984,  # tests/fixtures/device/h100-2026-12-07/torch-vs-nvml.json (nvml.total)
+    "NVIDIA H200": 150_754_820_096,  # ../shared/reference/nvml-h200.json (nvmlDeviceGetMemoryInfo.total)
+}
+# No exact NVML byte count of an L40S is at hand (the one capture is nvidia-smi's "46068MiB", MiB-rounded): where a log
+# gives vLLM's own torch total ("Free memory on device (43.93/44.42 GiB)", cases.json torch_total_gib) the plan is fed
+# that plus the middle of the modelled gap, as the A100 cases above are; 44.42 GiB against 46,068 MiB (44.99 GiB) is
+# a 0.57 GiB gap, inside TOTAL_RESERVE.
+COMPUTE_CAPABILITY = {"NVIDIA H100 80GB HBM3": "9.0", "NVIDIA H200": "9.0", "NVIDIA L40S": "8.9"}
+TORCH_TOTAL = {c["gpu"]: c["torch_total_gib"] for c in CASES if c.get("torch_total_gib") and c.get("gpu")}
+
+# Start-ups outside the margin: a finding about the model (src is not tuned to them here). Each says what vLLM
+# logged against rigctl's terms; the figures are in the case's vllm_terms_gib.
+OUTSIDE = {
+    "qwen3-235b-a22b-fp8-l40s-tp8-ep-32k.log":
+        "vLLM 0.10.2 on L40S, TP 8 + EP: KV 10.64 GiB (lowest rank) below the pessimistic 10.94 GiB (optimistic 11.82). "
+        "vLLM's peak activation is 1.40 GiB = 9.6 float32 copies of 256 seqs x vocab 151,936 (the sampler pass), but "
+        "rigctl models 0.10 as before NEW_ACCOUNTING (0.11): profile_peak 0.21-0.45 GiB; non_torch 0.17-0.21 GiB "
+        "logged (custom all-reduce off: 8 PCIe GPUs) against 0.30-0.80",
+    "qwen3-next-80b-h200-tp2-262k.log":
+        "vLLM 0.10.2 on H200, TP 2: KV 44.59 GiB, pessimistic 49.33 GiB (+10.6%, optimistic 50.82). vLLM's peak "
+        "activation is 5.58 GiB = 9.6 float32 copies of 1024 seqs x vocab 151,936 (the sampler pass) against "
+        "profile_peak 0.56-1.41 GiB (0.10 modelled as before NEW_ACCOUNTING); non_torch 1.38 GiB logged at TP 2 "
+        "against the 0.10 range 0.30-0.80 (the 0.11+ range 1.5-2.2 is nearer)",
+}
+
+
+def _known_total(case: dict[str, Any]) -> int | None:
+    gpu = case.get("gpu")
+    if gpu in NVML_TOTAL:
+        return NVML_TOTAL[gpu]
+    if gpu in TORCH_TOTAL:
+        return int(TORCH_TOTAL[gpu] * GIB) + (TOTAL_RESERVE[0] + TOTAL_RESERVE[1]) // 2
+    return None
+
+
+KNOWN = [c for c in CASES if c.get("weights_gib") and c.get("vllm_version") and _known_total(c) is not None]
+
+
+def _plan_on(case: dict[str, Any]) -> Any:
+    args = ["--gpu-memory-utilization", str(case["gpu_memory_utilization"]),
+            "--max-num-batched-tokens", str(case["max_num_batched_tokens"])]
+    recipe = load("qwen3-8b-vllm", sets=[
+        f"engine.version={case['vllm_version']}", f"context_length={case['context']}", "verify.needle.context=null",
+        f"gpus.count={case['tp']}", f"gpus.tensor_parallel={case['tp']}", "gpus.min_memory_mib=0",
+        "engine.args=[" + ",".join(f'"{a}"' for a in args) + "]"]).recipe
+    # the weights are the engine's own figure after loading (online FP8 included): no --quantization is passed
+    return plan(recipe, shape_of(case), total_bytes=_known_total(case), weights=int(case["weights_gib"] * GIB),
+                weights_basis="the log's Model loading took", product=case["gpu"],
+                compute_capability=COMPUTE_CAPABILITY[case["gpu"]])
+
+
+def test_the_known_totals_cover_new_cards() -> None:
+    assert {c["gpu"] for c in KNOWN} >= {"NVIDIA H200", "NVIDIA L40S"}
+    # vLLM's torch total on H200 (139.81 GiB in the Qwen3-Next log) sits below NVML's by the modelled gap
+    gap = NVML_TOTAL["NVIDIA H200"] / GIB - 139.81
+    assert TOTAL_RESERVE[0] / GIB - 0.01 <= gap <= TOTAL_RESERVE[1] / GIB + 0.01
+    assert TOTAL_RESERVE[0] / GIB <= 46068 / 1024 - TORCH_TOTAL["NVIDIA L40S"] <= TOTAL_RESERVE[1] / GIB
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.xfail(reason=OUTSIDE[c["log"]], strict=True)) if c["log"] in OUTSIDE else c
+    for c in KNOWN if not c.get("refused")], ids=lambda c: c["log"])
+def test_vllms_kv_memory_on_known_cards_is_within_the_margin(case: dict[str, Any]) -> None:
+    found = parse((LOGS / case["log"]).read_text())
+    p = _plan_on(case)
+    logged = min(found["available_gib"]) * GIB
+    slack = 0.01 * GIB  # the log rounds to 0.01 GiB
+    assert p.budget - slack <= logged <= p.budget_optimistic + slack, (p.components(), logged / GIB)
+    assert abs(p.budget - logged) <= 0.10 * logged, (p.budget / GIB, logged / GIB)
+    per_token = p.kv.per_token_bytes + p.kv.sliding_per_token_bytes
+    if not case.get("budget_only") and not p.kv.sliding_per_token_bytes and "tokens" in found:
+        assert abs(p.budget / per_token - found["tokens"]) <= 0.10 * found["tokens"]
+    if "concurrency" in found:
+        assert abs(p.sequences - found["concurrency"]) <= 0.10 * found["concurrency"]
+    assert p.verdict == "fits"
+
+
+REFUSED = [c for c in KNOWN if c.get("refused")]
+
+
+@pytest.mark.skipif(not REFUSED, reason="no refused start-up yet with its card, weights and version all known")
+@pytest.mark.parametrize("case", REFUSED or [None], ids=lambda c: c["log"] if c else "none")
+def test_a_start_up_vllm_refused_is_never_planned_as_fits(case: dict[str, Any]) -> None:
+    assert _plan_on(case).verdict != "fits"
