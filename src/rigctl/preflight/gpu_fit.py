@@ -401,17 +401,22 @@ CUDA_CONTEXT = 640 * MIB  # measured: 621 MiB after the first CUDA tensor on an 
 # H200 139.81 vs 140.40, L40S 44.42 vs 44.99 (issue #32's start-ups); 0.469 GiB on the device box's H100
 # (tests/fixtures/device/h100-2026-12-07)
 TOTAL_RESERVE = (int(0.45 * GIB), int(0.60 * GIB))
-# vLLM's dummy sampler pass peaks at about this many float32 copies of max_num_seqs x vocab in recent versions
-# (9.6-9.9 in 9 of 10 text-only start-ups, issue #32); six 0.10.1.1 start-ups on A100 show no such peak (their
-# whole profile peak and non-torch growth is 0.55-0.68 GiB), so before NEW_ACCOUNTING it is not counted
+# vLLM's dummy sampler pass peaks at about this many float32 copies of max_num_seqs x vocab (9.6-9.9 in 9 of
+# 10 text-only start-ups, issue #32; 0.10.2 logs it too: 1.40 GiB for 256 x 151,936 on L40S, 5.58 GiB for 1024 on
+# H200); six 0.10.1.1 start-ups on A100 show no such peak (their whole profile peak and non-torch growth is
+# 0.55-0.68 GiB), so before NEW_ACCOUNTING it is not counted
 SAMPLER_COPIES = (9.6, 9.9)
-NEW_ACCOUNTING = (0, 11)  # the first version modelled with the sampler's copies and 2 GiB non-torch at TP >= 2
+NEW_ACCOUNTING = (0, 10, 2)  # the first version modelled with the sampler's copies and the TP non-torch below
 NON_TORCH_TP1 = (int(0.1 * GIB), int(0.5 * GIB))
 NON_TORCH_TP1_OLD = (int(0.1 * GIB), int(0.4 * GIB))  # 0.28 GiB beside the forward pass in 0.10.1.1 on A100
-# TP >= 2: NCCL communicators and the custom all-reduce's buffers: 2.07-2.17 GiB per GPU measured on H100
-# (vLLM 0.19, llm-d-planner's report, facts.md); 0.5 GiB in 0.10.1.1's TP 2 start-ups on A100
-NON_TORCH_TP = (int(1.5 * GIB), int(2.2 * GIB))
+# TP >= 2 with vLLM's custom all-reduce (TP 2, or NVLink): its buffers and NCCL's, 1.38 GiB (H200 TP 2, vLLM
+# 0.10.2's own line) to 2.07-2.17 GiB per GPU (H100, vLLM 0.19, llm-d-planner's report, facts.md); without it
+# (more than two PCIe GPUs, or --disable-custom-all-reduce) NCCL's alone: 0.17-0.21 GiB (8 x L40S TP 8, 0.10.2);
+# 0.5 GiB in 0.10.1.1's TP 2 start-ups on A100
+NON_TORCH_TP = (int(1.3 * GIB), int(2.2 * GIB))
+NON_TORCH_TP_NCCL = (int(0.15 * GIB), int(0.5 * GIB))
 NON_TORCH_TP_OLD = (int(0.3 * GIB), int(0.8 * GIB))
+NVLINK_PRODUCTS = ("H100 80GB HBM3", "H100 SXM", "H200", "H800", "A100-SXM", "B200", "GB200", "GH200")
 CUDA_GRAPHS = (int(0.3 * GIB), int(1.9 * GIB))  # graph pools of 0.51-1.85 GiB measured (facts.md)
 MXFP4_HOPPER_PAD = 3072 / 2880  # MXFP4 MoE experts on Hopper load padded (2880 -> 3072 columns)
 
@@ -476,10 +481,13 @@ def _arg(args: Sequence[str], flag: str) -> str | None:
     return None
 
 
-def engine_version(text: str | None) -> tuple[int, int] | None:
-    """(major, minor) of a version such as "0.11.0" or "v0.10.1.1"; None when there is none."""
-    match = re.match(r"v?(\d{1,4})\.(\d{1,4})", text or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
+def engine_version(text: str | None) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of a version such as "0.11.0" or "v0.10.1.1" (patch 0 when not given); None
+    when there is none. The patch counts: vLLM's accounting changed between 0.10.1 and 0.10.2."""
+    match = re.match(r"v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?", text or "")
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
 @dataclass(frozen=True)
@@ -491,9 +499,10 @@ class EngineSettings:
     batched_tokens: int
     max_num_seqs: int | None  # None: the engine's default (which may depend on its version and the GPU)
     eager: bool
-    version: tuple[int, int] | None = None
+    version: tuple[int, int, int] | None = None
     quantization: str | None = None  # --quantization: fp8 on an unquantized checkpoint quantizes it at load
     kv_cache_memory: int | None = None  # --kv-cache-memory-bytes: vLLM skips sizing the KV cache
+    custom_all_reduce: bool = True  # False: --disable-custom-all-reduce
     problem: str | None = None  # the memory fraction given is not one (the plan then uses the default)
 
 
@@ -543,7 +552,8 @@ def engine_settings(recipe: Recipe, total_bytes: int) -> EngineSettings:
         batched_tokens=_count(args, "--max-num-batched-tokens", 8192 if big else 2048, defaults.MAX_CONTEXT) or 2048,
         max_num_seqs=_count(args, seqs_flag, None, 1 << 20), eager="--enforce-eager" in args,
         version=engine_version(recipe.engine.version), quantization=_arg(args, "--quantization"),
-        kv_cache_memory=_bytes_arg(_arg(args, "--kv-cache-memory-bytes")), problem=problem)
+        kv_cache_memory=_bytes_arg(_arg(args, "--kv-cache-memory-bytes")),
+        custom_all_reduce="--disable-custom-all-reduce" not in args, problem=problem)
 
 
 def _default_seqs(eng: EngineSettings, total: int, product: str) -> tuple[int, int, str]:
@@ -558,9 +568,10 @@ def _default_seqs(eng: EngineSettings, total: int, product: str) -> tuple[int, i
     if eng.version is None:
         return 256, 1024, ("vLLM's default max_num_seqs: 1024 on a GPU of 70 GiB or more in the versions that size "
                            "it by GPU, 256 before (engine.version is not set)")
+    shown = ".".join(map(str, eng.version))
     if eng.version >= (0, 10):
-        return 1024, 1024, f"vLLM {eng.version[0]}.{eng.version[1]}'s default max_num_seqs 1024 on a GPU of 70 GiB+"
-    return 256, 256, f"vLLM {eng.version[0]}.{eng.version[1]}'s default max_num_seqs 256"
+        return 1024, 1024, f"vLLM {shown}'s default max_num_seqs 1024 on a GPU of 70 GiB+"
+    return 256, 256, f"vLLM {shown}'s default max_num_seqs 256"
 
 
 def forward_activations(shape: Shape, *, tp: int, batched_tokens: int) -> int:
@@ -587,16 +598,22 @@ def engine_memory(eng: EngineSettings, shape: Shape, *, tp: int, total: int, wei
     vocab_note = "" if shape.vocab_size else " (vocab_size unknown: 128,000 assumed)"
     new = eng.version is not None and eng.version >= NEW_ACCOUNTING
     old = eng.version is not None and not new
+    # vLLM's custom all-reduce runs at TP 2 and over NVLink; more PCIe GPUs than two, or the flag, turn it off
+    custom_ar = eng.custom_all_reduce and (tp == 2 or not product or any(n in product for n in NVLINK_PRODUCTS))
     if tp == 1:
         spread = NON_TORCH_TP1_OLD if old else NON_TORCH_TP1
         why = "allocations outside torch's pool (cuBLAS workspaces)"
-    elif new:
-        spread, why = NON_TORCH_TP, "NCCL and custom all-reduce buffers at TP >= 2 (2.07-2.17 GiB measured on H100)"
     elif old:
         spread, why = NON_TORCH_TP_OLD, "NCCL buffers at TP >= 2 (about 0.5 GiB in 0.10.1.1 start-ups on A100)"
+    elif not custom_ar:
+        spread, why = NON_TORCH_TP_NCCL, ("NCCL buffers without the custom all-reduce (off for more than two PCIe "
+                                          "GPUs or by flag): 0.17-0.21 GiB measured on 8 x L40S")
+    elif new:
+        spread, why = NON_TORCH_TP, ("NCCL and custom all-reduce buffers at TP >= 2: 1.38 GiB (H200, 0.10.2) to "
+                                     "2.17 GiB (H100, 0.19) measured")
     else:
         spread = (NON_TORCH_TP_OLD[0], NON_TORCH_TP[1])
-        why = "NCCL and custom all-reduce buffers at TP >= 2: 0.5 GiB (vLLM 0.10) to 2.2 GiB (0.19) by version"
+        why = "NCCL and custom all-reduce buffers at TP >= 2: 0.5 GiB (vLLM 0.10.1) to 2.2 GiB (0.19) by version"
     non_torch = Term("non_torch", *spread, why)
     if eng.kind is EngineKind.SGLANG:
         # --mem-fraction-static covers weights and the KV pool; activations and graphs live outside it
@@ -621,8 +638,8 @@ def engine_memory(eng: EngineSettings, shape: Shape, *, tp: int, total: int, wei
         peak = Term("profile_peak", max(fwd, sampler_low), max(int(fwd * 1.5), sampler_high),
                     f"the profile run's peak: the dummy sampler pass, {copies} ({seqs_why}), or a forward pass of "
                     f"{eng.batched_tokens:,} tokens when larger"
-                    + ("" if new else "; versions before 0.11 show no sampler peak (the low estimate)"))
-    version = f"vLLM {eng.version[0]}.{eng.version[1]}" if eng.version else "vLLM (engine.version not set: V1 assumed)"
+                    + ("" if new else "; versions before 0.10.2 show no sampler peak (the low estimate)"))
+    version = f"vLLM {'.'.join(map(str, eng.version))}" if eng.version else "vLLM (engine.version not set: V1 assumed)"
     if eng.version is not None and eng.version < (0, 9):
         # before 0.9 the budget's baseline was taken before the CUDA context: it came out of the budget
         return EngineMemory(f"{version}: utilization x total - weights - profile peak - non-torch (with the "
