@@ -26,10 +26,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from rigctl.errors import InvalidInputError, UsageError
 from rigctl.host.facts import LicenseAcceptance
+from rigctl.host.stored import read_entries
 from rigctl.invocation import current
-from rigctl.recipe.problems import format_validation_error, plain_message
-from rigctl.util.jsonfile import JsonFileError, load_json
-from rigctl.util.safefs import RECORD_LIMIT, write_own
+from rigctl.recipe.problems import plain_message
+from rigctl.util.safefs import write_own
 from rigctl.util.text import clip, printable
 
 if TYPE_CHECKING:
@@ -49,17 +49,7 @@ def store_path() -> Path:
 def read_acceptances(path: Path | None = None) -> tuple[list[LicenseAcceptance], str | None]:
     """(records, problem). A missing file is no records; an unreadable or damaged one (a FIFO, huge,
     not UTF-8, not JSON, too deeply nested, the wrong shape) is no records plus why."""
-    path = path or store_path()
-    try:
-        data = load_json(path, limit=RECORD_LIMIT, missing_ok=True, own=True)
-    except JsonFileError as exc:
-        return [], f"{path}: not a license record ({exc.why})"
-    if data is None:
-        return [], None
-    try:
-        return _records().validate_python(data.get("accepted", []) if isinstance(data, dict) else data), None
-    except ValidationError as exc:
-        return [], f"{path}: not a license record ({'; '.join(format_validation_error('accepted', exc, most=1))})"
+    return read_entries(path or store_path(), _records(), "accepted", "a license record")
 
 
 def accept(license_id: str, *, recipe: str | None = None, path: Path | None = None,

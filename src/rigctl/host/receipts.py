@@ -8,13 +8,12 @@ import functools
 import json
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from rigctl.host.facts import MemoryReceipt
+from rigctl.host.stored import read_entries
 from rigctl.invocation import current
-from rigctl.recipe.problems import format_validation_error
-from rigctl.util.jsonfile import JsonFileError, load_json
-from rigctl.util.safefs import RECORD_LIMIT, write_own
+from rigctl.util.safefs import write_own
 
 KEPT = 64  # the newest receipts kept, over every recipe
 KEPT_PER_KEY = 4  # of one recipe's settings, image and GPU product
@@ -31,17 +30,7 @@ def store_path() -> Path:
 
 def read_receipts(path: Path | None = None) -> tuple[list[MemoryReceipt], str | None]:
     """(receipts, problem): a missing file is none; a damaged one is none plus why."""
-    path = path or store_path()
-    try:
-        data = load_json(path, limit=RECORD_LIMIT, missing_ok=True, own=True)
-    except JsonFileError as exc:
-        return [], f"{path}: not a receipts file ({exc.why})"
-    if data is None:
-        return [], None
-    try:
-        return _receipts().validate_python(data.get("receipts", []) if isinstance(data, dict) else data), None
-    except ValidationError as exc:
-        return [], f"{path}: not a receipts file ({'; '.join(format_validation_error('receipts', exc, most=1))})"
+    return read_entries(path or store_path(), _receipts(), "receipts", "a receipts file")
 
 
 def record_receipt(receipt: MemoryReceipt, path: Path | None = None) -> None:
