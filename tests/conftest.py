@@ -46,6 +46,13 @@ def podman_flavour() -> tuple[int, int]:
     return version
 
 
+@pytest.fixture(autouse=True)
+def _no_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test asks a real registry for an image's config (host.registry): a preflight of an image not pulled
+    here is offline unless the test passes its own loopback registry."""
+    monkeypatch.setenv("RIGCTL_OFFLINE", "1")
+
+
 @pytest.fixture
 def need() -> Callable[[bool, str], None]:
     """``need(available, why)``: skip (locally) or fail (CI) when a real component is missing."""

@@ -178,7 +178,8 @@ def test_up_dry_run_on_a_captured_inventory(env: dict[str, str], h200_podman_44:
 INVENTORY_KEYS = ENVELOPE | {"hostname", "captured_at", "cpu_count", "gpu", "shm", "paths", "podman", "cdi",
                              "systemd", "ports", "licenses", "probe_errors",
                              "receipts",  # #32: what engines booted here said of their memory
-                             "stack"}  # #34: kernel module, Xid log, the GPUs' PCIe paths
+                             "stack",  # #34: kernel module, Xid log, the GPUs' PCIe paths
+                             "image_registry"}  # #34: a recipe's image config from its registry (None here)
 GPU_INVENTORY_KEYS = frozenset({"available", "error", "driver_version", "nvml_version", "cuda_driver_version",
                                 "devices", "pairs"})
 

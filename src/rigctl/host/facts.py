@@ -318,6 +318,25 @@ def leading_version(text: str | None, parts: int = 3) -> tuple[int, ...] | None:
     return None if match is None else tuple(int(x) for x in match.group(1).split("."))
 
 
+def declared_in(env: list[str] | None, keys: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first of ``keys`` an image config's Env (KEY=value entries) sets, and its value."""
+    values = dict(item.split("=", 1) for item in env or () if "=" in item)
+    return next(((k, values[k]) for k in keys if values.get(k)), None)
+
+
+def cuda_of(env: list[str] | None) -> tuple[int, ...] | None:
+    """The CUDA an image was built for, (major, minor), as its Env declares it."""
+    found = declared_in(env, IMAGE_CUDA_KEYS)
+    return None if found is None else leading_version(found[1], 2)
+
+
+def nccl_of(env: list[str] | None) -> str | None:
+    """The NCCL release an image's Env declares ("2.26.2"), without the package's "-1" suffix."""
+    found = declared_in(env, IMAGE_NCCL_KEYS)
+    version = None if found is None else leading_version(found[1])
+    return None if version is None else ".".join(map(str, version))
+
+
 class PodmanImage(_Fact):
     id: Name
     digest: Name | None = None
@@ -328,21 +347,36 @@ class PodmanImage(_Fact):
 
     def declared(self, keys: tuple[str, ...]) -> tuple[str, str] | None:
         """The first of ``keys`` the image's environment sets, and its value."""
-        values = dict(item.split("=", 1) for item in self.env or () if "=" in item)
-        return next(((k, values[k]) for k in keys if values.get(k)), None)
+        return declared_in(self.env, keys)
 
     @property
     def cuda_version(self) -> tuple[int, ...] | None:
         """The CUDA the image was built for, (major, minor), as its environment declares it."""
-        found = self.declared(IMAGE_CUDA_KEYS)
-        return None if found is None else leading_version(found[1], 2)
+        return cuda_of(self.env)
 
     @property
     def nccl_version(self) -> str | None:
         """The NCCL release the image declares ("2.26.2"), without the package's "-1" suffix."""
-        found = self.declared(IMAGE_NCCL_KEYS)
-        version = None if found is None else leading_version(found[1])
-        return None if version is None else ".".join(map(str, version))
+        return nccl_of(self.env)
+
+
+DIGEST = r"^sha256:[0-9a-f]{64}$"
+
+
+class RegistryImage(_Fact):
+    """The recipe's image config as its registry serves it, read only when the image is not pulled here: what
+    CUDA and NCCL it declares, before a pull. Every manifest and blob on the way was checked against its
+    sha256 digest; whatever went wrong (offline, a refusal, a wrong digest) is said in ``error``."""
+
+    image: LongName = Field(description="the recipe's pinned reference")
+    digest: Annotated[str, Field(pattern=DIGEST)] = Field(description="the pinned digest (an index or a manifest)")
+    registry: Name = Field(default="", description="the host asked, e.g. registry-1.docker.io")
+    platform: Name | None = Field(default=None, description="the index entry chosen, e.g. linux/amd64")
+    config_digest: Annotated[str, Field(pattern=DIGEST)] | None = None
+    env: list[Text] | None = Field(default=None, max_length=IMAGE_ENV_MAX,
+                                   description="the config's Env entries that declare CUDA or NCCL; None: not read")
+    cached: bool = Field(default=False, description="read from rigctl's cache of configs by digest, not asked")
+    error: Text | None = Field(default=None, description="why the config was not read (offline, refused, ...)")
 
 
 class PodmanFacts(_Fact):
@@ -606,6 +640,9 @@ class HostFacts(_Fact):
     ports: Ports = Field(default_factory=Ports)
     licenses: list[LicenseAcceptance] = Field(default_factory=empty_list)
     stack: StackFacts = Field(default_factory=StackFacts, description="kernel module, Xid log, PCIe path")
+    image_registry: RegistryImage | None = Field(
+        default=None, description="the recipe's image config from its registry, when the image is not pulled "
+                                  "here; None: not asked (pulled, no recipe, or an older rigctl)")
     receipts: list[MemoryReceipt] = Field(default_factory=empty_list, max_length=256,
                                           description="what engines booted here said of their memory")
     probe_errors: dict[LongName, Text] = Field(

@@ -199,12 +199,29 @@ def recipe_paths(recipe: Recipe) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def with_image_registry(facts: HostFacts, recipe: Recipe, *, offline: bool | None = None) -> HostFacts:
+    """``facts`` with the recipe's image config from its registry (``host.registry``), asked only when the image
+    is not among the local ones: a pulled image's own Env is the better word. ``offline`` None:
+    ``RIGCTL_OFFLINE``. The registry module (and httpx) load only here."""
+    if facts.podman.image(recipe.image_digest) is not None:
+        return facts
+    from rigctl.host.registry import image_config  # noqa: PLC0415 - httpx loads only for an image not pulled
+
+    try:
+        found = image_config(recipe.image, offline=offline)
+    except Exception as exc:  # as a probe's: a bug here must not take the preflight down
+        return facts.model_copy(update={"probe_errors": {**facts.probe_errors,
+                                                         "image_registry": f"{type(exc).__name__}: {exc}"}})
+    return facts.model_copy(update={"image_registry": found})
+
+
 def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *, scope: Scope | None = None,
-                     early: EarlyProbes | None = None) -> HostFacts:
+                     early: EarlyProbes | None = None, offline: bool | None = None) -> HostFacts:
     """The facts a recipe's preflight needs: a captured inventory replayed (licence acceptances recorded
     on this machine count too), or this host gathered with ``recipe_paths`` probed for ``scope`` (with
     ``early``, the probes the caller started early, let go once the facts are gathered). `preflight`,
-    `up`, `up --dry-run` and `swap` all come through here, so they judge the same facts."""
+    `up`, `up --dry-run` and `swap` all come through here, so they judge the same facts. An image not pulled
+    here has its config read from its registry (``offline``, else ``RIGCTL_OFFLINE``, asks none)."""
     if inventory is not None:
         if early is not None:
             early.cancel()  # nothing of this host is wanted: the podman calls are killed, NVML is let go
@@ -214,7 +231,8 @@ def facts_for_recipe(recipe: Recipe, inventory: str | Path | None = None, *, sco
             facts = facts.model_copy(update={"probe_errors": {**facts.probe_errors, "licenses": problem}})
         return facts
     try:
-        return gather_facts(recipe_paths(recipe), early=early, scope=scope, owners_of=[recipe.publish.port])
+        facts = gather_facts(recipe_paths(recipe), early=early, scope=scope, owners_of=[recipe.publish.port])
     finally:
         if early is not None:
             early.cancel()  # gathered: NVML is let go now, not after a deploy's minutes of warmup
+    return with_image_registry(facts, recipe, offline=offline)

@@ -1,15 +1,27 @@
 """Checks of the layer between the driver and the engine: the image's CUDA against the driver's, the kernel
 module's flavour, the known-bad table (engine, GPU, NCCL), and the PCIe path between the chosen GPUs (link
 width, ACS redirect on switch ports, IOMMU translation, Xid errors since boot). Pure functions of (recipe,
-facts, chosen layout), like every check: the facts come from ``host.stack`` and ``podman image inspect``.
+facts, chosen layout), like every check: the facts come from ``host.stack``, ``podman image inspect`` and, for
+an image not pulled, its registry's config (``host.registry``); the recipe's ``image_declares`` comes last.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from itertools import combinations
+from typing import Literal
 
-from rigctl.host.facts import Gpu, GpuPath, PodmanImage
+from rigctl.host.facts import (
+    IMAGE_CUDA_KEYS,
+    IMAGE_NCCL_KEYS,
+    Gpu,
+    GpuPath,
+    cuda_of,
+    declared_in,
+    leading_version,
+    nccl_of,
+)
 from rigctl.preflight.finding import Context, Verdict, fail, ok, skip, warn
 from rigctl.preflight.known_bad import match, rows_for
 
@@ -32,14 +44,49 @@ def _no_gpus(ctx: Context) -> Verdict | None:
     return None
 
 
-def _image(ctx: Context) -> tuple[PodmanImage | None, str]:
-    """The recipe's image as podman inspected it here, or why its declarations cannot be read."""
+@dataclass(frozen=True)
+class Declared:
+    """What the image declares of one thing (its CUDA or its NCCL), and where that was read."""
+
+    value: str  # "12.8" or "2.26.2"
+    said: str  # what was read: "CUDA_VERSION=12.8.1", "image_declares.cuda: 12.8"
+    source: str  # "the local image's Env", "the registry's config", "the recipe's image_declares"
+
+
+def _declared(ctx: Context, what: Literal["cuda", "nccl"]) -> tuple[Declared | None, str]:
+    """The image's CUDA or NCCL from the first source that says it: the local image's Env (podman image
+    inspect), else its registry's config (read when it is not pulled), else the recipe's ``image_declares``.
+    None, with why each source said nothing and the three ways to supply it, when none does."""
+    keys = IMAGE_CUDA_KEYS if what == "cuda" else IMAGE_NCCL_KEYS
+    version = cuda_of if what == "cuda" else nccl_of
+    tried: list[str] = []
     img = ctx.facts.podman.image(ctx.recipe.image_digest)
-    if img is None:
-        return None, "the image is not present locally (see image): what it declares is read once it is pulled"
-    if img.env is None:
-        return None, "the local image was not inspected (an inventory of an older rigctl, or podman did not answer)"
-    return img, ""
+    remote = ctx.facts.image_registry
+    if remote is not None and remote.digest != ctx.recipe.image_digest:
+        remote = None  # a replayed inventory of another recipe's image
+    for source, env, why in (
+        ("the local image's Env", None if img is None else img.env,
+         "not pulled here" if img is None else "not inspected" if img.env is None else "declares none"),
+        ("the registry's config" + (" (cached)" if remote is not None and remote.cached else ""),
+         None if remote is None else remote.env,
+         "not asked (the image is pulled, or an inventory of an older rigctl)" if remote is None
+         else remote.error or "declares none"),
+    ):
+        found, value = declared_in(env, keys), version(env)
+        if found is not None and value is not None:
+            shown = value if isinstance(value, str) else _text(value[:2])
+            return Declared(shown, f"{found[0]}={found[1]}", source), ""
+        tried.append(f"{source}: {why}")
+    given = ctx.recipe.image_declares
+    field = None if given is None else given.cuda if what == "cuda" else given.nccl
+    if field is not None:
+        return Declared(field if what == "nccl" else _text(leading_version(field, 2) or ()),
+                        f"image_declares.{what}: {field}", "the recipe's image_declares"), ""
+    tried.append(f"the recipe's image_declares.{what}: unset")
+    name = "CUDA" if what == "cuda" else "NCCL"
+    return None, (f"the image's {name} version is not known ({'; '.join(tried)}): pull the image (see the "
+                  "image check), let preflight read its registry's config (online, without RIGCTL_OFFLINE), or "
+                  f"set image_declares.{what} in the recipe")
 
 
 def _text(version: tuple[int, ...]) -> str:
@@ -55,15 +102,13 @@ def check_image_cuda(ctx: Context) -> Verdict:
     driver = ctx.facts.gpu.cuda_version
     if driver is None:
         return skip("NVML did not say the driver's CUDA version; see gpu-driver")
-    img, why = _image(ctx)
-    if img is None:
-        return skip(why)
-    declared, wanted = img.declared(("CUDA_VERSION", "NV_CUDA_CUDART_VERSION", "NV_CUDA_LIB_VERSION")), img.cuda_version
+    declared, why = _declared(ctx, "cuda")
+    wanted = None if declared is None else leading_version(declared.value, 2)
     if declared is None or wanted is None:
-        return ok(f"the image declares no CUDA version (CUDA_VERSION, NV_CUDA_*); the driver's is {driver}")
+        return skip(f"{why}; the driver's CUDA is {driver}")
     have = ctx.facts.gpu.cuda_driver_version or 0
     have_v = (have // 1000, (have % 1000) // 10)
-    said = f"{declared[0]}={declared[1]}"
+    said = f"{declared.said}, from {declared.source}"
     if wanted[:2] > have_v:
         need = DRIVER_FOR_CUDA.get(wanted[:2])
         return fail(f"the image is built for CUDA {_text(wanted[:2])} ({said}) but driver "
@@ -111,12 +156,16 @@ def check_known_bad(ctx: Context) -> Verdict:
     way, after the whole boot."""
     rows = rows_for(ctx.recipe)
     host_ccs = {g.compute_capability for g in _chosen(ctx)}
-    img, _ = _image(ctx)
-    nccl = img.nccl_version if img is not None else None
+    declared, why = _declared(ctx, "nccl")
+    nccl = None if declared is None else declared.value
     judged = [match(row, ctx.recipe, host_ccs, nccl) for row in rows]
     held = [j for j in judged if j.holds]
     unknown = [j for j in judged if j.holds is None]
     note = f"; not judged: {', '.join(f'{j.row.id} ({j.why})' for j in unknown)}" if unknown else ""
+    if declared is not None and any(j.row.nccl_versions is not None and j.holds is not None for j in judged):
+        note += f"; NCCL {declared.value} as {declared.source} says ({declared.said})"
+    elif unknown and declared is None and any(j.row.nccl_versions is not None for j in unknown):
+        note += f"; {why}"
     if not held:
         return ok(f"none of {len(rows)} known-bad combination(s) holds here{note}")
     text = "; ".join(f"{j.row.id} ({j.why}): {j.row.problem}" + (f" [error: {j.row.error}]" if j.row.error else "")

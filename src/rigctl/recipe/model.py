@@ -637,6 +637,18 @@ class KnownIssues(Strict):
     bad_combinations: list[KnownBad] = Field(default_factory=empty_list)
 
 
+class ImageDeclares(Strict):
+    """What the pinned image holds, said by the recipe for an image whose config declares nothing
+    (no CUDA_VERSION / NV_CUDA_* / NCCL_VERSION in its Env): preflight judges these where neither the local
+    image nor its registry's config says them."""
+
+    cuda: Annotated[str, Field(pattern=r"^\d{1,3}\.\d{1,3}(\.\d{1,4})?$")] | None = Field(
+        default=None, description='the CUDA the image was built for, e.g. "12.8" (judged against the driver\'s)')
+    nccl: Annotated[str, Field(pattern=r"^\d{1,3}\.\d{1,3}\.\d{1,4}$")] | None = Field(
+        default=None, description='the NCCL release inside the image, e.g. "2.26.2" (judged against the '
+                                  "known-bad table)")
+
+
 # --- the recipe ------------------------------------------------------------------------------------
 
 
@@ -647,6 +659,11 @@ class Recipe(Strict):
     served_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")]
     checkpoint: Checkpoint
     image: ImageRef
+    # left out of a dump while unset, so the digest of a recipe that does not use it stays as it was
+    image_declares: ImageDeclares | None = Field(
+        default=None, exclude_if=lambda value: value is None,
+        description="the image's CUDA and NCCL, for an image whose config declares neither: used where the local "
+                    "image's Env and its registry's config say nothing")
     engine: Engine
     gpus: GpuLayout
     attention_backend: UnitStr | None = None
