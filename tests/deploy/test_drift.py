@@ -189,3 +189,22 @@ def test_doctor_rule_compares_cuda_and_says_when_it_could_not() -> None:
                                                                           cuda_version=None)))
     assert both.severity is None and "590.44.01 now" in both.message and CUDA_NOT_COMPARED in both.message
     assert drift_rule([unit], DoctorFacts(planned=planned, now=PLANNED)) == []
+
+
+def test_status_text_says_the_drift_and_what_it_could_not_compare() -> None:
+    import io
+
+    from rigctl.cli.views.deploy import status as status_view
+    from rigctl.deploy.status import ServiceStatus
+    from rigctl.places import Scope
+
+    row = ServiceStatus(recipe="glm53-flash", scope=Scope.USER, unit="rigctl-glm53-flash.service", unit_file=None,
+                        active="active", sub="running", restarts=0, restart_policy="always", exit_status=None,
+                        health="ready", endpoint="http://127.0.0.1:8001", model="m", image="i", image_digest=None,
+                        uptime_s=10.0, gpu_memory_mib=None, host_drift=["driver 580.65.06 -> 590.10"],
+                        host_drift_not_compared=["the driver's CUDA not compared: NVML unavailable"])
+    out = io.StringIO()
+    status_view([row])(out)
+    text = out.getvalue()
+    assert "the host changed since it was planned: driver 580.65.06 -> 590.10" in text
+    assert "note: the driver's CUDA not compared: NVML unavailable" in text

@@ -217,6 +217,12 @@ def _learnt_lines(out: TextIO, s: ServiceStatus) -> None:
         canary_lines(out, s.canary)
     if s.memory:
         memory_lines(out, s.memory)
+    if s.host_drift:
+        prose(out, "the host changed since it was planned: " + printable("; ".join(s.host_drift), LINE_LIMIT)
+              + f" (`rigctl preflight {printable(s.recipe or '')}`, then `rigctl up` records it again)",
+              first="  warning: ", rest="    ")
+    for note in s.host_drift_not_compared or []:
+        prose(out, printable(note, LINE_LIMIT), first="  note: ", rest="    ")
     cache = s.engine_cache
     if cache:
         boots = cache.get("boots") or {}
