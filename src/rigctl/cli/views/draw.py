@@ -107,8 +107,9 @@ def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *
     shown = console(out, max(width, sum(widths) + 3 * len(headers) + 1))
     shown.print(grid)
     for row, extra in zip(rows, below or [None] * len(rows), strict=True):
-        if extra:  # one line each: the terminal wraps it, and a copy of it is whole
-            shown.print(Text(f"{_plain(row[0])} {extra}"), soft_wrap=True)
+        if extra:  # wrapped within the width as in plain text; a command to copy stays whole on its line
+            for part in plaintable.hanging(extra, width, first=f"{_plain(row[0])} ", rest="    "):
+                shown.print(Text(part), soft_wrap=True)
 
 
 def _styled(text: str, cell: Cell) -> Any:
