@@ -147,11 +147,5 @@ def test_vllms_kv_memory_on_known_cards_is_within_the_margin(case: dict[str, Any
         assert abs(p.sequences - found["concurrency"]) <= 0.10 * found["concurrency"]
     assert p.verdict == "fits"
 
-
-REFUSED = [c for c in KNOWN if c.get("refused")]
-
-
-@pytest.mark.skipif(not REFUSED, reason="no refused start-up yet with its card, weights and version all known")
-@pytest.mark.parametrize("case", REFUSED or [None], ids=lambda c: c["log"] if c else "none")
-def test_a_start_up_vllm_refused_is_never_planned_as_fits(case: dict[str, Any]) -> None:
-    assert _plan_on(case).verdict != "fits"
+# A start-up vLLM refused must never be planned as `fits`: no published one gives its card, its weights and its
+# version together yet (issue #32), so there is no case to hold the plan against here.
