@@ -208,18 +208,28 @@ def _pcie_pairs(ctx: Context) -> list[tuple[GpuPath, GpuPath]] | None:
     return pairs
 
 
-def check_pcie_acs(ctx: Context) -> Verdict:
-    """ACS redirect on a PCIe switch port between two GPUs sends their peer-to-peer traffic up to the root
-    complex: NCCL hangs in the first all-reduce or runs far slower (NVIDIA/nccl#2079, #1999)."""
+def _peer_pairs(ctx: Context, read: str, alone: str) -> Verdict | list[tuple[GpuPath, GpuPath]]:
+    """The chosen GPUs' PCIe pairs for a peer-to-peer check, or its verdict where there is nothing to judge:
+    no GPUs, one GPU (``alone``: what there is none of), paths not read (``read``: what was not), every pair
+    on NVLink."""
     if (early := _no_gpus(ctx)) is not None:
         return early
     if len(ctx.choice.gpus) < 2:
-        return skip("one GPU: no peer-to-peer path")
+        return skip(f"one GPU: no peer-to-peer {alone}")
     pairs = _pcie_pairs(ctx)
     if pairs is None:
-        return skip("the GPUs' PCIe paths were not read (an inventory of an older rigctl, or no sysfs)")
+        return skip(f"the GPUs' {read} were not read (an inventory of an older rigctl, or no sysfs)")
     if not pairs:
         return ok("the chosen GPUs are joined by NVLink")
+    return pairs
+
+
+def check_pcie_acs(ctx: Context) -> Verdict:
+    """ACS redirect on a PCIe switch port between two GPUs sends their peer-to-peer traffic up to the root
+    complex: NCCL hangs in the first all-reduce or runs far slower (NVIDIA/nccl#2079, #1999)."""
+    pairs = _peer_pairs(ctx, "PCIe paths", "path")
+    if isinstance(pairs, Verdict):
+        return pairs
     between = {}
     for pa, pb in pairs:
         above_a, above_b = {b.bdf: b for b in pa.bridges}, {b.bdf: b for b in pb.bridges}
@@ -247,15 +257,9 @@ def check_iommu(ctx: Context) -> Verdict:
     """With the IOMMU translating the GPUs' DMA, peer-to-peer transfers go through it: NCCL hangs on the first
     all-reduce on some boards, and is slower on the rest; passthrough (`iommu=pt`) keeps the IOMMU for other
     devices and lets the GPUs' traffic through."""
-    if (early := _no_gpus(ctx)) is not None:
-        return early
-    if len(ctx.choice.gpus) < 2:
-        return skip("one GPU: no peer-to-peer traffic")
-    pairs = _pcie_pairs(ctx)
-    if pairs is None:
-        return skip("the GPUs' IOMMU groups were not read (an inventory of an older rigctl, or no sysfs)")
-    if not pairs:
-        return ok("the chosen GPUs are joined by NVLink")
+    pairs = _peer_pairs(ctx, "IOMMU groups", "traffic")
+    if isinstance(pairs, Verdict):
+        return pairs
     paths = {p.gpu: p for pair in pairs for p in pair}
     translated = {i: p.iommu_group_type for i, p in paths.items() if p.iommu_group_type in ("DMA", "DMA-FQ")}
     cmdline = " ".join(ctx.facts.stack.iommu_cmdline) or "no iommu option"
