@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import ipaddress
-import json
 import os
 import platform
 import re
@@ -33,8 +32,7 @@ from rigctl.errors import InvalidInputError
 from rigctl.host.facts import IMAGE_CUDA_KEYS, IMAGE_ENV_MAX, IMAGE_NCCL_KEYS, NAME_MAX, PATH_MAX, RegistryImage
 from rigctl.invocation import current
 from rigctl.recipe.reference import IMAGE_RE
-from rigctl.util.jsonfile import load_json, parse_json
-from rigctl.util.safefs import RECORD_LIMIT, write_own
+from rigctl.util.jsonfile import load_cache_map, parse_json, save_cache_map
 
 if TYPE_CHECKING:
     import httpx
@@ -119,14 +117,7 @@ class ConfigCache:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or cache_path()
-        try:
-            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True, own=True)
-        except InvalidInputError:
-            raw = None
-        entries = raw.get("configs") if isinstance(raw, dict) and raw.get("version") == 1 else None
-        self._data: dict[str, dict[str, Any]] = (
-            {k: v for k, v in entries.items() if isinstance(k, str) and isinstance(v, dict)}
-            if isinstance(entries, dict) else {})
+        self._data: dict[str, dict[str, Any]] = load_cache_map(self.path, "configs")
 
     @staticmethod
     def key(digest: str, arch: str) -> str:
@@ -151,9 +142,7 @@ class ConfigCache:
         self._data[key] = entry
         while len(self._data) > CACHE_ENTRIES:
             del self._data[next(iter(self._data))]
-        with contextlib.suppress(OSError, InvalidInputError):  # an unwritable cache only costs a request next time
-            write_own(self.path, json.dumps({"version": 1, "configs": self._data}, allow_nan=False,
-                                             separators=(",", ":")))
+        save_cache_map(self.path, "configs", self._data)  # unwritable: a request next time
 
 
 # --- the exchange --------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ cannot be read or trusted counts as empty; one that cannot be written costs only
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import json
@@ -46,8 +45,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 from rigctl.errors import InvalidInputError
 from rigctl.invocation import current
-from rigctl.util.jsonfile import load_json, parse_json
-from rigctl.util.safefs import RECORD_LIMIT, SafeDir, check_name, kind_of, refuse, write_own
+from rigctl.util.jsonfile import load_cache_map, parse_json, save_cache_map
+from rigctl.util.safefs import SafeDir, check_name, kind_of, refuse
 
 MiB = 1024 * 1024
 # A real shard's header is ~120 bytes per tensor: 100,000 bytes for the 852 tensors of a GLM-5 NVFP4 shard
@@ -428,13 +427,7 @@ class SummaryCache:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or cache_path()
-        try:
-            raw = load_json(self.path, limit=RECORD_LIMIT, missing_ok=True, own=True)
-        except InvalidInputError:
-            raw = None
-        shards = raw.get("shards") if isinstance(raw, dict) and raw.get("version") == 1 else None
-        self._data: dict[str, dict[str, Any]] = {
-            k: v for k, v in shards.items() if isinstance(k, str) and _sound(v)} if isinstance(shards, dict) else {}
+        self._data: dict[str, dict[str, Any]] = load_cache_map(self.path, "shards", _sound)
         self.changed = False
 
     def _entry(self, shard: str, st: os.stat_result) -> dict[str, Any] | None:
@@ -471,9 +464,7 @@ class SummaryCache:
     def save(self) -> None:
         if not self.changed:
             return
-        with contextlib.suppress(OSError, InvalidInputError):  # an unwritable cache only costs time next run
-            write_own(self.path, json.dumps({"version": 1, "shards": self._data}, allow_nan=False,
-                                            separators=(",", ":")), mode=0o644)
+        save_cache_map(self.path, "shards", self._data)  # unwritable: the headers are read again next run
         self.changed = False
 
 

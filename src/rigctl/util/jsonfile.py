@@ -8,8 +8,10 @@ each end in one ``InvalidInputError`` (exit 3) naming the file, never a hang or 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from rigctl.errors import InvalidInputError
@@ -78,3 +80,28 @@ def load_json(path: str | os.PathLike[str], *, limit: int, missing_ok: bool = Fa
     if got is None:
         return None
     return parse_json(got.data, path, fix=fix)
+
+
+# A cache rigctl keeps for itself: ``{"version": 1, KEY: {name: entry}}`` in one small file of this user's. A
+# damaged file or entry counts as absent (the cache only saves work), and one that cannot be written only costs
+# that work again next time.
+CACHE_VERSION = 1
+
+
+def load_cache_map(path: str | os.PathLike[str], key: str,
+                   sound: Callable[[Any], bool] = lambda entry: isinstance(entry, dict)) -> dict[str, dict[str, Any]]:
+    """The cache's entries under ``key`` that pass ``sound``; {} where the file is missing, damaged, another
+    version's, or fails the trust rule."""
+    try:
+        raw = load_json(path, limit=safefs.RECORD_LIMIT, missing_ok=True, own=True)
+    except InvalidInputError:
+        raw = None
+    entries = raw.get(key) if isinstance(raw, dict) and raw.get("version") == CACHE_VERSION else None
+    return {k: v for k, v in entries.items() if isinstance(k, str) and sound(v)} if isinstance(entries, dict) else {}
+
+
+def save_cache_map(path: str | os.PathLike[str], key: str, entries: dict[str, dict[str, Any]], *,
+                   mode: int = 0o644) -> None:
+    with contextlib.suppress(OSError, InvalidInputError):
+        safefs.write_own(path, json.dumps({"version": CACHE_VERSION, key: entries}, allow_nan=False,
+                                          separators=(",", ":")), mode=mode)
