@@ -10,8 +10,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,7 @@ from tests.cli.contract_cases import (
     check_words,
     rigctl_json,
 )
+from tests.support.on_capture import rigctl_on_capture
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -230,26 +229,10 @@ def test_inventory_podman_images(env: dict[str, str], need: Callable[[bool, str]
 
 # The GPU part needs NVML: the same command with NVML answering from a captured box (tests/fixtures/inventory),
 # the one thing faked. pro6000-busy has a process on a GPU; the H200 pair capture has an NVML call unsupported.
-_FAKE_NVML = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import rigctl.host.nvml_lib as nvml_lib
-try:
-    from tests.support.nvml_fake import FakeNvml  # where #11 moves the fake (a test helper)
-except ImportError:
-    from rigctl.host.nvml_fake import FakeNvml
-capture = json.loads(open(sys.argv[2]).read())
-nvml_lib.nvml_library_loads = lambda: True
-nvml_lib.load_pynvml = lambda: FakeNvml(capture)
-sys.argv = ["rigctl", *sys.argv[3:]]
-from rigctl.cli.app import main
-main()
-"""
 
 
 def _inventory_with_nvml(capture: Path, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-c", _FAKE_NVML, str(REPO), str(capture), "inventory", "--json"],
-                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    done = rigctl_on_capture(capture, "inventory", "--json", env=env, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     doc: dict[str, Any] = json.loads(done.stdout)
     check_envelope(doc, "inventory", True)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.support.on_capture import rigctl_on_capture
 
 from rigctl.cli import plaintable
 from rigctl.cli.views.reports import MESSAGE_BESIDE_FIX, MESSAGE_LEAST, preflight
@@ -29,20 +30,6 @@ pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path("/work/shared/reference/nvml-h200.json")
 CAPTURE = SHARED if SHARED.is_file() else REPO / "tests" / "fixtures" / "inventory" / "nvml-h200-capture.json"
-
-_FAKE_NVML = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import rigctl.host.nvml_lib as nvml_lib
-from tests.support.nvml_fake import FakeNvml
-capture = json.loads(open(sys.argv[2]).read())
-nvml_lib.nvml_library_loads = lambda: True
-nvml_lib.load_pynvml = lambda: FakeNvml(capture)
-sys.argv = ["rigctl", *sys.argv[3:]]
-from rigctl.cli.app import main
-main()
-"""
-
 
 def overflows(line: str, width: int) -> bool:
     """Whether ``line`` is longer than ``width`` and more than one unbreakable token (a backtick span, or
@@ -63,8 +50,7 @@ def test_piped_preflight_on_a_gpu_box_fits_its_width(tmp_path: Path, columns: in
     if columns is not None:
         env["COLUMNS"] = str(columns)
     width = columns or plaintable.WIDTH
-    done = subprocess.run([sys.executable, "-c", _FAKE_NVML, str(REPO), str(CAPTURE), "preflight", "qwen3-8b-vllm"],
-                          capture_output=True, text=True, env=env, timeout=100, check=False)
+    done = rigctl_on_capture(CAPTURE, "preflight", "qwen3-8b-vllm", env=env, timeout=100)
     assert "Traceback" not in done.stderr, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "preflight qwen3-8b-vllm" and "NVIDIA H200" in done.stdout  # the fake box was seen
@@ -185,8 +171,7 @@ def test_the_inventory_never_cuts_a_gpu_uuid(tmp_path: Path, columns: int) -> No
     the table fits the width, else goes on a line of its own under its GPU's row."""
     env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "NO_COLOR"}}
     env |= {"XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": str(columns)}
-    done = subprocess.run([sys.executable, "-c", _FAKE_NVML, str(REPO), str(CAPTURE), "inventory"],
-                          capture_output=True, text=True, env=env, timeout=100, check=False)
+    done = rigctl_on_capture(CAPTURE, "inventory", env=env, timeout=100)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     uuid = "GPU-bf1b89c8-b248-e7e3-5c2a-4bab27d75285"  # the capture's
     lines = done.stdout.splitlines()

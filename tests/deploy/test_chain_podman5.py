@@ -17,24 +17,11 @@ from typing import Any
 
 import pytest
 from tests.deploy.conftest import REPO, Rig
+from tests.support.on_capture import rigctl_on_capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 BOX = REPO / "tests" / "fixtures" / "inventory" / "boxes" / "pro6000-matched.json"
-
-# rigctl with NVML answering from a capture (as tests/cli/test_json_contract.py does for inventory)
-_FAKE_NVML = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import rigctl.host.nvml_lib as nvml_lib
-from tests.support.nvml_fake import FakeNvml
-capture = json.loads(open(sys.argv[2]).read())
-nvml_lib.nvml_library_loads = lambda: True
-nvml_lib.load_pynvml = lambda: FakeNvml(capture)
-sys.argv = ["rigctl", *sys.argv[3:]]
-from rigctl.cli.app import main
-main()
-"""
 
 
 @pytest.fixture
@@ -106,8 +93,7 @@ def _capture_with_gpu(tmp: Path, uuid: str) -> Path:
 
 
 def _rigctl_with_gpu(rig: Rig, capture: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-c", _FAKE_NVML, str(REPO), str(capture), *args, "--json"],
-                          env=rig.env, capture_output=True, text=True, timeout=180, check=False)
+    done = rigctl_on_capture(capture, *args, "--json", env=rig.env)
     try:
         return done.returncode, json.loads(done.stdout)
     except json.JSONDecodeError:

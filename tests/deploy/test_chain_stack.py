@@ -9,32 +9,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.deploy.conftest import REPO, Rig
+from tests.support.on_capture import rigctl_on_capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 BOX = REPO / "tests" / "fixtures" / "inventory" / "boxes" / "pro6000-mixed.json"
 PRODUCTS = ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
             "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"]
-_FAKE_NVML = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import rigctl.host.nvml_lib as nvml_lib
-from tests.support.nvml_fake import FakeNvml
-capture = json.loads(open(sys.argv[2]).read())
-nvml_lib.nvml_library_loads = lambda: True
-nvml_lib.load_pynvml = lambda: FakeNvml(capture)
-sys.argv = ["rigctl", *sys.argv[3:]]
-from rigctl.cli.app import main
-main()
-"""
-
-
 def _image(rig: Rig, tag: str, env: dict[str, str]) -> str:
     """An image FROM the test engine with ``env`` declared; its reference pinned by digest."""
     context = rig.workdir / tag
@@ -61,8 +47,7 @@ def _box(tmp: Path, *, narrow: bool) -> Path:
 
 
 def _preflight(rig: Rig, box: Path, recipe: Path) -> dict[str, dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-c", _FAKE_NVML, str(REPO), str(box), "preflight", str(recipe), "--user",
-                           "--json"], env=rig.env, capture_output=True, text=True, timeout=180, check=False)
+    done = rigctl_on_capture(box, "preflight", str(recipe), "--user", "--json", env=rig.env)
     doc = json.loads(done.stdout)
     return {f["id"]: f for f in doc["findings"]}
 
