@@ -33,17 +33,39 @@ def torch_total(gpu: str, tp: int) -> float:
     return (hi - lo) / (pair[-1]["gpu_memory_utilization"] - pair[0]["gpu_memory_utilization"])
 
 
-def _plan(case: dict[str, Any], total_gib: float) -> Any:
+def _plan_case(case: dict[str, Any], total_bytes: int, product: str, compute_capability: str) -> Any:
+    """rigctl's plan of a published start-up: its engine settings on a recipe, its model's shape, the card's
+    total. The weights are the engine's own figure after loading (online FP8 included): no --quantization
+    is passed."""
     args = ["--gpu-memory-utilization", str(case["gpu_memory_utilization"]),
             "--max-num-batched-tokens", str(case["max_num_batched_tokens"])]
     recipe = load("qwen3-8b-vllm", sets=[
         f"engine.version={case['vllm_version']}", f"context_length={case['context']}", "verify.needle.context=null",
         f"gpus.count={case['tp']}", f"gpus.tensor_parallel={case['tp']}", "gpus.min_memory_mib=0",
         "engine.args=[" + ",".join(f'"{a}"' for a in args) + "]"]).recipe
+    return plan(recipe, shape_of(case), total_bytes=total_bytes, weights=int(case["weights_gib"] * GIB),
+                weights_basis="the log's Model loading took", product=product, compute_capability=compute_capability)
+
+
+def _plan(case: dict[str, Any], total_gib: float) -> Any:
     total = int(total_gib * GIB) + (TOTAL_RESERVE[0] + TOTAL_RESERVE[1]) // 2
-    return plan(recipe, shape_of(case), total_bytes=total, weights=int(case["weights_gib"] * GIB),
-                weights_basis="the log's Model loading took", product="NVIDIA A100-SXM4-80GB",
-                compute_capability="8.0")
+    return _plan_case(case, total, "NVIDIA A100-SXM4-80GB", "8.0")
+
+
+def _holds(case: dict[str, Any], p: Any) -> None:
+    """vLLM's logged KV memory within the plan's margin, the pessimistic side within 10% of it, in bytes, in
+    tokens (full attention) and in full-context sequences, and the plan says it fits."""
+    found = parse((LOGS / case["log"]).read_text())
+    logged = min(found["available_gib"]) * GIB
+    slack = 0.01 * GIB  # the log rounds to 0.01 GiB
+    assert p.budget - slack <= logged <= p.budget_optimistic + slack, (p.components(), logged / GIB)
+    assert abs(p.budget - logged) <= 0.10 * logged, (p.budget / GIB, logged / GIB)
+    per_token = p.kv.per_token_bytes + p.kv.sliding_per_token_bytes
+    if not case.get("budget_only") and not p.kv.sliding_per_token_bytes and "tokens" in found:
+        assert abs(p.budget / per_token - found["tokens"]) <= 0.10 * found["tokens"]
+    if "concurrency" in found:
+        assert abs(p.sequences - found["concurrency"]) <= 0.10 * found["concurrency"]
+    assert p.verdict == "fits"
 
 
 def test_there_are_whole_budget_cases() -> None:
@@ -59,19 +81,7 @@ def test_the_two_utilizations_agree_on_torchs_total() -> None:
 
 @pytest.mark.parametrize("case", [c for c in FULL if c.get("gpu_product") == "A100 80GB"], ids=lambda c: c["log"])
 def test_vllms_kv_memory_is_within_the_margin_and_the_promise_within_ten_percent(case: dict[str, Any]) -> None:
-    found = parse((LOGS / case["log"]).read_text())
-    p = _plan(case, torch_total("A100 80GB", 1))
-    logged = min(found["available_gib"]) * GIB
-    slack = 0.01 * GIB  # the log rounds to 0.01 GiB
-    assert p.budget - slack <= logged <= p.budget_optimistic + slack, (p.components(), logged / GIB)
-    assert abs(p.budget - logged) <= 0.10 * logged, (p.budget / GIB, logged / GIB)
-    # in tokens (full attention): vLLM's "GPU KV cache size" against the plan's pessimistic pool
-    per_token = p.kv.per_token_bytes + p.kv.sliding_per_token_bytes
-    if not p.kv.sliding_per_token_bytes and "tokens" in found:
-        assert abs(p.budget / per_token - found["tokens"]) <= 0.10 * found["tokens"]
-    if "concurrency" in found:
-        assert abs(p.sequences - found["concurrency"]) <= 0.10 * found["concurrency"]
-    assert p.verdict == "fits"
+    _holds(case, _plan(case, torch_total("A100 80GB", 1)))
 
 
 # --- start-ups on cards whose total is known: NVML's measured, or vLLM's own torch total ------------------------------
@@ -88,15 +98,6 @@ NVML_TOTAL = {
 COMPUTE_CAPABILITY = {"NVIDIA H100 80GB HBM3": "9.0", "NVIDIA H200": "9.0", "NVIDIA L40S": "8.9"}
 TORCH_TOTAL = {c["gpu"]: c["torch_total_gib"] for c in CASES if c.get("torch_total_gib") and c.get("gpu")}
 
-# Start-ups outside the margin: a finding about the model (src is not tuned to them here). Each says what vLLM
-# logged against rigctl's terms; the figures are in the case's vllm_terms_gib.
-# cases outside the model's margin, with why (strict xfail: a case that comes inside fails loudly, to be moved
-# back); the two vLLM 0.10.2 start-ups that were here showed the sampler's copies and TP non-torch memory that
-# rigctl then modelled from 0.11: NEW_ACCOUNTING is 0.10.2 since, and the custom all-reduce's buffers count only
-# where it runs
-OUTSIDE: dict[str, str] = {}
-
-
 def _known_total(case: dict[str, Any]) -> int | None:
     gpu = case.get("gpu")
     if gpu in NVML_TOTAL:
@@ -110,16 +111,9 @@ KNOWN = [c for c in CASES if c.get("weights_gib") and c.get("vllm_version") and 
 
 
 def _plan_on(case: dict[str, Any]) -> Any:
-    args = ["--gpu-memory-utilization", str(case["gpu_memory_utilization"]),
-            "--max-num-batched-tokens", str(case["max_num_batched_tokens"])]
-    recipe = load("qwen3-8b-vllm", sets=[
-        f"engine.version={case['vllm_version']}", f"context_length={case['context']}", "verify.needle.context=null",
-        f"gpus.count={case['tp']}", f"gpus.tensor_parallel={case['tp']}", "gpus.min_memory_mib=0",
-        "engine.args=[" + ",".join(f'"{a}"' for a in args) + "]"]).recipe
-    # the weights are the engine's own figure after loading (online FP8 included): no --quantization is passed
-    return plan(recipe, shape_of(case), total_bytes=_known_total(case), weights=int(case["weights_gib"] * GIB),
-                weights_basis="the log's Model loading took", product=case["gpu"],
-                compute_capability=COMPUTE_CAPABILITY[case["gpu"]])
+    total = _known_total(case)
+    assert total is not None
+    return _plan_case(case, total, case["gpu"], COMPUTE_CAPABILITY[case["gpu"]])
 
 
 def test_the_known_totals_cover_new_cards() -> None:
@@ -130,22 +124,10 @@ def test_the_known_totals_cover_new_cards() -> None:
     assert TOTAL_RESERVE[0] / GIB <= 46068 / 1024 - TORCH_TOTAL["NVIDIA L40S"] <= TOTAL_RESERVE[1] / GIB
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(reason=OUTSIDE[c["log"]], strict=True)) if c["log"] in OUTSIDE else c
-    for c in KNOWN if not c.get("refused")], ids=lambda c: c["log"])
+@pytest.mark.parametrize("case", [c for c in KNOWN if not c.get("refused")], ids=lambda c: c["log"])
 def test_vllms_kv_memory_on_known_cards_is_within_the_margin(case: dict[str, Any]) -> None:
-    found = parse((LOGS / case["log"]).read_text())
-    p = _plan_on(case)
-    logged = min(found["available_gib"]) * GIB
-    slack = 0.01 * GIB  # the log rounds to 0.01 GiB
-    assert p.budget - slack <= logged <= p.budget_optimistic + slack, (p.components(), logged / GIB)
-    assert abs(p.budget - logged) <= 0.10 * logged, (p.budget / GIB, logged / GIB)
-    per_token = p.kv.per_token_bytes + p.kv.sliding_per_token_bytes
-    if not case.get("budget_only") and not p.kv.sliding_per_token_bytes and "tokens" in found:
-        assert abs(p.budget / per_token - found["tokens"]) <= 0.10 * found["tokens"]
-    if "concurrency" in found:
-        assert abs(p.sequences - found["concurrency"]) <= 0.10 * found["concurrency"]
-    assert p.verdict == "fits"
+    _holds(case, _plan_on(case))
+
 
 # A start-up vLLM refused must never be planned as `fits`: no published one gives its card, its weights and its
 # version together yet (issue #32), so there is no case to hold the plan against here.
