@@ -107,3 +107,24 @@ def test_doctor_names_a_cache_no_unit_mounts() -> None:
     hits = engine_cache_orphan([], facts)
     assert [h.subject.rsplit("/", 1)[1] for h in hits] == ["abc-gpu", "def-gpu"]
     assert "3.0 GiB" in hits[0].message and "rm -rf" in hits[0].fix
+
+
+def test_doctor_walks_and_names_only_the_caches_no_unit_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache a unit mounts is neither named nor walked (it may hold gigabytes); one no unit mounts is."""
+    from rigctl.doctor import host_state
+    from rigctl.host.unit import Unit
+
+    root = tmp_path / "engine-cache"
+    _file(root / "mounted-key" / "k.bin", 100)
+    _file(root / "left-key" / "k.bin", 200)
+    unit = Unit.of("/u/rigctl-x.container", "[Container]\nImage=i\n[Service]\n"
+                                            "CacheDirectory=rigctl/engine-cache/mounted-key\n")
+    assert engine_cache.mounted_keys([unit]) == {"mounted-key"}
+    walked: list[str] = []
+    real_size = engine_cache.size
+    monkeypatch.setattr(engine_cache, "size", lambda p: (walked.append(p.name), real_size(p))[1])
+    monkeypatch.setattr("rigctl.places.engine_cache_root", lambda scope, env=None: root)
+    found = host_state._caches(Scope.USER, [unit])
+    assert found == [("left-key", 200)] and walked == ["left-key"]
+    hits = engine_cache_orphan([], DoctorFacts(engine_caches={"user": found}))
+    assert [h.subject.rsplit("/", 1)[1] for h in hits] == ["left-key"]

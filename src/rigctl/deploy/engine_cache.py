@@ -9,12 +9,15 @@ import os
 import shutil
 import stat
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rigctl.host.unit import Unit
+from rigctl.host.unitfile import UnitParseError
 from rigctl.invocation import path_refusal
-from rigctl.places import Scope, engine_cache_root
+from rigctl.places import ENGINE_CACHE_SUBDIR, Scope, engine_cache_root
 
 if TYPE_CHECKING:
     from rigctl.recipe.model import Recipe
@@ -113,8 +116,23 @@ def remove(path: Path) -> str | None:
     return "; ".join(errors[:3]) or None
 
 
+def mounted_keys(units: Iterable[Unit]) -> set[str]:
+    """The cache keys ``units`` mount (their ``CacheDirectory=rigctl/engine-cache/KEY``); a unit that cannot
+    be read mounts none it could be credited with."""
+    prefix = ENGINE_CACHE_SUBDIR + "/"
+    keys: set[str] = set()
+    for unit in units:
+        try:
+            entries = unit.merged.all("Service", "CacheDirectory")
+        except UnitParseError:
+            continue
+        keys.update(e.value.strip().removeprefix(prefix) for e in entries if e.value.strip().startswith(prefix))
+    return keys
+
+
 def orphans(root: Path, used: set[str]) -> list[tuple[str, CacheSize | None]]:
-    """The cache directories under ``root`` no unit names (``used``: the keys units mount)."""
+    """The cache directories under ``root`` no unit names (``used``: the keys units mount), each with its
+    size: only these are walked."""
     try:
         names = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
     except OSError:

@@ -90,19 +90,19 @@ def local_facts(units: Sequence[Unit], *, driver_file: str = DRIVER_VERSION_FILE
         image_digests=local_image_digests(unpinned_images(units)),
         planned=planned, now=host_now(driver_file=driver_file, cdi_dirs=cdi_dirs, cuda_version=cuda() if any(
             wants_cuda(p) for _, p in planned.values()) else None) if planned else None,
-        engine_caches={scope: _caches(Scope(scope)) for scope in scopes},
+        engine_caches={scope: _caches(Scope(scope), units) for scope in scopes},
     )
 
 
-def _caches(scope: Scope) -> list[tuple[str, int | None]]:
-    """The engine cache directories of ``scope``'s manager (this login's view of %C)."""
+def _caches(scope: Scope, units: Sequence[Unit]) -> list[tuple[str, int | None]]:
+    """The engine cache directories of ``scope``'s manager (this login's view of %C) that no unit mounts,
+    with their sizes: a mounted cache is not walked."""
     from rigctl.deploy import engine_cache  # noqa: PLC0415 - doctor's host side only
     from rigctl.places import engine_cache_root  # noqa: PLC0415
 
-    out = []
-    for name, size in engine_cache.orphans(engine_cache_root(scope), set()):
-        out.append((name, size.bytes if size is not None else None))
-    return out
+    used = engine_cache.mounted_keys(units)
+    return [(name, size.bytes if size is not None else None)
+            for name, size in engine_cache.orphans(engine_cache_root(scope), used)]
 
 
 def planned_facts(scopes: Iterable[Scope]) -> dict[str, tuple[str, PlannedHost]]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from rigctl.deploy.drift import not_compared
+from rigctl.deploy.engine_cache import mounted_keys
 from rigctl.deploy.state import host_drift as changes_since
 from rigctl.doctor.host_state import DoctorFacts
 from rigctl.doctor.rules.context import HostHit, RuleContext
@@ -101,14 +102,11 @@ def host_drift(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit
     return hits
 
 
-_CACHE_PREFIX = "rigctl/engine-cache/"
-
 
 def engine_cache_orphan(units: Sequence[RuleContext], facts: DoctorFacts) -> list[HostHit]:
     """An engine cache directory no unit of its manager mounts any more (its image or GPU changed, or its
     unit went without `down --remove`): gigabytes of compiled kernels for nothing."""
-    used = {e.value.strip().removeprefix(_CACHE_PREFIX) for c in units
-            for e in c.unit.merged.all("Service", "CacheDirectory") if e.value.strip().startswith(_CACHE_PREFIX)}
+    used = mounted_keys(c.unit for c in units)
     hits: list[HostHit] = []
     for scope, found in sorted(facts.engine_caches.items()):
         root = engine_cache_root(Scope(scope))
